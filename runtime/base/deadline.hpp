@@ -1,0 +1,79 @@
+// Deadlines and backoff: every blocking wait in ferry takes a Deadline and pauses with a Backoff.
+//
+// Backoff spins briefly (the common case of a peer a few microseconds behind), then yields, then
+// sleeps with a growing interval capped at 100 us, so that 8 ranks on 2 cores still make progress.
+#pragma once
+
+#include <sched.h>
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+
+namespace ferry {
+
+using Clock = std::chrono::steady_clock;
+
+/// A point in time after which a wait fails. Default-constructed: never expires.
+class Deadline {
+ public:
+  Deadline() : at_(Clock::time_point::max()) {}
+  static Deadline after(double seconds) {
+    Deadline d;
+    if (seconds > 0 && seconds < 1e9) {
+      d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(seconds));
+    }
+    return d;
+  }
+  bool expired() const { return Clock::now() >= at_; }
+  /// Remaining milliseconds, clamped to [0, INT32_MAX] (for poll()).
+  int remainingMs() const {
+    if (at_ == Clock::time_point::max()) return INT32_MAX;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
+    if (ms < 0) return 0;
+    return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
+  }
+  Clock::time_point at() const { return at_; }
+
+ private:
+  Clock::time_point at_;
+};
+
+/// Seconds since an arbitrary origin, for durations in messages.
+inline double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Spin, then yield, then sleep: the pause between polls of a wait loop.
+class Backoff {
+ public:
+  void pause() {
+    ++n_;
+    if (n_ < kSpins) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else if (n_ < kSpins + kYields) {
+      sched_yield();
+    } else {
+      timespec ts{0, sleepNs_};
+      nanosleep(&ts, nullptr);
+      if (sleepNs_ < kMaxSleepNs) sleepNs_ *= 2;
+    }
+  }
+  void reset() {
+    n_ = 0;
+    sleepNs_ = kMinSleepNs;
+  }
+
+ private:
+  static constexpr uint32_t kSpins = 64;
+  static constexpr uint32_t kYields = 64;
+  static constexpr long kMinSleepNs = 2000;
+  static constexpr long kMaxSleepNs = 100000;
+  uint32_t n_ = 0;
+  long sleepNs_ = kMinSleepNs;
+};
+
+}  // namespace ferry

@@ -1,0 +1,56 @@
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+bool isValidDataType(int value) { return value >= 0 && value < kNumDataTypes; }
+bool isValidRedOp(int value) { return value >= 0 && value < kNumRedOps; }
+
+size_t dataTypeSize(DataType type) {
+  switch (type) {
+    case DataType::kInt8:
+    case DataType::kUint8: return 1;
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+  }
+  return 0;
+}
+
+const char* dataTypeName(DataType type) {
+  switch (type) {
+    case DataType::kInt8: return "int8";
+    case DataType::kUint8: return "uint8";
+    case DataType::kInt32: return "int32";
+    case DataType::kUint32: return "uint32";
+    case DataType::kInt64: return "int64";
+    case DataType::kUint64: return "uint64";
+    case DataType::kFloat16: return "float16";
+    case DataType::kFloat32: return "float32";
+    case DataType::kFloat64: return "float64";
+    case DataType::kBfloat16: return "bfloat16";
+  }
+  return "invalid";
+}
+
+const char* redOpName(RedOp op) {
+  switch (op) {
+    case RedOp::kSum: return "sum";
+    case RedOp::kProd: return "prod";
+    case RedOp::kMax: return "max";
+    case RedOp::kMin: return "min";
+    case RedOp::kAvg: return "avg";
+  }
+  return "invalid";
+}
+
+bool isFloatingPoint(DataType type) {
+  return type == DataType::kFloat16 || type == DataType::kFloat32 || type == DataType::kFloat64 ||
+         type == DataType::kBfloat16;
+}
+
+}  // namespace ferry
