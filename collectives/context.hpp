@@ -1,0 +1,99 @@
+// What an algorithm runs with: the communicator's transport and resources, and one call's state.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "collectives/op.hpp"
+#include "collectives/tag.hpp"
+#include "ferry/status.hpp"
+#include "runtime/base/deadline.hpp"
+#include "transports/transport.hpp"
+
+namespace ferry::coll {
+
+/// Checks the runtime makes while a rank waits: abort requests, peers' liveness, errors other
+/// ranks reported. Called every few milliseconds, never on the fast path.
+class WaitHooks {
+ public:
+  virtual ~WaitHooks() = default;
+  /// Ok to keep waiting on `peer`; otherwise the reason to stop.
+  virtual Status poll(int peer) = 0;
+};
+
+/// Host memory for intermediate results, owned by the communicator and grown on demand.
+class Scratch {
+ public:
+  /// At least `bytes` bytes, 64-byte aligned; valid until the next call.
+  void* get(size_t bytes);
+  ~Scratch();
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// The communicator's side: long-lived, shared by every call.
+struct Context {
+  transport::Transport* transport = nullptr;
+  int rank = 0;
+  int size = 1;
+  WaitHooks* hooks = nullptr;
+  Scratch* scratch = nullptr;  ///< intermediate results of one call (e.g. reduce-scatter partials)
+  Scratch* staging = nullptr;  ///< receive slots of the pipelines
+  size_t sliceBytes = 256 * 1024;  ///< pipelining granularity
+  int depth = 8;                   ///< receives posted ahead per ring
+  bool checkMismatch = true;
+  /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
+  std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
+};
+
+/// One call in progress: posts messages tagged for this call and waits for them with the call's
+/// deadline, naming the operation, phase, step and peer in every error.
+class Exec {
+ public:
+  Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, Deadline deadline);
+  ~Exec();
+  Exec(const Exec&) = delete;
+  Exec& operator=(const Exec&) = delete;
+
+  int rank() const { return ctx_.rank; }
+  int size() const { return ctx_.size; }
+  Context& context() { return ctx_; }
+  const Context& context() const { return ctx_; }
+  const OpDesc& desc() const { return desc_; }
+
+  /// Name the phase and step for error messages ("reduce-scatter", step 2 of 3).
+  void setPhase(const char* phase, int step, int steps) {
+    phase_ = phase;
+    step_ = step;
+    steps_ = steps;
+  }
+
+  /// Post a send / receive; the returned request stays valid for the life of this Exec.
+  Result<transport::Request*> send(int peer, const void* buf, size_t bytes);
+  Result<transport::Request*> recv(int peer, void* buf, size_t bytes);
+  /// Wait for one request; for a receive, check that the sender ran the same call and sent
+  /// exactly the bytes expected.
+  Status wait(transport::Request* req);
+  /// Wait for every request posted so far.
+  Status waitAll();
+
+ private:
+  Status failure(transport::Request* req, Status why);
+  Status checkReceive(transport::Request* req);
+
+  Context& ctx_;
+  OpDesc desc_;
+  uint64_t seq_;
+  uint64_t tag_;
+  Deadline deadline_;
+  Clock::time_point start_;
+  const char* phase_ = "";
+  int step_ = 0;
+  int steps_ = 0;
+  std::unique_ptr<std::deque<transport::Request>> requests_;
+};
+
+}  // namespace ferry::coll

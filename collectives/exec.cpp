@@ -1,0 +1,154 @@
+// Exec: posting and waiting for one call's messages.
+//
+// The wait loop drives the transport itself (no progress thread is needed for a blocking call),
+// backs off from spinning to sleeping so oversubscribed ranks leave the cores to their peers, and
+// every few milliseconds checks the deadline and the runtime's hooks (abort, dead peers, errors
+// reported by other ranks). A failed call cancels what it posted; requests UCX may still touch are
+// parked in the context's graveyard rather than freed.
+#include <cstdlib>
+#include <cstring>
+
+#include "collectives/context.hpp"
+#include "runtime/base/log.hpp"
+
+namespace ferry::coll {
+
+using transport::Request;
+
+void* Scratch::get(size_t bytes) {
+  if (bytes > size_) {
+    std::free(data_);
+    size_t rounded = (bytes + 63) & ~size_t{63};
+    data_ = std::aligned_alloc(64, rounded);
+    size_ = data_ != nullptr ? rounded : 0;
+  }
+  return data_;
+}
+
+Scratch::~Scratch() { std::free(data_); }
+
+Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, Deadline deadline)
+    : ctx_(ctx),
+      desc_(desc),
+      seq_(seq),
+      tag_(makeTag(tagClass, seq, fingerprint(desc))),
+      deadline_(deadline),
+      start_(Clock::now()),
+      requests_(std::make_unique<std::deque<Request>>()) {}
+
+Exec::~Exec() {
+  bool pending = false;
+  for (auto& r : *requests_) {
+    if (r.pending()) {
+      ctx_.transport->cancel(&r);
+      pending = true;
+    }
+  }
+  if (!pending) return;
+  // Give cancellations a moment to complete, then park whatever is left.
+  Deadline grace = Deadline::after(0.05);
+  Backoff backoff;
+  auto anyPending = [&] {
+    for (auto& r : *requests_) {
+      if (r.pending()) return true;
+    }
+    return false;
+  };
+  while (anyPending() && !grace.expired()) {
+    if (!ctx_.transport->progress()) backoff.pause();
+  }
+  if (anyPending()) ctx_.graveyard.push_back(std::move(requests_));
+}
+
+Result<Request*> Exec::send(int peer, const void* buf, size_t bytes) {
+  Request* r = &requests_->emplace_back();
+  FERRY_TRY(ctx_.transport->postSend(peer, tag_, buf, bytes, r));
+  return r;
+}
+
+Result<Request*> Exec::recv(int peer, void* buf, size_t bytes) {
+  Request* r = &requests_->emplace_back();
+  FERRY_TRY(ctx_.transport->postRecv(peer, tag_, kClassMask, buf, bytes, r));
+  return r;
+}
+
+Status Exec::failure(Request* req, Status why) {
+  char where[160] = "";
+  if (phase_[0] != '\0') {
+    std::snprintf(where, sizeof(where), " in %s step %d/%d", phase_, step_ + 1, steps_);
+  }
+  std::string peer;
+  if (req != nullptr) {
+    peer = std::string(req->isSend ? ", sending to rank " : ", waiting for rank ") + std::to_string(req->peer);
+  }
+  return makeError(why.code(), "%s #%llu on rank %d%s%s: %s", describe(desc_).c_str(),
+                   static_cast<unsigned long long>(seq_), ctx_.rank, where, peer.c_str(), why.message().c_str());
+}
+
+Status Exec::checkReceive(Request* req) {
+  if (ctx_.checkMismatch) {
+    uint32_t theirs = tagFingerprint(req->peerTag);
+    if (theirs != fingerprint(desc_)) {
+      return failure(req, makeError(ErrorCode::kMismatch, "collective mismatch: rank %d %s (its call #%llu) while rank %d runs %s",
+                                    req->peer, explainMismatch(desc_, theirs).c_str(),
+                                    static_cast<unsigned long long>(tagSeq(req->peerTag)), ctx_.rank,
+                                    describe(desc_).c_str()));
+    }
+  }
+  if (req->received != req->bytes) {
+    return failure(req, makeError(ErrorCode::kMismatch,
+                                  "collective mismatch: rank %d sent %zu bytes where rank %d expected %zu (the ranks "
+                                  "passed different counts)",
+                                  req->peer, req->received, ctx_.rank, req->bytes));
+  }
+  return Status::ok();
+}
+
+Status Exec::wait(Request* req) {
+  Backoff backoff;
+  Clock::time_point nextCheck = Clock::now();
+  unsigned spins = 0;
+  while (req->pending()) {
+    if (ctx_.transport->progress()) {
+      backoff.reset();
+      continue;
+    }
+    if ((++spins & 31) == 0) {
+      Clock::time_point now = Clock::now();
+      if (now >= nextCheck) {
+        nextCheck = now + std::chrono::milliseconds(5);
+        if (deadline_.expired()) {
+          return failure(req, makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT)",
+                                        secondsSince(start_)));
+        }
+        if (ctx_.hooks != nullptr) {
+          Status s = ctx_.hooks->poll(req->peer);
+          if (!s.isOk()) return failure(req, s);
+        }
+        Status p = ctx_.transport->peerError(req->peer);
+        if (!p.isOk()) return failure(req, p);
+      }
+    }
+    backoff.pause();
+  }
+  if (req->state == Request::State::kFailed) {
+    Status p = ctx_.transport->peerError(req->peer);
+    if (!p.isOk()) return failure(req, p);
+    if (!req->isSend && req->error.rfind("message truncated", 0) == 0) {
+      Status m = checkReceive(req);
+      if (!m.isOk()) return m;
+    }
+    return failure(req, makeError(ErrorCode::kRemoteError, "transfer failed: %s", req->error.c_str()));
+  }
+  if (!req->isSend) return checkReceive(req);
+  return Status::ok();
+}
+
+Status Exec::waitAll() {
+  for (auto& r : *requests_) {
+    if (r.state != Request::State::kIdle) FERRY_TRY(wait(&r));
+  }
+  return Status::ok();
+}
+
+}  // namespace ferry::coll

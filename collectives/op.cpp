@@ -1,0 +1,71 @@
+#include "collectives/op.hpp"
+
+#include <cstdio>
+
+namespace ferry::coll {
+
+const char* opKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce: return "allReduce";
+    case OpKind::kReduceScatter: return "reduceScatter";
+    case OpKind::kAllGather: return "allGather";
+    case OpKind::kAllToAll: return "allToAll";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kReduce: return "reduce";
+    case OpKind::kBarrier: return "barrier";
+    case OpKind::kSend: return "send/recv";
+  }
+  return "unknown";
+}
+
+namespace {
+bool hasOp(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduceScatter || k == OpKind::kReduce; }
+bool hasRoot(OpKind k) { return k == OpKind::kBroadcast || k == OpKind::kReduce; }
+
+uint32_t hash13(uint64_t count, int root) {
+  uint64_t x = count * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(root + 1) * 0xC2B2AE3D27D4EB4Full);
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return static_cast<uint32_t>(x) & 0x1FFF;
+}
+}  // namespace
+
+uint32_t fingerprint(const OpDesc& d) {
+  uint32_t kind = static_cast<uint32_t>(d.kind) & 0xF;
+  uint32_t type = d.kind == OpKind::kBarrier ? 0 : static_cast<uint32_t>(d.type) & 0xF;
+  uint32_t op = hasOp(d.kind) ? static_cast<uint32_t>(d.op) & 0x7 : 0;
+  uint32_t h = d.kind == OpKind::kBarrier ? 0 : hash13(d.count, hasRoot(d.kind) ? d.root : -1);
+  return (kind << 20) | (type << 16) | (op << 13) | h;
+}
+
+std::string describe(const OpDesc& d) {
+  char buf[160];
+  if (d.kind == OpKind::kBarrier) return "barrier()";
+  int n = std::snprintf(buf, sizeof(buf), "%s(count=%zu, %s", opKindName(d.kind), d.count, dataTypeName(d.type));
+  if (hasOp(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", %s", redOpName(d.op));
+  if (hasRoot(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", root=%d", d.root);
+  std::snprintf(buf + n, sizeof(buf) - n, ")");
+  return buf;
+}
+
+std::string explainMismatch(const OpDesc& mine, uint32_t theirs) {
+  uint32_t ours = fingerprint(mine);
+  uint32_t kind = theirs >> 20;
+  if (kind != (ours >> 20)) {
+    if (kind >= 1 && kind <= 8) return std::string("runs ") + opKindName(static_cast<OpKind>(kind));
+    return "runs an unknown operation (kind " + std::to_string(kind) + ")";
+  }
+  uint32_t type = (theirs >> 16) & 0xF;
+  if (type != ((ours >> 16) & 0xF)) {
+    return std::string("uses data type ") +
+           (isValidDataType(static_cast<int>(type)) ? dataTypeName(static_cast<DataType>(type)) : "?");
+  }
+  uint32_t op = (theirs >> 13) & 0x7;
+  if (op != ((ours >> 13) & 0x7)) {
+    return std::string("uses op ") + (isValidRedOp(static_cast<int>(op)) ? redOpName(static_cast<RedOp>(op)) : "?");
+  }
+  return hasRoot(mine.kind) ? "uses a different count or root" : "uses a different count";
+}
+
+}  // namespace ferry::coll

@@ -1,0 +1,48 @@
+// What one collective call is: its kind and arguments, as every rank should agree on them.
+//
+// The fingerprint packs the parts that must match across ranks into the 24 tag bits the collectives
+// own on every message, so a peer running a different collective, type, op, count or root is
+// detected on the first message it sends, at no extra cost.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ferry/types.hpp"
+
+namespace ferry::coll {
+
+/// The collectives (and point-to-point) ferry runs. Numbering is part of the wire fingerprint.
+enum class OpKind : uint8_t {
+  kAllReduce = 1,
+  kReduceScatter = 2,
+  kAllGather = 3,
+  kAllToAll = 4,
+  kBroadcast = 5,
+  kReduce = 6,
+  kBarrier = 7,
+  kSend = 8,  ///< point-to-point; its receive side fingerprints as kSend too
+};
+
+/// "allReduce", "broadcast", ...
+const char* opKindName(OpKind kind);
+
+/// One call's arguments as the peers must agree on them.
+struct OpDesc {
+  OpKind kind = OpKind::kBarrier;
+  size_t count = 0;  ///< elements as the API takes them (per rank for allGather/reduceScatter/allToAll)
+  DataType type = DataType::kUint8;
+  RedOp op = RedOp::kSum;  ///< for reductions only
+  int root = -1;           ///< for rooted collectives only
+};
+
+/// 24 bits: kind (4) | type (4) | op (3) | 13-bit hash of count and root.
+uint32_t fingerprint(const OpDesc& d);
+/// "allReduce(count=1024, float32, sum)".
+std::string describe(const OpDesc& d);
+/// Explain how a peer's fingerprint differs from ours: "runs broadcast", "uses float16", "uses a
+/// different count or root".
+std::string explainMismatch(const OpDesc& mine, uint32_t theirs);
+
+}  // namespace ferry::coll

@@ -1,0 +1,70 @@
+// All-to-all, barrier and point-to-point.
+//
+// Pairwise all-to-all: at step i (1..n-1) rank r sends its block for rank r+i and receives the
+// block of rank r-i, so every rank talks to one peer per step and no receiver is flooded. All
+// steps are posted at once in that order; the transport's ordering keeps the pairs in step.
+// Dissemination barrier: in round k rank r signals r + 2^k and waits for r - 2^k; after
+// ceil(log2 n) rounds every rank has transitively heard from every other.
+#include <cstring>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/ring_math.hpp"
+
+namespace ferry::coll {
+
+Status pairwiseAllToAll(Exec& ex, const void* in, void* out, size_t count, DataType type) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t block = count * dataTypeSize(type);
+  if (block == 0) return Status::ok();
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  if (in == out && n > 1) {
+    // In place: the outgoing blocks must survive the incoming ones.
+    auto* copy = static_cast<uint8_t*>(ex.context().scratch->get(block * n));
+    if (copy == nullptr) return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", block * n);
+    std::memcpy(copy, in, block * n);
+    src = copy;
+  }
+  if (dst + block * r != src + block * r) std::memmove(dst + block * r, src + block * r, block);
+  ex.setPhase("all-to-all", 0, 1);
+  for (int i = 1; i < n; ++i) {
+    int from = ringMod(r - i, n);
+    FERRY_TRY(ex.recv(from, dst + block * from, block));
+  }
+  for (int i = 1; i < n; ++i) {
+    int to = ringMod(r + i, n);
+    FERRY_TRY(ex.send(to, src + block * to, block));
+  }
+  return ex.waitAll();
+}
+
+Status disseminationBarrier(Exec& ex) {
+  const int n = ex.size(), r = ex.rank();
+  int rounds = 0;
+  for (int k = 1; k < n; k <<= 1) ++rounds;
+  int round = 0;
+  for (int k = 1; k < n; k <<= 1, ++round) {
+    ex.setPhase("barrier", round, rounds);
+    auto rv = ex.recv(ringMod(r - k, n), nullptr, 0);
+    FERRY_TRY(rv);
+    auto sd = ex.send(ringMod(r + k, n), nullptr, 0);
+    FERRY_TRY(sd);
+    FERRY_TRY(ex.wait(*rv));
+    FERRY_TRY(ex.wait(*sd));
+  }
+  return Status::ok();
+}
+
+Status sendTo(Exec& ex, const void* buf, size_t bytes, int peer) {
+  auto r = ex.send(peer, buf, bytes);
+  FERRY_TRY(r);
+  return ex.wait(*r);
+}
+
+Status recvFrom(Exec& ex, void* buf, size_t bytes, int peer) {
+  auto r = ex.recv(peer, buf, bytes);
+  FERRY_TRY(r);
+  return ex.wait(*r);
+}
+
+}  // namespace ferry::coll

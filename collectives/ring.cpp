@@ -1,0 +1,110 @@
+// Ring reduce-scatter, all-gather and all-reduce.
+//
+// With n ranks the vector is cut into n segments (ring_math.hpp). Reduce-scatter takes n-1 steps:
+// at each, every rank sends one segment's partial result to rank+1 and folds the segment arriving
+// from rank-1 into its own contribution; after the last step rank r holds the full reduction of
+// segment r. All-gather then circulates the finished segments for n-1 more steps. Each rank sends
+// and receives 2(n-1)/n of the vector, the bandwidth optimum. Segments are cut into slices so the
+// transfer of one slice overlaps the reduction of the previous one (pipeline.hpp).
+#include <cstring>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/pipeline.hpp"
+#include "collectives/ring_math.hpp"
+#include "kernels/host/reduce.hpp"
+
+namespace ferry::coll {
+namespace {
+
+// Segment boundaries: equal blocks (reduce-scatter, all-gather) or a near-even split (all-reduce).
+struct Segments {
+  size_t count;     // total elements
+  int n;
+  size_t block;     // > 0: every segment has exactly `block` elements
+  size_t begin(int i) const { return block > 0 ? block * i : segmentBegin(count, n, i); }
+  size_t length(int i) const { return block > 0 ? block : segmentCount(count, n, i); }
+};
+
+// Reduce-scatter over `seg`: partials of segment i go to acc + begin(i), the final segment of this
+// rank to `final`. Waits for every send before returning, so the caller may reuse acc.
+Status reduceScatterCore(Exec& ex, const Segments& seg, const uint8_t* in, uint8_t* acc, uint8_t* final,
+                         DataType type, RedOp op) {
+  const int n = ex.size(), r = ex.rank(), prev = ringMod(r - 1, n), next = ringMod(r + 1, n);
+  const size_t es = dataTypeSize(type), se = sliceElems(ex, type);
+  ex.setPhase("reduce-scatter", 0, n - 1);
+  int first = rsSendSegment(r, n, 0);
+  FERRY_TRY(sendSlices(ex, next, in + seg.begin(first) * es, seg.length(first), type));
+  std::vector<ReduceTask> tasks;
+  for (int s = 0; s < n - 1; ++s) {
+    int g = rsRecvSegment(r, n, s);
+    bool last = s == n - 2;
+    size_t len = seg.length(g), base = seg.begin(g);
+    for (size_t k = 0, ks = sliceCount(len, se); k < ks; ++k) {
+      size_t off = sliceBegin(k, se);
+      uint8_t* dst = last ? final + off * es : acc + (base + off) * es;
+      tasks.push_back({in + (base + off) * es, dst, sliceLength(len, k, se), !last, last, s});
+    }
+  }
+  FERRY_TRY(recvReduceForward(ex, prev, next, tasks, type, op, static_cast<uint32_t>(n), "reduce-scatter", n - 1));
+  return ex.waitAll();
+}
+
+// All-gather over `seg` in `out`, where this rank's segment is already in place.
+Status allGatherCore(Exec& ex, const Segments& seg, uint8_t* out, DataType type) {
+  const int n = ex.size(), r = ex.rank(), prev = ringMod(r - 1, n), next = ringMod(r + 1, n);
+  const size_t es = dataTypeSize(type), se = sliceElems(ex, type);
+  std::vector<CopyTask> tasks;
+  for (int t = 0; t < n - 1; ++t) {
+    int g = agRecvSegment(r, n, t);
+    size_t len = seg.length(g), base = seg.begin(g);
+    for (size_t k = 0, ks = sliceCount(len, se); k < ks; ++k) {
+      tasks.push_back({out + (base + sliceBegin(k, se)) * es, sliceLength(len, k, se), t < n - 2, t});
+    }
+  }
+  ex.setPhase("all-gather", 0, n - 1);
+  FERRY_TRY(sendSlices(ex, next, out + seg.begin(r) * es, seg.length(r), type));
+  FERRY_TRY(recvForward(ex, prev, next, tasks, type, "all-gather", n - 1));
+  return ex.waitAll();
+}
+
+void copyIfDistinct(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+}  // namespace
+
+Status ringAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op) {
+  const size_t es = dataTypeSize(type);
+  if (ex.size() == 1 || count == 0) {
+    copyIfDistinct(out, in, count * es);
+    return Status::ok();
+  }
+  Segments seg{count, ex.size(), 0};
+  auto* o = static_cast<uint8_t*>(out);
+  FERRY_TRY(reduceScatterCore(ex, seg, static_cast<const uint8_t*>(in), o, o + seg.begin(ex.rank()) * es, type, op));
+  return allGatherCore(ex, seg, o, type);
+}
+
+Status ringReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, DataType type, RedOp op) {
+  const size_t es = dataTypeSize(type);
+  if (ex.size() == 1 || recvCount == 0) {
+    copyIfDistinct(out, in, recvCount * es);
+    return Status::ok();
+  }
+  Segments seg{recvCount * ex.size(), ex.size(), recvCount};
+  auto* acc = static_cast<uint8_t*>(ex.context().scratch->get(seg.count * es));
+  if (acc == nullptr) {
+    return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", seg.count * es);
+  }
+  return reduceScatterCore(ex, seg, static_cast<const uint8_t*>(in), acc, static_cast<uint8_t*>(out), type, op);
+}
+
+Status ringAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type) {
+  const size_t es = dataTypeSize(type);
+  auto* o = static_cast<uint8_t*>(out);
+  copyIfDistinct(o + static_cast<size_t>(ex.rank()) * sendCount * es, in, sendCount * es);
+  if (ex.size() == 1 || sendCount == 0) return Status::ok();
+  return allGatherCore(ex, Segments{sendCount * ex.size(), ex.size(), sendCount}, o, type);
+}
+
+}  // namespace ferry::coll

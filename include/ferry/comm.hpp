@@ -1,0 +1,92 @@
+// ferry's C++ API: communicators and collectives on host memory.
+//
+// A Comm is one rank's handle on a group of ranks. Every collective is called by every rank of the
+// communicator with matching arguments, and returns when this rank's part is complete (its output
+// is ready and its input may be reused). Errors are returned, never thrown. After a remote or
+// asynchronous failure (a peer died, a deadline passed, ranks disagreed) the communicator's error
+// is sticky: every later call returns it, on every rank that learned of it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ferry/status.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+/// Identifies one job's rendezvous, as ncclUniqueId: where the root listens and the job secret.
+/// One rank creates it and passes the bytes to the others (any way it likes), who all call
+/// Comm::create with it.
+struct UniqueId {
+  uint8_t bytes[128] = {};
+
+  /// Start a rendezvous root in this process (on FERRY_SOCKET_IFNAME's address, else loopback)
+  /// and describe it, with a fresh random secret.
+  static Result<UniqueId> create();
+  /// 256 hex digits, for passing through an environment variable or a file.
+  std::string toHex() const;
+  static Result<UniqueId> fromHex(const std::string& hex);
+};
+
+/// split()'s color for ranks that join no new communicator (NCCL_SPLIT_NOCOLOR).
+inline constexpr int kSplitNoColor = -1;
+
+/// One rank's handle on a communicator.
+class Comm {
+ public:
+  /// Join the job `id` as `rank` of `size` ranks. Blocks until every rank joined or the deadline
+  /// (FERRY_TIMEOUT) passed; the error then names the ranks that never arrived.
+  static Result<std::unique_ptr<Comm>> create(const UniqueId& id, int rank, int size);
+  /// Join from the environment: rank and size from ferryrun, torchrun, Open MPI, PMI or Slurm; the
+  /// rendezvous at FERRY_ADDR (or MASTER_ADDR:MASTER_PORT), where rank 0 listens; the secret from
+  /// FERRY_SECRET when set.
+  static Result<std::unique_ptr<Comm>> fromEnv();
+
+  /// Destroy: waits for nothing; peers that are still running collectives on this communicator
+  /// will see this rank as gone.
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  /// Collective over this communicator: ranks passing the same color form a new communicator,
+  /// ordered by key then by rank here. Ranks passing kSplitNoColor get a null pointer.
+  Result<std::unique_ptr<Comm>> split(int color, int key);
+
+  int rank() const;
+  int size() const;
+  /// Random 64-bit id shared by the ranks of this communicator (for logs).
+  uint64_t id() const;
+  /// Ok, or the sticky error every call now returns.
+  Status error() const;
+  /// Mark the communicator failed; blocked and later calls return kAborted.
+  void abort(const std::string& reason = "aborted by the application");
+
+  /// recv[i] = op over ranks of send[i], for i < count. In place when send == recv.
+  Status allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op);
+  /// recv[i] = op over ranks of send[rank * recvCount + i]. In place when recv == send + rank*recvCount.
+  Status reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op);
+  /// recv[r * sendCount + i] = rank r's send[i]. In place when send == recv + rank*sendCount.
+  Status allGather(const void* send, void* recv, size_t sendCount, DataType type);
+  /// recv[r * count + i] = rank r's send[rank * count + i]. In place when send == recv.
+  Status allToAll(const void* send, void* recv, size_t count, DataType type);
+  /// recv = root's send on every rank (send is read on the root only).
+  Status broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  /// On root, recv[i] = op over ranks of send[i] (recv is written on the root only).
+  Status reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root);
+  /// Send count elements to `peer`, which calls recv with the same count and type.
+  Status send(const void* buf, size_t count, DataType type, int peer);
+  Status recv(void* buf, size_t count, DataType type, int peer);
+  /// Returns once every rank has entered the barrier.
+  Status barrier();
+
+  struct Impl;
+
+ private:
+  explicit Comm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ferry

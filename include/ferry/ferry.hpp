@@ -1,0 +1,6 @@
+// Umbrella header of ferry's C++ API.
+#pragma once
+
+#include "ferry/comm.hpp"
+#include "ferry/status.hpp"
+#include "ferry/types.hpp"

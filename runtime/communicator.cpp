@@ -1,0 +1,350 @@
+// Comm: composes the parts of a communicator (rendezvous, transport, watchdog, scratch memory) and
+// runs each call: validate the arguments, give the call a sequence number and a deadline, run the
+// algorithm, and on failure make the error sticky and tell the other ranks.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "collectives/algorithms.hpp"
+#include "ferry/comm.hpp"
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+#include "runtime/bootstrap/store.hpp"
+#include "runtime/launch_env.hpp"
+#include "runtime/group_exchange.hpp"
+#include "runtime/watchdog.hpp"
+#include "transports/ucx/ucx_transport.hpp"
+
+namespace ferry {
+
+using coll::OpDesc;
+using coll::OpKind;
+
+/// Rounds of every communicator's init; split() runs them on every parent rank, so fixed.
+constexpr int kInitRounds = 3;
+
+struct Comm::Impl {
+  int rank = 0;
+  int size = 1;
+  uint64_t id = 0;
+  std::unique_ptr<transport::Transport> transport;
+  std::unique_ptr<Watchdog> watchdog;
+  coll::Scratch scratch;
+  coll::Scratch staging;
+  coll::Context ctx;
+  uint64_t seq = 0;
+  uint64_t p2pSeq = 0;
+  Status error;
+
+  ~Impl() {
+    // Close connections first: pending requests complete (or fail) while their owners still exist.
+    if (transport) transport->close(1.0);
+    watchdog.reset();
+    ctx.graveyard.clear();
+    transport.reset();
+  }
+
+  Status sticky() const {
+    if (!error.isOk()) return error;
+    return watchdog ? watchdog->abortStatus() : Status::ok();
+  }
+
+  template <typename Body>
+  Status run(const OpDesc& desc, coll::TagClass cls, Body&& body) {
+    FERRY_TRY(sticky());
+    uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
+    FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
+                coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
+    Status st;
+    {
+      coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
+      st = body(ex);
+    }
+    if (!st.isOk()) {
+      error = st;
+      FERRY_WARN(log::kColl, "%s", st.message().c_str());
+      if (watchdog) watchdog->report(st);
+    }
+    return st;
+  }
+};
+
+namespace {
+
+Status invalid(const char* fn, int rank, const char* fmt, const std::string& detail) {
+  return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank,
+                   (std::string(fmt) + detail).c_str());
+}
+
+// Checks every argument a collective takes; `elemsPerRank` is the largest buffer multiple.
+Status validate(const Comm::Impl& c, const char* fn, const void* send, const void* recv, size_t count, int type,
+                int op, int root, size_t bufferMultiple, bool needSend = true, bool needRecv = true) {
+  if (!isValidDataType(type)) {
+    return invalid(fn, c.rank, "", "type " + std::to_string(type) +
+                                       " is not a valid data type (expected 0..9: int8, uint8, int32, uint32, int64, "
+                                       "uint64, float16, float32, float64, bfloat16)");
+  }
+  if (op >= 0 && !isValidRedOp(op)) {
+    return invalid(fn, c.rank, "", "op " + std::to_string(op) +
+                                       " is not a valid reduction (expected 0..4: sum, prod, max, min, avg)");
+  }
+  if (root != std::numeric_limits<int>::min() && (root < 0 || root >= c.size)) {
+    return invalid(fn, c.rank, "", "root " + std::to_string(root) + " is out of range (expected 0 <= root < " +
+                                       std::to_string(c.size) + ")");
+  }
+  size_t es = dataTypeSize(static_cast<DataType>(type));
+  if (count > std::numeric_limits<size_t>::max() / es / bufferMultiple) {
+    return invalid(fn, c.rank, "", "count " + std::to_string(count) + " overflows the address space");
+  }
+  if (count > 0 && needSend && send == nullptr) return invalid(fn, c.rank, "", "send buffer is null with count " + std::to_string(count));
+  if (count > 0 && needRecv && recv == nullptr) return invalid(fn, c.rank, "", "receive buffer is null with count " + std::to_string(count));
+  return Status::ok();
+}
+
+constexpr int kNoRoot = std::numeric_limits<int>::min();
+constexpr int kNoOp = -1;
+
+Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
+  Deadline deadline = Deadline::after(config().timeout);
+  auto impl = std::make_unique<Comm::Impl>();
+  impl->rank = rank;
+  impl->size = size;
+  log::setRank(rank);
+
+  // Round 1: who and where everyone is.
+  auto infos = rv.allGather(PeerInfo::local().serialize(), deadline);
+  FERRY_TRY(infos);
+  std::vector<PeerInfo> peers;
+  for (int r = 0; r < size; ++r) {
+    auto p = PeerInfo::deserialize((*infos)[r], r);
+    FERRY_TRY(p);
+    peers.push_back(std::move(*p));
+  }
+  impl->id = peers[0].commId;
+  bool allLocal = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == peers[0].hostId; });
+
+  // Round 2: transport addresses.
+  Bytes address;
+  if (size > 1) {
+    transport::ucx::UcxOptions uo;
+    uo.rank = rank;
+    uo.size = size;
+    uo.netDevices = config().ucxNetDevices;
+    if (uo.netDevices.empty() && allLocal && readEnv("UCX_NET_DEVICES") == nullptr) uo.netDevices = "lo";
+    auto t = transport::ucx::createUcxTransport(uo);
+    FERRY_TRY(t);
+    impl->transport = std::move(*t);
+    address = impl->transport->localAddress();
+  }
+  auto addrs = rv.allGather(address, deadline);
+  FERRY_TRY(addrs);
+  if (size > 1) FERRY_TRY(impl->transport->connect(*addrs));
+
+  impl->watchdog = std::make_unique<Watchdog>(impl->transport.get(), rank, std::move(peers),
+                                              static_cast<double>(config().peerCheckMs) / 1000.0);
+  FERRY_TRY(impl->watchdog->start());
+  // Round 3: nobody sends before everyone listens for error reports.
+  FERRY_TRY(rv.allGather({}, deadline));
+
+  auto& ctx = impl->ctx;
+  ctx.transport = impl->transport.get();
+  ctx.rank = rank;
+  ctx.size = size;
+  ctx.hooks = impl->watchdog.get();
+  ctx.scratch = &impl->scratch;
+  ctx.staging = &impl->staging;
+  ctx.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
+  ctx.depth = static_cast<int>(std::clamp<int64_t>(config().pipelineDepth, 1, 1024));
+  ctx.checkMismatch = config().checkMismatch;
+  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s, %s)", static_cast<unsigned long long>(impl->id), rank,
+             size, size > 1 ? "ucx" : "single rank", allLocal ? "all ranks on this host" : "several hosts");
+  return impl;
+}
+
+Status checkRankSize(const char* fn, int rank, int size) {
+  if (size < 1) return makeError(ErrorCode::kInvalidArgument, "%s: size %d is invalid (expected size >= 1)", fn, size);
+  if (rank < 0 || rank >= size) {
+    return makeError(ErrorCode::kInvalidArgument, "%s: rank %d is out of range (expected 0 <= rank < size = %d)", fn,
+                     rank, size);
+  }
+  return configStatus();
+}
+
+class SoloRendezvous final : public Rendezvous {
+ public:
+  Result<std::vector<Bytes>> allGather(const Bytes& mine, Deadline) override { return std::vector<Bytes>{mine}; }
+};
+
+}  // namespace
+
+Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Comm::~Comm() = default;
+
+Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size) {
+  FERRY_TRY(checkRankSize("Comm::create", rank, size));
+  auto root = bootstrap::decodeUniqueId(id.bytes);
+  FERRY_TRY(root);
+  auto client = bootstrap::StoreClient::connect(root->addr, root->secret, rank, size, Deadline::after(config().timeout));
+  FERRY_TRY(client);
+  auto rv = storeRendezvous(std::move(*client));
+  auto impl = build(*rv, rank, size);
+  FERRY_TRY(impl);
+  return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+}
+
+Result<std::unique_ptr<Comm>> Comm::fromEnv() {
+  FERRY_TRY(configStatus());
+  auto launch = detectLaunch();
+  FERRY_TRY(launch);
+  FERRY_TRY(checkRankSize("Comm::fromEnv", launch->rank, launch->size));
+  if (launch->size == 1 && launch->rootAddr.empty()) {
+    SoloRendezvous solo;
+    auto impl = build(solo, 0, 1);
+    FERRY_TRY(impl);
+    return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+  }
+  if (launch->rootAddr.empty()) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "rank %d of %d (from %s) has no rendezvous address: set FERRY_ADDR=host:port (or MASTER_ADDR "
+                     "and MASTER_PORT), the same on every rank; rank 0 listens there",
+                     launch->rank, launch->size, launch->source.c_str());
+  }
+  auto addr = bootstrap::SocketAddress::parse(launch->rootAddr);
+  FERRY_TRY(addr);
+  bootstrap::Secret secret;
+  if (!config().secret.empty()) {
+    secret = bootstrap::Secret::fromString(config().secret);
+  } else {
+    FERRY_INFO(log::kBootstrap, "FERRY_SECRET is not set: any process that reaches %s can join this job",
+               launch->rootAddr.c_str());
+  }
+  if (launch->rank == 0) {
+    auto server = bootstrap::StoreServer::start(*addr, secret);
+    if (!server.isOk()) {
+      return makeError(server.status().code(), "rank 0 cannot listen for the rendezvous on %s: %s",
+                       launch->rootAddr.c_str(), server.status().message().c_str());
+    }
+    bootstrap::StoreServer::detach(std::move(*server));
+  }
+  auto client = bootstrap::StoreClient::connect(*addr, secret, launch->rank, launch->size,
+                                                Deadline::after(config().timeout));
+  FERRY_TRY(client);
+  auto rv = storeRendezvous(std::move(*client));
+  auto impl = build(*rv, launch->rank, launch->size);
+  FERRY_TRY(impl);
+  return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+}
+
+Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
+  if (color < 0 && color != kSplitNoColor) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "split on rank %d: color %d is invalid (expected color >= 0, or kSplitNoColor = -1)", rank(), color);
+  }
+  const int n = size();
+  int32_t mine[3] = {color, key, rank()};
+  std::vector<int32_t> all(3 * static_cast<size_t>(n));
+  FERRY_TRY(allGather(mine, all.data(), 3, DataType::kInt32));
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r) {
+    if (color != kSplitNoColor && all[3 * r] == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[3 * a + 1] < all[3 * b + 1]; });
+  auto rv = parentRendezvous(*this, members);
+  if (color == kSplitNoColor) {
+    for (int i = 0; i < kInitRounds; ++i) {
+      auto r = rv->allGather({}, Deadline::after(config().timeout));
+      FERRY_TRY(r);
+    }
+    return std::unique_ptr<Comm>();
+  }
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
+  auto impl = build(*rv, newRank, static_cast<int>(members.size()));
+  log::setRank(rank());
+  FERRY_TRY(impl);
+  return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+}
+
+int Comm::rank() const { return impl_->rank; }
+int Comm::size() const { return impl_->size; }
+uint64_t Comm::id() const { return impl_->id; }
+Status Comm::error() const { return impl_->sticky(); }
+
+void Comm::abort(const std::string& reason) {
+  if (impl_->watchdog) impl_->watchdog->abort(reason);
+}
+
+Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
+  FERRY_TRY(validate(*impl_, "allReduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), kNoRoot, 1));
+  OpDesc d{OpKind::kAllReduce, count, type, op, -1};
+  return impl_->run(d, coll::TagClass::kCollective,
+                    [&](coll::Exec& ex) { return coll::ringAllReduce(ex, send, recv, count, type, op); });
+}
+
+Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op) {
+  FERRY_TRY(validate(*impl_, "reduceScatter", send, recv, recvCount, static_cast<int>(type), static_cast<int>(op),
+                     kNoRoot, static_cast<size_t>(size())));
+  OpDesc d{OpKind::kReduceScatter, recvCount, type, op, -1};
+  return impl_->run(d, coll::TagClass::kCollective,
+                    [&](coll::Exec& ex) { return coll::ringReduceScatter(ex, send, recv, recvCount, type, op); });
+}
+
+Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
+  FERRY_TRY(validate(*impl_, "allGather", send, recv, sendCount, static_cast<int>(type), kNoOp, kNoRoot,
+                     static_cast<size_t>(size())));
+  OpDesc d{OpKind::kAllGather, sendCount, type, RedOp::kSum, -1};
+  return impl_->run(d, coll::TagClass::kCollective,
+                    [&](coll::Exec& ex) { return coll::ringAllGather(ex, send, recv, sendCount, type); });
+}
+
+Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type) {
+  FERRY_TRY(validate(*impl_, "allToAll", send, recv, count, static_cast<int>(type), kNoOp, kNoRoot,
+                     static_cast<size_t>(size())));
+  OpDesc d{OpKind::kAllToAll, count, type, RedOp::kSum, -1};
+  return impl_->run(d, coll::TagClass::kCollective,
+                    [&](coll::Exec& ex) { return coll::pairwiseAllToAll(ex, send, recv, count, type); });
+}
+
+Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  FERRY_TRY(validate(*impl_, "broadcast", send, recv, count, static_cast<int>(type), kNoOp, root, 1,
+                     rank() == root, true));
+  OpDesc d{OpKind::kBroadcast, count, type, RedOp::kSum, root};
+  return impl_->run(d, coll::TagClass::kCollective,
+                    [&](coll::Exec& ex) { return coll::chainBroadcast(ex, send, recv, count, type, root); });
+}
+
+Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root) {
+  FERRY_TRY(validate(*impl_, "reduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), root, 1, true,
+                     rank() == root));
+  OpDesc d{OpKind::kReduce, count, type, op, root};
+  return impl_->run(d, coll::TagClass::kCollective,
+                    [&](coll::Exec& ex) { return coll::chainReduce(ex, send, recv, count, type, op, root); });
+}
+
+Status Comm::send(const void* buf, size_t count, DataType type, int peer) {
+  FERRY_TRY(validate(*impl_, "send", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1));
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    return makeError(ErrorCode::kInvalidArgument, "send on rank %d: peer %d is invalid (expected 0 <= peer < %d, peer != %d)",
+                     rank(), peer, size(), rank());
+  }
+  OpDesc d{OpKind::kSend, count, type, RedOp::kSum, -1};
+  size_t bytes = count * dataTypeSize(type);
+  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::sendTo(ex, buf, bytes, peer); });
+}
+
+Status Comm::recv(void* buf, size_t count, DataType type, int peer) {
+  FERRY_TRY(validate(*impl_, "recv", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1));
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    return makeError(ErrorCode::kInvalidArgument, "recv on rank %d: peer %d is invalid (expected 0 <= peer < %d, peer != %d)",
+                     rank(), peer, size(), rank());
+  }
+  OpDesc d{OpKind::kSend, count, type, RedOp::kSum, -1};
+  size_t bytes = count * dataTypeSize(type);
+  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::recvFrom(ex, buf, bytes, peer); });
+}
+
+Status Comm::barrier() {
+  OpDesc d{OpKind::kBarrier, 0, DataType::kUint8, RedOp::kSum, -1};
+  return impl_->run(d, coll::TagClass::kCollective, [&](coll::Exec& ex) { return coll::disseminationBarrier(ex); });
+}
+
+}  // namespace ferry

@@ -1,0 +1,97 @@
+#include "runtime/peer_info.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+namespace ferry {
+namespace {
+
+std::string readFirstLine(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+void put(std::vector<uint8_t>& out, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+}  // namespace
+
+PeerInfo PeerInfo::local() {
+  PeerInfo p;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  p.hostname = host;
+  p.hostId = p.hostname + "/" + readFirstLine("/proc/sys/kernel/random/boot_id");
+  struct stat st{};
+  if (stat("/proc/self/ns/pid", &st) == 0) p.pidNamespace = static_cast<uint64_t>(st.st_ino);
+  p.pid = getpid();
+  std::random_device rd;
+  p.commId = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return p;
+}
+
+std::vector<uint8_t> PeerInfo::serialize() const {
+  std::vector<uint8_t> out;
+  uint32_t n1 = static_cast<uint32_t>(hostname.size()), n2 = static_cast<uint32_t>(hostId.size());
+  int64_t pid64 = pid;
+  put(out, &n1, 4);
+  put(out, hostname.data(), n1);
+  put(out, &n2, 4);
+  put(out, hostId.data(), n2);
+  put(out, &pidNamespace, 8);
+  put(out, &pid64, 8);
+  put(out, &commId, 8);
+  return out;
+}
+
+Result<PeerInfo> PeerInfo::deserialize(const std::vector<uint8_t>& b, int rank) {
+  PeerInfo p;
+  size_t at = 0;
+  auto take = [&](void* dst, size_t n) {
+    if (at + n > b.size()) return false;
+    std::memcpy(dst, b.data() + at, n);
+    at += n;
+    return true;
+  };
+  auto takeString = [&](std::string* s) {
+    uint32_t n = 0;
+    if (!take(&n, 4) || n > 4096 || at + n > b.size()) return false;
+    s->assign(reinterpret_cast<const char*>(b.data() + at), n);
+    at += n;
+    return true;
+  };
+  int64_t pid64 = 0;
+  if (!takeString(&p.hostname) || !takeString(&p.hostId) || !take(&p.pidNamespace, 8) || !take(&pid64, 8) ||
+      !take(&p.commId, 8) || at != b.size()) {
+    return makeError(ErrorCode::kRemoteError, "rank %d sent a malformed identity record (%zu bytes)", rank, b.size());
+  }
+  p.pid = static_cast<pid_t>(pid64);
+  return p;
+}
+
+bool processGone(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  std::string stat = readFirstLine(path);
+  if (stat.empty()) return true;
+  size_t paren = stat.rfind(')');
+  if (paren != std::string::npos && paren + 2 < stat.size()) {
+    char state = stat[paren + 2];
+    return state == 'Z' || state == 'X';
+  }
+  return false;
+}
+
+}  // namespace ferry

@@ -1,0 +1,57 @@
+// The runtime's side of every wait: abort requests, peers' liveness and errors other ranks report.
+//
+// Collectives call poll() every few milliseconds while they wait (coll::WaitHooks). It
+//   - returns kAborted once abort() was called (from any thread);
+//   - checks, at most every FERRY_PEER_CHECK_MS, that every peer on this host (same host id and
+//     pid namespace) still runs, so a SIGKILLed rank is noticed even where the transport cannot
+//     see it (shared memory has no connection to break);
+//   - tests the control receive, posted for the communicator's life, through which a rank that
+//     failed tells the others why (report()).
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "collectives/context.hpp"
+#include "runtime/peer_info.hpp"
+
+namespace ferry {
+
+class Watchdog final : public coll::WaitHooks {
+ public:
+  Watchdog(transport::Transport* transport, int rank, std::vector<PeerInfo> peers, double checkSeconds);
+  ~Watchdog() override;
+
+  /// Post the control receive. Call once all endpoints exist.
+  Status start();
+  Status poll(int peer) override;
+  /// kAborted once abort() was called, else ok.
+  Status abortStatus() const {
+    if (!aborted_.load(std::memory_order_acquire)) return Status::ok();
+    return Status(ErrorCode::kAborted, "communicator aborted: " + abortReason_);
+  }
+  /// Ask blocked and later waits to stop with kAborted.
+  void abort(const std::string& reason);
+  /// Tell every other rank that this one failed with `why` (best effort, bounded by 50 ms).
+  void report(const Status& why);
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+
+ private:
+  Status checkControl();
+
+  transport::Transport* transport_;
+  int rank_;
+  std::vector<PeerInfo> peers_;
+  std::vector<int> watched_;  // same-host peers whose pid we can check
+  double checkSeconds_;
+  Clock::time_point nextCheck_;
+  std::atomic<bool> aborted_{false};
+  std::string abortReason_;
+  transport::Request control_;
+  std::vector<char> controlBuffer_;
+  std::vector<std::string> reports_;            // outgoing payloads, kept alive while sending
+  std::vector<std::unique_ptr<transport::Request>> reportRequests_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,180 @@
+// Every collective × data type × op × world size {1,2,3,4,8} × count {0,1,7,1023,1048579} ×
+// in-place/out-of-place, on real processes over UCX, compared exactly with closed-form values.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "test/common/mp_harness.hpp"
+#include "test/common/values.hpp"
+
+using namespace ferry;
+using namespace ferry::test;
+
+namespace {
+
+const size_t kCounts[] = {0, 1, 7, 1023, 1048579};
+const int kWorlds[] = {1, 2, 3, 4, 8};
+const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+
+std::string label(const char* coll, DataType t, RedOp op, size_t count, bool inPlace, int extra = -1) {
+  std::string s = std::string(coll) + "(" + dataTypeName(t) + ", " + redOpName(op) + ", count " +
+                  std::to_string(count) + (inPlace ? ", in-place" : ", out-of-place");
+  if (extra >= 0) s += ", root " + std::to_string(extra);
+  return s + ")";
+}
+
+using Sweep = std::function<std::string(Comm&, DataType, RedOp, size_t, bool)>;
+
+// Runs `sweep` over every type, op, count and placement on each world size.
+void runSweep(const Sweep& sweep, bool withOps) {
+  for (int n : kWorlds) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
+      for (DataType t : allTypes()) {
+        for (RedOp op : kOps) {
+          if (!withOps && op != RedOp::kSum) continue;
+          for (size_t count : kCounts) {
+            for (bool inPlace : {false, true}) {
+              std::string err = sweep(c, t, op, count, inPlace);
+              if (!err.empty()) return err;
+            }
+          }
+        }
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
+
+std::string failed(const Status& s, const std::string& what) { return what + " returned " + s.toString(); }
+
+}  // namespace
+
+TEST_CASE("allReduce", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+    for (size_t i = 0; i < count; ++i) store(t, in.data() + i * es, reduceInput(t, op, n, r, i));
+    void* dst = inPlace ? in.data() : out.data();
+    std::string what = label("allReduce", t, op, count, inPlace);
+    Status s = c.allReduce(in.data(), dst, count, t, op);
+    if (!s.isOk()) return failed(s, what);
+    return compare(t, dst, count, [&](size_t i) { return reduceExpected(t, op, n, i); }, what);
+  }, true);
+}
+
+TEST_CASE("reduceScatter", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    std::vector<uint8_t> in(count * n * es + 1), out(count * es + 1);
+    for (size_t i = 0; i < count * n; ++i) store(t, in.data() + i * es, reduceInput(t, op, n, r, i));
+    void* dst = inPlace ? in.data() + r * count * es : out.data();
+    std::string what = label("reduceScatter", t, op, count, inPlace);
+    Status s = c.reduceScatter(in.data(), dst, count, t, op);
+    if (!s.isOk()) return failed(s, what);
+    return compare(t, dst, count, [&](size_t i) { return reduceExpected(t, op, n, r * count + i); }, what);
+  }, true);
+}
+
+TEST_CASE("allGather", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    std::vector<uint8_t> in(count * es + 1), out(count * n * es + 1);
+    uint8_t* src = inPlace ? out.data() + r * count * es : in.data();
+    for (size_t i = 0; i < count; ++i) store(t, src + i * es, moveInput(t, r, i));
+    std::string what = label("allGather", t, op, count, inPlace);
+    Status s = c.allGather(src, out.data(), count, t);
+    if (!s.isOk()) return failed(s, what);
+    return compare(t, out.data(), count * n, [&](size_t i) { return moveInput(t, static_cast<int>(i / count), i % count); }, what);
+  }, false);
+}
+
+TEST_CASE("allToAll", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    std::vector<uint8_t> in(count * n * es + 1), out(count * n * es + 1);
+    for (size_t i = 0; i < count * n; ++i) store(t, in.data() + i * es, moveInput(t, r, i));
+    void* dst = inPlace ? in.data() : out.data();
+    std::string what = label("allToAll", t, op, count, inPlace);
+    Status s = c.allToAll(in.data(), dst, count, t);
+    if (!s.isOk()) return failed(s, what);
+    // Block j of the output came from rank j's block r.
+    return compare(t, dst, count * n, [&](size_t i) {
+      return moveInput(t, static_cast<int>(i / count), r * count + i % count);
+    }, what);
+  }, false);
+}
+
+TEST_CASE("broadcast", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    for (int root : {0, n - 1}) {
+      std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xEE);
+      uint8_t* src = inPlace ? out.data() : in.data();
+      if (r == root) {
+        for (size_t i = 0; i < count; ++i) store(t, src + i * es, moveInput(t, root, i));
+      }
+      std::string what = label("broadcast", t, op, count, inPlace, root);
+      Status s = c.broadcast(src, out.data(), count, t, root);
+      if (!s.isOk()) return failed(s, what);
+      std::string err = compare(t, out.data(), count, [&](size_t i) { return moveInput(t, root, i); }, what);
+      if (!err.empty()) return err;
+    }
+    return "";
+  }, false);
+}
+
+TEST_CASE("reduce", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    for (int root : {0, n - 1}) {
+      std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+      for (size_t i = 0; i < count; ++i) store(t, in.data() + i * es, reduceInput(t, op, n, r, i));
+      void* dst = inPlace ? in.data() : out.data();
+      std::string what = label("reduce", t, op, count, inPlace, root);
+      Status s = c.reduce(in.data(), dst, count, t, op, root);
+      if (!s.isOk()) return failed(s, what);
+      if (r == root) {
+        std::string err = compare(t, dst, count, [&](size_t i) { return reduceExpected(t, op, n, i); }, what);
+        if (!err.empty()) return err;
+      }
+    }
+    return "";
+  }, true);
+}
+
+TEST_CASE("sendRecv and barrier", "[mp]") {
+  runSweep([](Comm& c, DataType t, RedOp, size_t count, bool inPlace) -> std::string {
+    const int n = c.size(), r = c.rank();
+    const size_t es = dataTypeSize(t);
+    if (inPlace) {
+      Status s = c.barrier();
+      return s.isOk() ? "" : failed(s, "barrier");
+    }
+    if (n == 1) return "";
+    // Ring shift: even ranks send first, odd ranks receive first (works for any n with blocking calls).
+    std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+    for (size_t i = 0; i < count; ++i) store(t, in.data() + i * es, moveInput(t, r, i));
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::string what = label("send/recv", t, RedOp::kSum, count, false);
+    Status s1, s2;
+    if (r % 2 == 0) {
+      s1 = c.send(in.data(), count, t, next);
+      s2 = c.recv(out.data(), count, t, prev);
+    } else {
+      s2 = c.recv(out.data(), count, t, prev);
+      s1 = c.send(in.data(), count, t, next);
+    }
+    if (!s1.isOk()) return failed(s1, what);
+    if (!s2.isOk()) return failed(s2, what);
+    return compare(t, out.data(), count, [&](size_t i) { return moveInput(t, prev, i); }, what);
+  }, false);
+}

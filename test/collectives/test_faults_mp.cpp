@@ -1,0 +1,143 @@
+// Error paths on real processes: ranks that disagree, a rank that dies mid-collective, a sticky
+// error, bad arguments. Each must end in a clear error on every rank well within the deadline.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "test/common/mp_harness.hpp"
+
+using namespace ferry;
+using namespace ferry::test;
+
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// FERRY_TIMEOUT is read once per process, before the first fork: the children inherit it.
+struct ShortTimeout {
+  ShortTimeout() { setenv("FERRY_TIMEOUT", "20", 1); }
+} shortTimeout;
+
+}  // namespace
+
+TEST_CASE("ranks passing different counts all get a mismatch error", "[mp][faults]") {
+  for (int n : {2, 3, 4}) {
+    INFO("world size " << n);
+    auto t0 = std::chrono::steady_clock::now();
+    auto outcomes = runRanks(n, [](Comm& c) -> std::string {
+      size_t count = c.rank() == 1 ? 1023 : 1024;
+      std::vector<float> in(count, 1.0f), out(count);
+      Status s = c.allReduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum);
+      std::printf("%s\n", s.toString().c_str());
+      if (s.isOk()) return "allReduce with mismatched counts succeeded";
+      if (s.code() != ErrorCode::kMismatch) return "expected a mismatch error, got " + s.toString();
+      // The error is sticky.
+      Status again = c.barrier();
+      if (again.isOk()) return "a call after the failure succeeded";
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+    CHECK(seconds(t0) < 15.0);
+    for (auto& o : outcomes) CHECK(o.output.find("count") != std::string::npos);
+  }
+}
+
+TEST_CASE("ranks running different collectives get an error naming both", "[mp][faults]") {
+  auto outcomes = runRanks(3, [](Comm& c) -> std::string {
+    std::vector<int32_t> buf(4096, 1), out(4096 * 3);
+    Status s = c.rank() == 2 ? c.broadcast(buf.data(), buf.data(), 4096, DataType::kInt32, 0)
+                             : c.allReduce(buf.data(), buf.data(), 4096, DataType::kInt32, RedOp::kSum);
+    std::printf("%s\n", s.toString().c_str());
+    if (s.isOk()) return "mismatched collectives succeeded";
+    if (s.code() != ErrorCode::kMismatch) return "expected a mismatch error, got " + s.toString();
+    return "";
+  });
+  CHECK(summarize(outcomes) == "");
+  bool named = false;
+  for (auto& o : outcomes) named |= o.output.find("broadcast") != std::string::npos && o.output.find("allReduce") != std::string::npos;
+  CHECK(named);
+}
+
+TEST_CASE("a rank killed during an allReduce gives every other rank an error", "[mp][faults]") {
+  auto t0 = std::chrono::steady_clock::now();
+  auto outcomes = runRanks(4, [](Comm& c) -> std::string {
+    const size_t count = 16u << 20;  // 64 MiB of float32
+    std::vector<float> in(count, 1.0f), out(count);
+    if (c.rank() == 2) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        raise(SIGKILL);
+      }).detach();
+    }
+    for (int i = 0; i < 50; ++i) {
+      Status s = c.allReduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum);
+      if (!s.isOk()) {
+        std::printf("%s\n", s.toString().c_str());
+        return s.code() == ErrorCode::kTimeout ? "only the deadline caught the dead rank: " + s.toString() : "";
+      }
+    }
+    return c.rank() == 2 ? "" : "50 allReduces succeeded although rank 2 died";
+  });
+  CHECK(outcomes[2].exitCode == 128 + SIGKILL);
+  for (int r : {0, 1, 3}) {
+    INFO("rank " << r << ": " << outcomes[r].output);
+    CHECK(outcomes[r].exitCode == 0);
+    CHECK(outcomes[r].output.find("rank 2") != std::string::npos);
+  }
+  CHECK(seconds(t0) < 20.0);
+}
+
+TEST_CASE("bad arguments are rejected with the argument named", "[mp][faults]") {
+  auto outcomes = runRanks(2, [](Comm& c) -> std::string {
+    std::vector<float> buf(16);
+    struct Case {
+      Status status;
+      const char* needle;
+    } cases[] = {
+        {c.allReduce(nullptr, buf.data(), 16, DataType::kFloat32, RedOp::kSum), "send buffer is null"},
+        {c.allReduce(buf.data(), buf.data(), 16, static_cast<DataType>(42), RedOp::kSum), "type 42"},
+        {c.allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, static_cast<RedOp>(9)), "op 9"},
+        {c.broadcast(buf.data(), buf.data(), 16, DataType::kFloat32, 5), "root 5"},
+        {c.allGather(buf.data(), buf.data(), SIZE_MAX / 2, DataType::kFloat32), "overflows"},
+        {c.send(buf.data(), 16, DataType::kFloat32, c.rank()), "peer"},
+    };
+    for (auto& k : cases) {
+      if (k.status.code() != ErrorCode::kInvalidArgument) return "expected invalid argument, got " + k.status.toString();
+      if (k.status.message().find(k.needle) == std::string::npos) return "message lacks '" + std::string(k.needle) + "': " + k.status.message();
+      if (k.status.message().find("rank " + std::to_string(c.rank())) == std::string::npos) return "message lacks the rank: " + k.status.message();
+    }
+    // Invalid arguments are local: the communicator still works.
+    Status s = c.allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, RedOp::kSum);
+    return s.isOk() ? "" : "allReduce after rejected calls failed: " + s.toString();
+  });
+  CHECK(summarize(outcomes) == "");
+}
+
+TEST_CASE("split by color and key", "[mp]") {
+  auto outcomes = runRanks(5, [](Comm& c) -> std::string {
+    int color = c.rank() == 4 ? kSplitNoColor : c.rank() % 2;
+    auto sub = c.split(color, -c.rank());  // reverse order within each color
+    if (!sub.isOk()) return "split failed: " + sub.status().toString();
+    if (color == kSplitNoColor) return *sub ? "kSplitNoColor returned a communicator" : "";
+    Comm& s = **sub;
+    int expectSize = 2;
+    int expectRank = color == 0 ? (c.rank() == 2 ? 0 : 1) : (c.rank() == 3 ? 0 : 1);
+    if (s.size() != expectSize || s.rank() != expectRank) {
+      return "split gave rank " + std::to_string(s.rank()) + " of " + std::to_string(s.size());
+    }
+    int32_t v = c.rank(), sum = 0;
+    Status st = s.allReduce(&v, &sum, 1, DataType::kInt32, RedOp::kSum);
+    if (!st.isOk()) return st.toString();
+    int want = color == 0 ? 0 + 2 : 1 + 3;
+    return sum == want ? "" : "sub-communicator sum " + std::to_string(sum) + ", expected " + std::to_string(want);
+  });
+  CHECK(summarize(outcomes) == "");
+}

@@ -1,0 +1,117 @@
+// Closed-form test values: every input element is a small integer chosen from (rank, index, op) so
+// that every reduction of up to 8 ranks is exact in every data type, whatever the order of
+// reduction. Expected results are computed in int64 and converted to the type once, so a
+// comparison of bits is exact. (Integer products may wrap; the conversion wraps the same way.)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ferry/types.hpp"
+
+namespace ferry::test {
+
+inline bool isUnsigned(DataType t) {
+  return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
+}
+
+/// float32 -> float16 bits for values exactly representable (small integers).
+inline uint16_t toHalfBits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  if ((x & 0x7fffffff) == 0) return static_cast<uint16_t>(sign);
+  int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = (x >> 13) & 0x3ff;
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | mant);
+}
+
+/// Store integer `v` as one element of `type` at `p`.
+inline void store(DataType type, void* p, int64_t v) {
+  switch (type) {
+    case DataType::kInt8: { int8_t x = static_cast<int8_t>(static_cast<uint8_t>(v)); std::memcpy(p, &x, 1); break; }
+    case DataType::kUint8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
+    case DataType::kInt32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
+    case DataType::kUint32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
+    case DataType::kInt64:
+    case DataType::kUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
+    case DataType::kFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    case DataType::kFloat64: { double x = static_cast<double>(v); std::memcpy(p, &x, 8); break; }
+    case DataType::kFloat16: { uint16_t x = toHalfBits(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case DataType::kBfloat16: {
+      float f = static_cast<float>(v);
+      uint32_t x;
+      std::memcpy(&x, &f, 4);
+      uint16_t b = static_cast<uint16_t>(x >> 16);
+      std::memcpy(p, &b, 2);
+      break;
+    }
+  }
+}
+
+/// Input of `rank` at index `i` for a reduction `op` over `n` ranks.
+inline int64_t reduceInput(DataType t, RedOp op, int n, int rank, size_t i) {
+  const int64_t r = rank, k = static_cast<int64_t>(i % 1000003);
+  const bool u = isUnsigned(t);
+  switch (op) {
+    case RedOp::kSum: return u ? (r * 3 + k) % 5 : (r * 3 + k) % 5 - 2;
+    case RedOp::kProd: {
+      int64_t v = (r + k) % 3 == 0 ? 2 : 1;
+      return (!u && (r + 2 * k) % 4 == 0) ? -v : v;
+    }
+    case RedOp::kMax:
+    case RedOp::kMin: return u ? (r * 7 + k * 3) % 11 : (r * 7 + k * 3) % 11 - 5;
+    case RedOp::kAvg: return n * (u ? (r * 3 + k) % 3 : (r * 3 + k) % 3 - 1);
+  }
+  return 0;
+}
+
+/// The reduction over ranks 0..n-1 of reduceInput at index i.
+inline int64_t reduceExpected(DataType t, RedOp op, int n, size_t i) {
+  int64_t acc = reduceInput(t, op, n, 0, i);
+  for (int r = 1; r < n; ++r) {
+    int64_t v = reduceInput(t, op, n, r, i);
+    switch (op) {
+      case RedOp::kSum:
+      case RedOp::kAvg: acc += v; break;
+      case RedOp::kProd: acc *= v; break;
+      case RedOp::kMax: acc = v > acc ? v : acc; break;
+      case RedOp::kMin: acc = v < acc ? v : acc; break;
+    }
+  }
+  return op == RedOp::kAvg ? acc / n : acc;
+}
+
+/// Data of `rank` at index `i` for the data-movement collectives.
+inline int64_t moveInput(DataType t, int rank, size_t i) {
+  int64_t v = (static_cast<int64_t>(rank) * 37 + static_cast<int64_t>(i % 1000003) * 11) % 100;
+  return isUnsigned(t) ? v : v - 50;
+}
+
+/// Compare `count` elements of `got` with expected(i); on mismatch describe the first one.
+template <typename F>
+std::string compare(DataType t, const void* got, size_t count, F expected, const std::string& what) {
+  const size_t es = dataTypeSize(t);
+  std::vector<uint8_t> want(es);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < count; ++i) {
+    store(t, want.data(), expected(i));
+    if (std::memcmp(want.data(), static_cast<const uint8_t*>(got) + i * es, es) != 0) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  if (bad == 0) return "";
+  return what + ": " + std::to_string(bad) + " of " + std::to_string(count) + " elements wrong, first at " +
+         std::to_string(first) + " (expected value " + std::to_string(expected(first)) + ")";
+}
+
+/// All data types.
+inline std::vector<DataType> allTypes() {
+  std::vector<DataType> v;
+  for (int t = 0; t < kNumDataTypes; ++t) v.push_back(static_cast<DataType>(t));
+  return v;
+}
+
+}  // namespace ferry::test

@@ -1,0 +1,84 @@
+// The transport-neutral interface the collectives are written against.
+//
+// A transport moves bytes between ranks of one communicator: tagged, non-blocking sends and
+// receives of host memory, matched in order per (sender, tag) like MPI's non-overtaking rule. It
+// knows nothing of collectives. The 40-bit tag is the caller's; the transport adds the source rank
+// itself, so a receive names the peer it expects and never matches another sender's message.
+//
+// Vocabulary: a Request is one posted send or receive; it is owned by the caller, must stay at a
+// fixed address until it leaves kPending, and is completed by progress(). A failed peer (its
+// process died, its connection broke) is reported by peerError() and fails its requests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/status.hpp"
+
+namespace ferry::transport {
+
+/// Bits of the caller's tag (the rest of the wire tag holds the source rank).
+inline constexpr int kTagBits = 40;
+inline constexpr uint64_t kTagMask = (uint64_t{1} << kTagBits) - 1;
+
+/// postRecv's peer for a receive that matches any sender.
+inline constexpr int kAnyPeer = -1;
+
+/// One posted send or receive.
+struct Request {
+  enum class State : uint8_t { kIdle, kPending, kDone, kFailed };
+  State state = State::kIdle;
+  bool isSend = false;
+  int peer = -1;
+  size_t bytes = 0;       ///< bytes posted
+  size_t received = 0;    ///< receives: bytes that arrived
+  uint64_t tag = 0;       ///< tag posted (caller's 40 bits)
+  uint64_t peerTag = 0;   ///< receives: the tag the sender used (caller's 40 bits)
+  int source = -1;        ///< receives: the rank that sent the message
+  std::string error;      ///< kFailed: what the transport reported
+  void* handle = nullptr; ///< the transport's own request, while pending
+
+  bool pending() const { return state == State::kPending; }
+};
+
+/// Static facts about a transport, so collectives choose by capability, never by name.
+struct Capabilities {
+  bool zeroCopy = false;        ///< large messages move without intermediate copies
+  bool deviceMemory = false;    ///< can send from and receive into GPU memory
+  bool detectsPeerDeath = false;
+};
+
+/// A connected set of ranks.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  /// "ucx", for logs.
+  virtual const char* name() const = 0;
+  virtual Capabilities capabilities() const = 0;
+  /// Bytes other ranks need to connect to this one (exchanged through the bootstrap).
+  virtual std::vector<uint8_t> localAddress() const = 0;
+  /// Connect to every rank; addrs[r] is rank r's localAddress() (the own entry is ignored).
+  virtual Status connect(const std::vector<std::vector<uint8_t>>& addrs) = 0;
+
+  /// Post a send of `bytes` at `buf` to `peer` with `tag` (≤ kTagMask). `req` must be idle.
+  virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) = 0;
+  /// Post a receive from `peer` (kAnyPeer: from any rank) of a message whose tag matches `tag` on
+  /// the bits set in `mask`.
+  virtual Status postRecv(int peer, uint64_t tag, uint64_t mask, void* buf, size_t bytes,
+                          Request* req) = 0;
+  /// Cancel a pending request; it ends kFailed (or kDone if it completed meanwhile) after progress().
+  virtual void cancel(Request* req) = 0;
+  /// Advance every posted operation; returns true when something happened.
+  virtual bool progress() = 0;
+
+  /// Ok while `peer` is reachable; the failure the transport saw otherwise.
+  virtual Status peerError(int peer) const = 0;
+
+  /// Flush and close every connection, waiting at most `seconds`.
+  virtual void close(double seconds) = 0;
+};
+
+}  // namespace ferry::transport
