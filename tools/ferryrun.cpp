@@ -1,0 +1,405 @@
+// ferryrun: start N ranks of a program on this host, the way mpirun or torchrun would.
+//
+// Each rank is forked and exec'd (spawn.hpp) with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,
+// FERRY_LOCAL_SIZE, FERRY_ADDR (a free loopback port, unless the caller set one) and FERRY_SECRET
+// (128 random bits, unless set), which is all detectLaunch() and the bootstrap need (rank_env.hpp).
+// This file holds the command line and the supervision policy.
+//
+// Output. A rank's stdout and stderr are pipes that LineRelay copies to ours one whole line at a
+// time, prefixed with "[rank] " (line_relay.hpp). When our stdout or stderr is a closed pipe
+// (ferryrun ... | head), the ranks' pipes to it are closed too, so a rank that keeps writing gets
+// SIGPIPE, exactly as it would without ferryrun in between.
+//
+// Signals. Every rank leads its own process group. Ctrl-C therefore reaches ferryrun only (the
+// terminal signals the foreground group, which is ferryrun's), and ferryrun forwards SIGINT,
+// SIGTERM, SIGHUP and SIGQUIT once to every rank's group: each rank and its children see the signal
+// exactly once. Had the ranks stayed in our group they would get Ctrl-C twice, from the terminal and
+// from us. Signalling whole groups also reaches what a rank started (sh -c 'sleep 60'). A second
+// signal kills all ranks with SIGKILL. If ferryrun itself dies, PR_SET_PDEATHSIG sends each rank
+// SIGTERM. Ranks in background groups must not read the terminal (they would stop on SIGTTIN), so
+// stdin is /dev/null, except that rank 0 inherits a stdin that is a pipe or a file.
+//
+// Failure. The first rank to exit non-zero or to die of a signal is reported on one line; the
+// others get SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
+// (128 + N for signal N), 124 after --timeout, 2 for bad usage, 126/127 when the program cannot be
+// executed, and 1 when ferryrun itself fails. Ranks that exit while being stopped are not reported.
+// The loop sleeps in poll() on the pipes and a signalfd (SIGCHLD included): no busy waiting.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/base/deadline.hpp"
+#include "tools/line_relay.hpp"
+#include "tools/rank_env.hpp"
+#include "tools/spawn.hpp"
+
+extern char** environ;
+
+namespace {
+
+using ferry::tools::LineRelay;
+using ferry::tools::writeAll;
+
+constexpr int kMaxRanks = 4096;
+constexpr double kGraceSeconds = 2.0;     // SIGTERM to SIGKILL
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+constexpr char kUsage[] =
+    "usage: ferryrun [-n N | --np N] [--timeout SECONDS] [--no-prefix] [--] PROGRAM [ARGS...]\n"
+    "Start N ranks of PROGRAM on this host with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,\n"
+    "FERRY_LOCAL_SIZE, FERRY_ADDR and FERRY_SECRET set, and prefix their output lines with \"[rank] \".\n"
+    "  -n, --np N          ranks to start, 1 to 4096 (default 1)\n"
+    "  --timeout SECONDS   stop all ranks after SECONDS and exit 124\n"
+    "  --no-prefix         ranks write straight to stdout and stderr (lines may interleave)\n"
+    "  -h, --help          show this help\n"
+    "Exit status: 0 when every rank exits 0, else the code of the first rank that failed\n"
+    "(128+N for signal N), 124 on timeout, 2 for bad usage, 126/127 when PROGRAM cannot run.\n";
+
+// One "ferryrun: ..." line on stderr, written like the ranks' lines (whole, unbuffered).
+void say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void say(const char* fmt, ...) {
+  char buf[1024];
+  int n = std::snprintf(buf, sizeof(buf), "ferryrun: ");
+  va_list ap;
+  va_start(ap, fmt);
+  n += std::vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
+  va_end(ap);
+  n = std::min<int>(n, sizeof(buf) - 2);
+  buf[n++] = '\n';
+  writeAll(2, buf, static_cast<size_t>(n));
+}
+
+[[noreturn]] void usageError(const std::string& message) {
+  say("%s", message.c_str());
+  const char* synopsisEnd = std::strchr(kUsage, '\n') + 1;
+  writeAll(2, kUsage, static_cast<size_t>(synopsisEnd - kUsage));
+  say("run 'ferryrun --help' for more");
+  std::exit(2);
+}
+
+[[noreturn]] void systemFailure(const char* what) {
+  say("%s: %s", what, std::strerror(errno));
+  std::exit(1);
+}
+
+struct Options {
+  int ranks = 1;
+  double timeout = 0;  // seconds, 0: none
+  bool prefix = true;
+  std::vector<char*> argv;  // the program and its arguments, null-terminated
+};
+
+Options parseArgs(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the program starts here
+    if (arg == "-h" || arg == "--help") {
+      writeAll(1, kUsage, sizeof(kUsage) - 1);
+      std::exit(0);
+    }
+    if (arg == "--no-prefix") {
+      o.prefix = false;
+      continue;
+    }
+    // Options with a value: "-n 4", "-n4", "--np 4", "--np=4", "--timeout 5", "--timeout=5".
+    std::string flag = arg, value;
+    bool inline_ = false;
+    if (arg.rfind("-n", 0) == 0 && arg.size() > 2 && arg[1] != '-') {
+      flag = "-n", value = arg.substr(2), inline_ = true;
+    } else if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      flag = arg.substr(0, eq), value = arg.substr(eq + 1), inline_ = true;
+    }
+    if (flag != "-n" && flag != "--np" && flag != "--timeout") usageError("unknown option '" + arg + "'");
+    if (!inline_) {
+      if (i + 1 >= argc) usageError(flag + " needs a value");
+      value = argv[++i];
+    }
+    char* end = nullptr;
+    errno = 0;
+    if (flag == "--timeout") {
+      double t = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(t) || t <= 0) {
+        usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0");
+      }
+      o.timeout = t;
+    } else {
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || n < 1 || n > kMaxRanks) {
+        usageError("invalid value '" + value + "' for " + flag + ": expected an integer from 1 to " +
+                   std::to_string(kMaxRanks));
+      }
+      o.ranks = static_cast<int>(n);
+    }
+  }
+  if (i >= argc) usageError("missing the program to run");
+  o.argv.assign(argv + i, argv + argc);
+  o.argv.push_back(nullptr);
+  return o;
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  LineRelay out, err;  // closed with --no-prefix
+};
+
+class Job {
+ public:
+  explicit Job(Options options) : o_(std::move(options)), ranks_(static_cast<size_t>(o_.ranks)) {}
+  int run();
+
+ private:
+  enum class State { kRunning, kStopping, kKilled };
+
+  void prepare();
+  bool startRank(int r);
+  void loop();
+  void reap();
+  void onExit(Rank& rank, int status);
+  void onSignal(int sig);
+  void signalRanks(int sig);
+  void stopAll(int sig);
+  int runningCount() const;
+
+  Options o_;
+  std::vector<Rank> ranks_;
+  std::vector<std::string> env_;  // the environment without the per-rank variables
+  ferry::tools::InheritedState inherited_;
+  int signalFd_ = -1;
+  int devNull_ = -1;
+  State state_ = State::kRunning;
+  bool forwarded_ = false;
+  int exitCode_ = 0;
+  ferry::Deadline timeoutAt_, killAt_;
+};
+
+void Job::prepare() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kForwarded) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
+  inherited_ = ferry::tools::superviseChildren(set, static_cast<rlim_t>(o_.ranks) * 2 + 64);
+  signalFd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signalFd_ < 0) systemFailure("signalfd failed");
+  devNull_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devNull_ < 0) systemFailure("cannot open /dev/null");
+
+  auto env = ferry::tools::sharedRankEnv(environ, o_.ranks);
+  if (!env.isOk()) {
+    say("%s", env.status().message().c_str());
+    std::exit(1);
+  }
+  env_ = std::move(*env);
+}
+
+// Forks and execs rank r. False when the program cannot be executed (reported here).
+bool Job::startRank(int r) {
+  Rank& rank = ranks_[static_cast<size_t>(r)];
+  std::vector<std::string> own = ferry::tools::ownRankEnv(r);
+  std::vector<char*> envp;
+  for (auto* list : {&env_, &own}) {
+    for (auto& e : *list) envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+
+  int outPipe[2] = {-1, -1}, errPipe[2] = {-1, -1};
+  if (o_.prefix && (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0)) {
+    systemFailure("cannot create the output pipes");
+  }
+  ferry::tools::SpawnRequest request;
+  request.argv = o_.argv.data();
+  request.envp = envp.data();
+  request.stdinFd = (r == 0 && !isatty(0)) ? -1 : devNull_;
+  request.stdoutFd = outPipe[1];
+  request.stderrFd = errPipe[1];
+  request.inherited = &inherited_;
+  ferry::tools::Spawned spawned = ferry::tools::spawnInOwnGroup(request);
+  if (o_.prefix) {
+    close(outPipe[1]);
+    close(errPipe[1]);
+    std::string prefix = "[" + std::to_string(r) + "] ";
+    rank.out = LineRelay(outPipe[0], 1, prefix);
+    rank.err = LineRelay(errPipe[0], 2, prefix);
+  }
+  if (spawned.pid < 0 && !spawned.execFailed) {
+    errno = spawned.error;
+    systemFailure("cannot start a rank");
+  }
+  if (spawned.execFailed) {
+    rank.out.close();
+    rank.err.close();
+    say("cannot run '%s': %s", o_.argv[0], std::strerror(spawned.error));
+    exitCode_ = (spawned.error == ENOENT) ? 127 : 126;
+    return false;
+  }
+  rank.pid = spawned.pid;
+  rank.running = true;
+  return true;
+}
+
+int Job::runningCount() const {
+  int n = 0;
+  for (const Rank& r : ranks_) n += r.running ? 1 : 0;
+  return n;
+}
+
+// Signals every running rank's process group; a rank that left its group (setsid) directly.
+void Job::signalRanks(int sig) {
+  for (Rank& r : ranks_) {
+    if (r.running && kill(-r.pid, sig) != 0) kill(r.pid, sig);
+  }
+}
+
+void Job::stopAll(int sig) {
+  signalRanks(sig);
+  if (sig == SIGKILL) {
+    state_ = State::kKilled;
+  } else {
+    state_ = State::kStopping;
+    killAt_ = ferry::Deadline::after(kGraceSeconds);
+  }
+}
+
+void Job::onExit(Rank& rank, int status) {
+  rank.running = false;
+  // What the rank wrote before it died comes before our report of its death.
+  rank.out.drain();
+  rank.err.drain();
+  bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  if (!failed || state_ != State::kRunning) return;
+  int rankIndex = static_cast<int>(&rank - ranks_.data());
+  int others = runningCount();
+  std::string stopping = others == 0   ? ""
+                         : others == 1 ? "; stopping the other rank"
+                                       : "; stopping the other " + std::to_string(others) + " ranks";
+  if (WIFEXITED(status)) {
+    exitCode_ = WEXITSTATUS(status);
+    say("rank %d (pid %d) exited with code %d%s", rankIndex, rank.pid, exitCode_, stopping.c_str());
+  } else {
+    int sig = WTERMSIG(status);
+    exitCode_ = 128 + sig;
+    say("rank %d (pid %d) was killed by signal %d (%s%s)%s", rankIndex, rank.pid, sig, strsignal(sig),
+        WCOREDUMP(status) ? ", core dumped" : "", stopping.c_str());
+  }
+  stopAll(SIGTERM);
+}
+
+void Job::reap() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (Rank& r : ranks_) {
+      if (r.running && r.pid == pid) onExit(r, status);
+    }
+  }
+}
+
+void Job::onSignal(int sig) {
+  int n = runningCount();
+  if (state_ == State::kRunning && !forwarded_) {
+    forwarded_ = true;
+    say("forwarding SIG%s to %d rank%s (send it again to kill them)", sigabbrev_np(sig), n,
+        n == 1 ? "" : "s");
+    signalRanks(sig);
+    return;
+  }
+  if (state_ == State::kKilled) return;
+  say("received SIG%s again; killing %d rank%s", sigabbrev_np(sig), n, n == 1 ? "" : "s");
+  if (state_ == State::kRunning) exitCode_ = 128 + sig;
+  stopAll(SIGKILL);
+}
+
+void Job::loop() {
+  std::vector<pollfd> fds;
+  std::vector<LineRelay*> owners;
+  while (runningCount() > 0) {
+    fds.assign(1, pollfd{signalFd_, POLLIN, 0});
+    owners.assign(1, nullptr);
+    for (Rank& r : ranks_) {
+      for (LineRelay* relay : {&r.out, &r.err}) {
+        if (ferry::tools::destBroken(relay->dest())) relay->close();  // its writers get SIGPIPE
+        if (relay->fd() < 0) continue;
+        fds.push_back(pollfd{relay->fd(), POLLIN, 0});
+        owners.push_back(relay);
+      }
+    }
+    int waitMs = -1;
+    if (state_ == State::kRunning && o_.timeout > 0) waitMs = timeoutAt_.remainingMs();
+    if (state_ == State::kStopping) waitMs = killAt_.remainingMs();
+    if (poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR) systemFailure("poll failed");
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) owners[i]->readOnce();
+    }
+    if (fds[0].revents != 0) {
+      signalfd_siginfo info;
+      while (read(signalFd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        if (info.ssi_signo == SIGCHLD) {
+          reap();
+        } else {
+          onSignal(static_cast<int>(info.ssi_signo));
+        }
+      }
+      reap();  // SIGCHLDs coalesce: reap whatever exited
+    }
+    if (state_ == State::kRunning && o_.timeout > 0 && timeoutAt_.expired()) {
+      int n = runningCount();
+      say("timed out after %g s; stopping %d running rank%s", o_.timeout, n, n == 1 ? "" : "s");
+      exitCode_ = 124;
+      stopAll(SIGTERM);
+    }
+    if (state_ == State::kStopping && killAt_.expired() && runningCount() > 0) {
+      std::string late;
+      for (size_t r = 0; r < ranks_.size(); ++r) {
+        if (ranks_[r].running) late += (late.empty() ? "" : ", ") + std::to_string(r);
+      }
+      say("rank%s %s did not stop within %g s of SIGTERM; sending SIGKILL",
+          late.find(',') == std::string::npos ? "" : "s", late.c_str(), kGraceSeconds);
+      stopAll(SIGKILL);
+    }
+  }
+  // Every rank is gone: relay what is left in the pipes, then close them even if a rank's
+  // orphaned children still hold them open.
+  for (Rank& r : ranks_) {
+    r.out.finish();
+    r.err.finish();
+  }
+}
+
+int Job::run() {
+  prepare();
+  timeoutAt_ = ferry::Deadline::after(o_.timeout);
+  for (int r = 0; r < o_.ranks; ++r) {
+    if (!startRank(r)) {
+      stopAll(SIGTERM);  // the ranks started so far
+      break;
+    }
+  }
+  loop();
+  return exitCode_;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options = parseArgs(argc, argv);
+  Job job(std::move(options));
+  return job.run();
+}

@@ -1,0 +1,87 @@
+// The environment ferryrun hands its ranks: see rank_env.hpp.
+#include "tools/rank_env.hpp"
+
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ferry::tools {
+
+Result<std::string> freeLoopbackAddr() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return makeError(ErrorCode::kSystemError, "cannot create a socket to find a free port: %s",
+                     std::strerror(errno));
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  int err = errno;
+  close(fd);
+  if (!ok) {
+    return makeError(ErrorCode::kSystemError, "cannot bind a free port on 127.0.0.1: %s",
+                     std::strerror(err));
+  }
+  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+Result<std::string> randomSecret() {
+  unsigned char bytes[16];
+  if (getrandom(bytes, sizeof(bytes), 0) != static_cast<ssize_t>(sizeof(bytes))) {
+    return makeError(ErrorCode::kSystemError, "getrandom failed: %s", std::strerror(errno));
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : bytes) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
+
+Result<std::vector<std::string>> sharedRankEnv(char* const* environ, int ranks,
+                                               const EnvLookup& lookup) {
+  static const char* const kOurs[] = {"FERRY_RANK=",       "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=",
+                                      "FERRY_LOCAL_SIZE=", "FERRY_ADDR=",       "FERRY_SECRET="};
+  std::vector<std::string> env;
+  for (char* const* e = environ; *e != nullptr; ++e) {
+    bool ours = false;
+    for (const char* prefix : kOurs) ours = ours || std::strncmp(*e, prefix, std::strlen(prefix)) == 0;
+    if (!ours) env.emplace_back(*e);
+  }
+  env.push_back("FERRY_WORLD_SIZE=" + std::to_string(ranks));
+  env.push_back("FERRY_LOCAL_SIZE=" + std::to_string(ranks));
+
+  // The caller's address and secret win, so a script can pin the port or share the secret with a
+  // process started by other means. An empty value counts as unset, as it does for the knobs.
+  const char* addr = lookup("FERRY_ADDR");
+  if (addr != nullptr && addr[0] != '\0') {
+    env.push_back(std::string("FERRY_ADDR=") + addr);
+  } else {
+    auto fresh = freeLoopbackAddr();
+    FERRY_TRY(fresh);
+    env.push_back("FERRY_ADDR=" + *fresh);
+  }
+  const char* secret = lookup("FERRY_SECRET");
+  if (secret != nullptr && secret[0] != '\0') {
+    env.push_back(std::string("FERRY_SECRET=") + secret);
+  } else {
+    auto fresh = randomSecret();
+    FERRY_TRY(fresh);
+    env.push_back("FERRY_SECRET=" + *fresh);
+  }
+  return env;
+}
+
+std::vector<std::string> ownRankEnv(int rank) {
+  return {"FERRY_RANK=" + std::to_string(rank), "FERRY_LOCAL_RANK=" + std::to_string(rank)};
+}
+
+}  // namespace ferry::tools
