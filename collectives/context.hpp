@@ -79,6 +79,10 @@ class Exec {
   Status wait(transport::Request* req);
   /// Wait for every request posted so far.
   Status waitAll();
+  /// After a failure: cancel every pending request and drive the transport until none is
+  /// pending or `seconds` passed, so nothing writes into the caller's buffers afterwards.
+  /// Returns false when some request could not be retired.
+  bool drain(double seconds);
 
  private:
   Status failure(transport::Request* req, Status why);

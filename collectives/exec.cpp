@@ -37,27 +37,26 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
       requests_(std::make_unique<std::deque<Request>>()) {}
 
 Exec::~Exec() {
-  bool pending = false;
-  for (auto& r : *requests_) {
-    if (r.pending()) {
-      ctx_.transport->cancel(&r);
-      pending = true;
-    }
-  }
-  if (!pending) return;
-  // Give cancellations a moment to complete, then park whatever is left.
-  Deadline grace = Deadline::after(0.05);
-  Backoff backoff;
+  if (!drain(0.05)) ctx_.graveyard.push_back(std::move(requests_));
+}
+
+bool Exec::drain(double seconds) {
   auto anyPending = [&] {
     for (auto& r : *requests_) {
       if (r.pending()) return true;
     }
     return false;
   };
-  while (anyPending() && !grace.expired()) {
+  if (!anyPending()) return true;
+  for (auto& r : *requests_) {
+    if (r.pending()) ctx_.transport->cancel(&r);
+  }
+  Deadline deadline = Deadline::after(seconds);
+  Backoff backoff;
+  while (anyPending() && !deadline.expired()) {
     if (!ctx_.transport->progress()) backoff.pause();
   }
-  if (anyPending()) ctx_.graveyard.push_back(std::move(requests_));
+  return !anyPending();
 }
 
 Result<Request*> Exec::send(int peer, const void* buf, size_t bytes) {

@@ -37,11 +37,13 @@ struct Comm::Impl {
   Status error;
 
   ~Impl() {
-    // Close connections first: pending requests complete (or fail) while their owners still exist.
-    if (transport) transport->close(1.0);
+    // The transport goes first: requests it may still complete (the control receive, those
+    // parked by failed calls) must outlive it.
+    if (watchdog) watchdog->stop();
+    if (transport) transport->close(1.0, !error.isOk());
+    transport.reset();
     watchdog.reset();
     ctx.graveyard.clear();
-    transport.reset();
   }
 
   Status sticky() const {
@@ -55,15 +57,16 @@ struct Comm::Impl {
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
-    Status st;
-    {
-      coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
-      st = body(ex);
-    }
+    coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
+    Status st = body(ex);
     if (!st.isOk()) {
       error = st;
       FERRY_WARN(log::kColl, "%s", st.message().c_str());
+      if (!ex.drain(1.0)) FERRY_WARN(log::kColl, "some transfers of the failed call could not be cancelled");
       if (watchdog) watchdog->report(st);
+      // The communicator is dead: cut every connection now, so no transfer still in flight can
+      // write into the caller's buffers after this call returns.
+      if (transport) transport->close(0.2, true);
     }
     return st;
   }
@@ -131,6 +134,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
     uo.size = size;
     uo.netDevices = config().ucxNetDevices;
     if (uo.netDevices.empty() && allLocal && readEnv("UCX_NET_DEVICES") == nullptr) uo.netDevices = "lo";
+    for (const PeerInfo& p : peers) uo.sameHost.push_back(p.hostId == peers[rank].hostId);
     auto t = transport::ucx::createUcxTransport(uo);
     FERRY_TRY(t);
     impl->transport = std::move(*t);

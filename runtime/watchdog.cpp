@@ -22,12 +22,15 @@ Watchdog::Watchdog(transport::Transport* transport, int rank, std::vector<PeerIn
   }
 }
 
-Watchdog::~Watchdog() {
+Watchdog::~Watchdog() { stop(); }
+
+void Watchdog::stop() {
   if (transport_ != nullptr && control_.pending()) {
     transport_->cancel(&control_);
     Deadline grace = Deadline::after(0.05);
     while (control_.pending() && !grace.expired()) transport_->progress();
   }
+  transport_ = nullptr;
 }
 
 Status Watchdog::start() {

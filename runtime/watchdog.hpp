@@ -25,6 +25,8 @@ class Watchdog final : public coll::WaitHooks {
 
   /// Post the control receive. Call once all endpoints exist.
   Status start();
+  /// Retire the control receive; the watchdog no longer touches the transport afterwards.
+  void stop();
   Status poll(int peer) override;
   /// kAborted once abort() was called, else ok.
   Status abortStatus() const {

@@ -77,8 +77,9 @@ class Transport {
   /// Ok while `peer` is reachable; the failure the transport saw otherwise.
   virtual Status peerError(int peer) const = 0;
 
-  /// Flush and close every connection, waiting at most `seconds`.
-  virtual void close(double seconds) = 0;
+  /// Close every connection, waiting at most `seconds`. Flushes first unless `force`; a forced
+  /// close fails every operation still in flight, so none touches its buffers afterwards.
+  virtual void close(double seconds, bool force) = 0;
 };
 
 }  // namespace ferry::transport

@@ -13,13 +13,44 @@ namespace ferry::test {
 
 std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSeconds) {
   std::vector<RankOutcome> out(n);
-  auto id = UniqueId::create();
-  if (!id.isOk()) {
-    for (auto& o : out) o.output = "UniqueId::create failed: " + id.status().toString();
-    return out;
-  }
   std::fflush(stdout);
   std::fflush(stderr);
+  // The rendezvous root runs in a child of its own: the parent stays single-threaded, so the
+  // ranks it forks inherit no lock held by another thread (UCX's memory hooks take some).
+  int idPipe[2];
+  if (pipe(idPipe) != 0) {
+    for (auto& o : out) o.output = "pipe failed";
+    return out;
+  }
+  pid_t rootPid = fork();
+  if (rootPid == 0) {
+    close(idPipe[0]);
+    auto created = UniqueId::create();
+    UniqueId sent;
+    if (created.isOk()) sent = *created;
+    ssize_t w = write(idPipe[1], sent.bytes, sizeof(sent.bytes));
+    (void)w;
+    close(idPipe[1]);
+    if (!created.isOk()) _exit(1);
+    for (;;) pause();
+  }
+  close(idPipe[1]);
+  UniqueId idValue;
+  size_t got = 0;
+  while (got < sizeof(idValue.bytes)) {
+    ssize_t r = read(idPipe[0], idValue.bytes + got, sizeof(idValue.bytes) - got);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  close(idPipe[0]);
+  UniqueId zero;
+  if (got != sizeof(idValue.bytes) || std::memcmp(idValue.bytes, zero.bytes, sizeof(zero.bytes)) == 0) {
+    kill(rootPid, SIGKILL);
+    waitpid(rootPid, nullptr, 0);
+    for (auto& o : out) o.output = "the rendezvous root process failed to create a unique id";
+    return out;
+  }
+  const UniqueId* id = &idValue;
   std::vector<pid_t> pids(n, -1);
   std::vector<int> fds(n, -1);
   for (int r = 0; r < n; ++r) {
@@ -97,6 +128,8 @@ std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSec
     out[r].exitCode = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (killed) out[r].output += "\n(killed by the harness after the test timeout)";
   }
+  kill(rootPid, SIGKILL);
+  waitpid(rootPid, nullptr, 0);
   return out;
 }
 

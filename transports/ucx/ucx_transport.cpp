@@ -61,6 +61,7 @@ struct Peer {
   ucp_ep_h ep = nullptr;
   int rank = -1;
   ucs_status_t failure = UCS_OK;
+  bool sameHost = false;
 };
 
 void onPeerError(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -77,7 +78,7 @@ class UcxTransport final : public Transport {
   UcxTransport(int rank, int size) : rank_(rank), size_(size), peers_(size) {}
 
   ~UcxTransport() override {
-    close(1.0);
+    close(1.0, false);
     if (address_ != nullptr) ucp_worker_release_address(worker_, address_);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     if (context_ != nullptr) ucp_cleanup(context_);
@@ -110,7 +111,10 @@ class UcxTransport final : public Transport {
     if (st != UCS_OK) return makeError(ErrorCode::kSystemError, "ucp_worker_create failed: %s", ucs_status_string(st));
     st = ucp_worker_get_address(worker_, &address_, &addressLength_);
     if (st != UCS_OK) return makeError(ErrorCode::kSystemError, "ucp_worker_get_address failed: %s", ucs_status_string(st));
-    for (int r = 0; r < size_; ++r) peers_[r].rank = r;
+    for (int r = 0; r < size_; ++r) {
+      peers_[r].rank = r;
+      peers_[r].sameHost = r < static_cast<int>(o.sameHost.size()) && o.sameHost[r];
+    }
     FERRY_INFO(log::kNet, "UCX %s worker ready (%zu-byte address, NET_DEVICES=%s)", ucp_get_version_string(),
                addressLength_, o.netDevices.empty() ? "(UCX default)" : o.netDevices.c_str());
     return Status::ok();
@@ -135,7 +139,7 @@ class UcxTransport final : public Transport {
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.address = reinterpret_cast<const ucp_address_t*>(addrs[r].data());
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_mode = peers_[r].sameHost ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = onPeerError;
       ep.err_handler.arg = &peers_[r];
       ucs_status_t st = ucp_ep_create(worker_, &ep, &peers_[r].ep);
@@ -203,13 +207,13 @@ class UcxTransport final : public Transport {
                      ucs_status_string(peers_[peer].failure));
   }
 
-  void close(double seconds) override {
+  void close(double seconds, bool force) override {
     std::vector<void*> pending;
     for (auto& p : peers_) {
       if (p.ep == nullptr) continue;
       ucp_request_param_t cp{};
       cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      cp.flags = p.failure != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      cp.flags = force || p.failure != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
       ucs_status_ptr_t sp = ucp_ep_close_nbx(p.ep, &cp);
       if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) pending.push_back(sp);
       p.ep = nullptr;

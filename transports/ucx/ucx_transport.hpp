@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ferry/status.hpp"
 #include "transports/transport.hpp"
@@ -15,6 +16,10 @@ struct UcxOptions {
   int size = 1;
   /// Value for UCX's NET_DEVICES ("lo" when every rank shares a host); empty: UCX's own choice.
   std::string netDevices;
+  /// sameHost[r]: rank r runs on this host. UCX 1.13 offers shared memory only to endpoints
+  /// without peer error handling, so same-host endpoints go without it (the runtime watches
+  /// same-host peers' processes instead) and other endpoints use it.
+  std::vector<bool> sameHost;
 };
 
 /// A ucp context and worker for one communicator; connect() creates an endpoint per peer with
