@@ -20,7 +20,8 @@
 // stdin is /dev/null, except that rank 0 inherits a stdin that is a pipe or a file.
 //
 // Failure. The first rank to exit non-zero or to die of a signal is reported on one line; the
-// others get SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
+// others get kReportSeconds to exit by themselves (ferry ranks notice a dead peer and say so), then
+// SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
 // (128 + N for signal N), 124 after --timeout, 2 for bad usage, 126/127 when the program cannot be
 // executed, and 1 when ferryrun itself fails. Ranks that exit while being stopped are not reported.
 // The loop sleeps in poll() on the pipes and a signalfd (SIGCHLD included): no busy waiting.
@@ -54,6 +55,7 @@ using ferry::tools::writeAll;
 
 constexpr int kMaxRanks = 4096;
 constexpr double kGraceSeconds = 2.0;     // SIGTERM to SIGKILL
+constexpr double kReportSeconds = 3.0;    // a rank failed: others may still report their errors
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 constexpr char kUsage[] =
@@ -167,7 +169,7 @@ class Job {
   int run();
 
  private:
-  enum class State { kRunning, kStopping, kKilled };
+  enum class State { kRunning, kDraining, kStopping, kKilled };
 
   void prepare();
   bool startRank(int r);
@@ -285,6 +287,8 @@ void Job::onExit(Rank& rank, int status) {
   rank.err.drain();
   bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   if (!failed || state_ != State::kRunning) return;
+  // The survivors of a collective usually notice the failure themselves within moments and exit
+  // with an error that says what happened; give them kReportSeconds before SIGTERM.
   int rankIndex = static_cast<int>(&rank - ranks_.data());
   int others = runningCount();
   std::string stopping = others == 0   ? ""
@@ -299,7 +303,8 @@ void Job::onExit(Rank& rank, int status) {
     say("rank %d (pid %d) was killed by signal %d (%s%s)%s", rankIndex, rank.pid, sig, strsignal(sig),
         WCOREDUMP(status) ? ", core dumped" : "", stopping.c_str());
   }
-  stopAll(SIGTERM);
+  state_ = State::kDraining;
+  killAt_ = ferry::Deadline::after(kReportSeconds);
 }
 
 void Job::reap() {
@@ -343,7 +348,7 @@ void Job::loop() {
     }
     int waitMs = -1;
     if (state_ == State::kRunning && o_.timeout > 0) waitMs = timeoutAt_.remainingMs();
-    if (state_ == State::kStopping) waitMs = killAt_.remainingMs();
+    if (state_ == State::kStopping || state_ == State::kDraining) waitMs = killAt_.remainingMs();
     if (poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR) systemFailure("poll failed");
     for (size_t i = 1; i < fds.size(); ++i) {
       if (fds[i].revents != 0) owners[i]->readOnce();
@@ -365,6 +370,7 @@ void Job::loop() {
       exitCode_ = 124;
       stopAll(SIGTERM);
     }
+    if (state_ == State::kDraining && killAt_.expired() && runningCount() > 0) stopAll(SIGTERM);
     if (state_ == State::kStopping && killAt_.expired() && runningCount() > 0) {
       std::string late;
       for (size_t r = 0; r < ranks_.size(); ++r) {
