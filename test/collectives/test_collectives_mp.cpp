@@ -57,12 +57,12 @@ TEST_CASE("allReduce", "[mp]") {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
     std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
-    for (size_t i = 0; i < count; ++i) store(t, in.data() + i * es, reduceInput(t, op, n, r, i));
+    fillPattern(t, in.data(), count, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
     void* dst = inPlace ? in.data() : out.data();
     std::string what = label("allReduce", t, op, count, inPlace);
     Status s = c.allReduce(in.data(), dst, count, t, op);
     if (!s.isOk()) return failed(s, what);
-    return compare(t, dst, count, [&](size_t i) { return reduceExpected(t, op, n, i); }, what);
+    return comparePattern(t, dst, count, pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }), 0, what);
   }, true);
 }
 
@@ -71,12 +71,13 @@ TEST_CASE("reduceScatter", "[mp]") {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
     std::vector<uint8_t> in(count * n * es + 1), out(count * es + 1);
-    for (size_t i = 0; i < count * n; ++i) store(t, in.data() + i * es, reduceInput(t, op, n, r, i));
+    fillPattern(t, in.data(), count * n, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
     void* dst = inPlace ? in.data() + r * count * es : out.data();
     std::string what = label("reduceScatter", t, op, count, inPlace);
     Status s = c.reduceScatter(in.data(), dst, count, t, op);
     if (!s.isOk()) return failed(s, what);
-    return compare(t, dst, count, [&](size_t i) { return reduceExpected(t, op, n, r * count + i); }, what);
+    return comparePattern(t, dst, count, pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }),
+                          r * count, what);
   }, true);
 }
 
@@ -86,11 +87,17 @@ TEST_CASE("allGather", "[mp]") {
     const size_t es = dataTypeSize(t);
     std::vector<uint8_t> in(count * es + 1), out(count * n * es + 1);
     uint8_t* src = inPlace ? out.data() + r * count * es : in.data();
-    for (size_t i = 0; i < count; ++i) store(t, src + i * es, moveInput(t, r, i));
+    fillPattern(t, src, count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
     std::string what = label("allGather", t, op, count, inPlace);
     Status s = c.allGather(src, out.data(), count, t);
     if (!s.isOk()) return failed(s, what);
-    return compare(t, out.data(), count * n, [&](size_t i) { return moveInput(t, static_cast<int>(i / count), i % count); }, what);
+    for (int b = 0; b < n; ++b) {
+      std::string err = comparePattern(t, out.data() + b * count * es, count,
+                                       pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, b, i); }), 0,
+                                       what + " block " + std::to_string(b));
+      if (!err.empty()) return err;
+    }
+    return "";
   }, false);
 }
 
@@ -99,15 +106,19 @@ TEST_CASE("allToAll", "[mp]") {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
     std::vector<uint8_t> in(count * n * es + 1), out(count * n * es + 1);
-    for (size_t i = 0; i < count * n; ++i) store(t, in.data() + i * es, moveInput(t, r, i));
-    void* dst = inPlace ? in.data() : out.data();
+    fillPattern(t, in.data(), count * n, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
+    auto* dst = inPlace ? in.data() : out.data();
     std::string what = label("allToAll", t, op, count, inPlace);
     Status s = c.allToAll(in.data(), dst, count, t);
     if (!s.isOk()) return failed(s, what);
     // Block j of the output came from rank j's block r.
-    return compare(t, dst, count * n, [&](size_t i) {
-      return moveInput(t, static_cast<int>(i / count), r * count + i % count);
-    }, what);
+    for (int j = 0; j < n; ++j) {
+      std::string err = comparePattern(t, dst + j * count * es, count,
+                                       pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, j, i); }), r * count,
+                                       what + " block " + std::to_string(j));
+      if (!err.empty()) return err;
+    }
+    return "";
   }, false);
 }
 
@@ -118,13 +129,12 @@ TEST_CASE("broadcast", "[mp]") {
     for (int root : {0, n - 1}) {
       std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xEE);
       uint8_t* src = inPlace ? out.data() : in.data();
-      if (r == root) {
-        for (size_t i = 0; i < count; ++i) store(t, src + i * es, moveInput(t, root, i));
-      }
+      auto pat = pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, root, i); });
+      if (r == root) fillPattern(t, src, count, pat);
       std::string what = label("broadcast", t, op, count, inPlace, root);
       Status s = c.broadcast(src, out.data(), count, t, root);
       if (!s.isOk()) return failed(s, what);
-      std::string err = compare(t, out.data(), count, [&](size_t i) { return moveInput(t, root, i); }, what);
+      std::string err = comparePattern(t, out.data(), count, pat, 0, what);
       if (!err.empty()) return err;
     }
     return "";
@@ -137,13 +147,14 @@ TEST_CASE("reduce", "[mp]") {
     const size_t es = dataTypeSize(t);
     for (int root : {0, n - 1}) {
       std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
-      for (size_t i = 0; i < count; ++i) store(t, in.data() + i * es, reduceInput(t, op, n, r, i));
+      fillPattern(t, in.data(), count, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
       void* dst = inPlace ? in.data() : out.data();
       std::string what = label("reduce", t, op, count, inPlace, root);
       Status s = c.reduce(in.data(), dst, count, t, op, root);
       if (!s.isOk()) return failed(s, what);
       if (r == root) {
-        std::string err = compare(t, dst, count, [&](size_t i) { return reduceExpected(t, op, n, i); }, what);
+        std::string err = comparePattern(t, dst, count,
+                                         pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }), 0, what);
         if (!err.empty()) return err;
       }
     }
@@ -162,7 +173,7 @@ TEST_CASE("sendRecv and barrier", "[mp]") {
     if (n == 1) return "";
     // Ring shift: even ranks send first, odd ranks receive first (works for any n with blocking calls).
     std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
-    for (size_t i = 0; i < count; ++i) store(t, in.data() + i * es, moveInput(t, r, i));
+    fillPattern(t, in.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
     std::string what = label("send/recv", t, RedOp::kSum, count, false);
     Status s1, s2;
@@ -175,6 +186,6 @@ TEST_CASE("sendRecv and barrier", "[mp]") {
     }
     if (!s1.isOk()) return failed(s1, what);
     if (!s2.isOk()) return failed(s2, what);
-    return compare(t, out.data(), count, [&](size_t i) { return moveInput(t, prev, i); }, what);
+    return comparePattern(t, out.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, prev, i); }), 0, what);
   }, false);
 }

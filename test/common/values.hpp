@@ -53,7 +53,7 @@ inline void store(DataType type, void* p, int64_t v) {
 
 /// Input of `rank` at index `i` for a reduction `op` over `n` ranks.
 inline int64_t reduceInput(DataType t, RedOp op, int n, int rank, size_t i) {
-  const int64_t r = rank, k = static_cast<int64_t>(i % 1000003);
+  const int64_t r = rank, k = static_cast<int64_t>(i);
   const bool u = isUnsigned(t);
   switch (op) {
     case RedOp::kSum: return u ? (r * 3 + k) % 5 : (r * 3 + k) % 5 - 2;
@@ -86,8 +86,42 @@ inline int64_t reduceExpected(DataType t, RedOp op, int n, size_t i) {
 
 /// Data of `rank` at index `i` for the data-movement collectives.
 inline int64_t moveInput(DataType t, int rank, size_t i) {
-  int64_t v = (static_cast<int64_t>(rank) * 37 + static_cast<int64_t>(i % 1000003) * 11) % 100;
+  int64_t v = (static_cast<int64_t>(rank) * 37 + static_cast<int64_t>(i) * 11) % 100;
   return isUnsigned(t) ? v : v - 50;
+}
+
+/// reduceInput and reduceExpected repeat with this period in the index; moveInput with kMovePeriod.
+inline constexpr size_t kReducePeriod = 660;  // lcm(5, 3, 4, 11)
+inline constexpr size_t kMovePeriod = 100;
+
+/// Element bytes of value(0..period-1): one period of a periodic sequence, stored once.
+template <typename F>
+std::vector<uint8_t> pattern(DataType t, size_t period, F value) {
+  const size_t es = dataTypeSize(t);
+  std::vector<uint8_t> p(period * es);
+  for (size_t i = 0; i < period; ++i) store(t, p.data() + i * es, value(i));
+  return p;
+}
+
+/// dst[i] = element (i + phase) % period of `pat`, for i < count.
+inline void fillPattern(DataType t, void* dst, size_t count, const std::vector<uint8_t>& pat, size_t phase = 0) {
+  const size_t es = dataTypeSize(t), period = pat.size() / es;
+  auto* d = static_cast<uint8_t*>(dst);
+  for (size_t i = 0; i < count; ++i) std::memcpy(d + i * es, pat.data() + ((i + phase) % period) * es, es);
+}
+
+/// Compares with fillPattern's sequence; describes the first wrong element.
+inline std::string comparePattern(DataType t, const void* got, size_t count, const std::vector<uint8_t>& pat,
+                                  size_t phase, const std::string& what) {
+  const size_t es = dataTypeSize(t), period = pat.size() / es;
+  const auto* g = static_cast<const uint8_t*>(got);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (std::memcmp(g + i * es, pat.data() + ((i + phase) % period) * es, es) != 0 && bad++ == 0) first = i;
+  }
+  if (bad == 0) return "";
+  return what + ": " + std::to_string(bad) + " of " + std::to_string(count) + " elements wrong, first at index " +
+         std::to_string(first);
 }
 
 /// Compare `count` elements of `got` with expected(i); on mismatch describe the first one.
