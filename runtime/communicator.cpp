@@ -62,7 +62,7 @@ struct Comm::Impl {
     if (!st.isOk()) {
       error = st;
       FERRY_WARN(log::kColl, "%s", st.message().c_str());
-      if (!ex.drain(1.0)) FERRY_WARN(log::kColl, "some transfers of the failed call could not be cancelled");
+      if (!ex.drain(1.0)) FERRY_INFO(log::kColl, "some transfers of the failed call were still in flight after 1 s");
       if (watchdog) watchdog->report(st);
       // The communicator is dead: cut every connection now, so no transfer still in flight can
       // write into the caller's buffers after this call returns.
