@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "collectives/context.hpp"
 #include "ferry/types.hpp"
@@ -34,6 +35,17 @@ Status chainReduce(Exec& ex, const void* in, void* out, size_t count, DataType t
 
 /// Dissemination barrier: ceil(log2 n) rounds of empty messages.
 Status disseminationBarrier(Exec& ex);
+
+/// One transfer of a batch; `desc` describes it for mismatch checks (kind kSend, count, type).
+struct P2pItem {
+  bool isSend;
+  void* buf;
+  size_t bytes;
+  int peer;
+  OpDesc desc;
+};
+/// Post every transfer, then wait for all. Transfers to this rank itself are copies paired in order.
+Status batchSendRecv(Exec& ex, const std::vector<P2pItem>& items);
 
 /// Point-to-point transfer of `bytes` to / from `peer`.
 Status sendTo(Exec& ex, const void* buf, size_t bytes, int peer);

@@ -71,9 +71,11 @@ class Exec {
     steps_ = steps;
   }
 
-  /// Post a send / receive; the returned request stays valid for the life of this Exec.
-  Result<transport::Request*> send(int peer, const void* buf, size_t bytes);
-  Result<transport::Request*> recv(int peer, void* buf, size_t bytes);
+  /// Post a send / receive; the returned request stays valid for the life of this Exec. `as`
+  /// (kept alive by the caller until the wait) replaces the call's description for this one
+  /// message, for batches whose messages differ in count or type.
+  Result<transport::Request*> send(int peer, const void* buf, size_t bytes, const OpDesc* as = nullptr);
+  Result<transport::Request*> recv(int peer, void* buf, size_t bytes, const OpDesc* as = nullptr);
   /// Wait for one request; for a receive, check that the sender ran the same call and sent
   /// exactly the bytes expected.
   Status wait(transport::Request* req);
@@ -91,6 +93,7 @@ class Exec {
   Context& ctx_;
   OpDesc desc_;
   uint64_t seq_;
+  TagClass tagClass_;
   uint64_t tag_;
   Deadline deadline_;
   Clock::time_point start_;

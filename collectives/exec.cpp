@@ -31,6 +31,7 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
     : ctx_(ctx),
       desc_(desc),
       seq_(seq),
+      tagClass_(tagClass),
       tag_(makeTag(tagClass, seq, fingerprint(desc))),
       deadline_(deadline),
       start_(Clock::now()),
@@ -59,15 +60,19 @@ bool Exec::drain(double seconds) {
   return !anyPending();
 }
 
-Result<Request*> Exec::send(int peer, const void* buf, size_t bytes) {
+Result<Request*> Exec::send(int peer, const void* buf, size_t bytes, const OpDesc* as) {
   Request* r = &requests_->emplace_back();
-  FERRY_TRY(ctx_.transport->postSend(peer, tag_, buf, bytes, r));
+  r->cookie = reinterpret_cast<uintptr_t>(as);
+  uint64_t tag = as == nullptr ? tag_ : makeTag(tagClass_, seq_, fingerprint(*as));
+  FERRY_TRY(ctx_.transport->postSend(peer, tag, buf, bytes, r));
   return r;
 }
 
-Result<Request*> Exec::recv(int peer, void* buf, size_t bytes) {
+Result<Request*> Exec::recv(int peer, void* buf, size_t bytes, const OpDesc* as) {
   Request* r = &requests_->emplace_back();
-  FERRY_TRY(ctx_.transport->postRecv(peer, tag_, kClassMask, buf, bytes, r));
+  r->cookie = reinterpret_cast<uintptr_t>(as);
+  uint64_t tag = as == nullptr ? tag_ : makeTag(tagClass_, seq_, fingerprint(*as));
+  FERRY_TRY(ctx_.transport->postRecv(peer, tag, kClassMask, buf, bytes, r));
   return r;
 }
 
@@ -85,13 +90,14 @@ Status Exec::failure(Request* req, Status why) {
 }
 
 Status Exec::checkReceive(Request* req) {
+  const OpDesc& mine = req->cookie != 0 ? *reinterpret_cast<const OpDesc*>(req->cookie) : desc_;
   if (ctx_.checkMismatch) {
     uint32_t theirs = tagFingerprint(req->peerTag);
-    if (theirs != fingerprint(desc_)) {
+    if (theirs != fingerprint(mine)) {
       return failure(req, makeError(ErrorCode::kMismatch, "collective mismatch: rank %d %s (its call #%llu) while rank %d runs %s",
-                                    req->peer, explainMismatch(desc_, theirs).c_str(),
+                                    req->peer, explainMismatch(mine, theirs).c_str(),
                                     static_cast<unsigned long long>(tagSeq(req->peerTag)), ctx_.rank,
-                                    describe(desc_).c_str()));
+                                    describe(mine).c_str()));
     }
   }
   if (req->received != req->bytes) {

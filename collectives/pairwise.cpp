@@ -55,6 +55,35 @@ Status disseminationBarrier(Exec& ex) {
   return Status::ok();
 }
 
+Status batchSendRecv(Exec& ex, const std::vector<P2pItem>& items) {
+  std::vector<const P2pItem*> selfSends, selfRecvs;
+  ex.setPhase("send/recv batch", 0, 1);
+  for (const P2pItem& it : items) {
+    if (it.peer == ex.rank()) {
+      (it.isSend ? selfSends : selfRecvs).push_back(&it);
+    } else if (it.isSend) {
+      FERRY_TRY(ex.send(it.peer, it.buf, it.bytes, &it.desc));
+    } else {
+      FERRY_TRY(ex.recv(it.peer, it.buf, it.bytes, &it.desc));
+    }
+  }
+  if (selfSends.size() != selfRecvs.size()) {
+    return makeError(ErrorCode::kInvalidArgument, "rank %d sends %zu transfers to itself but receives %zu", ex.rank(),
+                     selfSends.size(), selfRecvs.size());
+  }
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    if (selfSends[i]->bytes != selfRecvs[i]->bytes) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "rank %d's transfer #%zu to itself sends %zu bytes but the matching receive expects %zu",
+                       ex.rank(), i, selfSends[i]->bytes, selfRecvs[i]->bytes);
+    }
+    if (selfSends[i]->bytes > 0 && selfRecvs[i]->buf != selfSends[i]->buf) {
+      std::memmove(selfRecvs[i]->buf, selfSends[i]->buf, selfSends[i]->bytes);
+    }
+  }
+  return ex.waitAll();
+}
+
 Status sendTo(Exec& ex, const void* buf, size_t bytes, int peer) {
   auto r = ex.send(peer, buf, bytes);
   FERRY_TRY(r);

@@ -324,26 +324,38 @@ Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, R
                     [&](coll::Exec& ex) { return coll::chainReduce(ex, send, recv, count, type, op, root); });
 }
 
-Status Comm::send(const void* buf, size_t count, DataType type, int peer) {
-  FERRY_TRY(validate(*impl_, "send", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1));
-  if (peer < 0 || peer >= size() || peer == rank()) {
-    return makeError(ErrorCode::kInvalidArgument, "send on rank %d: peer %d is invalid (expected 0 <= peer < %d, peer != %d)",
-                     rank(), peer, size(), rank());
+namespace {
+Status checkPeer(const Comm::Impl& c, const char* fn, int peer, bool allowSelf) {
+  if (peer < 0 || peer >= c.size || (!allowSelf && peer == c.rank)) {
+    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: peer %d is invalid (expected 0 <= peer < %d%s)", fn,
+                     c.rank, peer, c.size, allowSelf ? "" : (", peer != " + std::to_string(c.rank)).c_str());
   }
-  OpDesc d{OpKind::kSend, count, type, RedOp::kSum, -1};
-  size_t bytes = count * dataTypeSize(type);
-  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::sendTo(ex, buf, bytes, peer); });
+  return Status::ok();
+}
+}  // namespace
+
+Status Comm::send(const void* buf, size_t count, DataType type, int peer) {
+  return sendRecv({P2pOp::send(buf, count, type, peer)});
 }
 
 Status Comm::recv(void* buf, size_t count, DataType type, int peer) {
-  FERRY_TRY(validate(*impl_, "recv", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1));
-  if (peer < 0 || peer >= size() || peer == rank()) {
-    return makeError(ErrorCode::kInvalidArgument, "recv on rank %d: peer %d is invalid (expected 0 <= peer < %d, peer != %d)",
-                     rank(), peer, size(), rank());
+  return sendRecv({P2pOp::recv(buf, count, type, peer)});
+}
+
+Status Comm::sendRecv(const std::vector<P2pOp>& ops) {
+  std::vector<coll::P2pItem> items;
+  items.reserve(ops.size());
+  const bool single = ops.size() == 1;
+  for (const P2pOp& op : ops) {
+    const char* fn = op.kind == P2pOp::Kind::kSend ? "send" : "recv";
+    FERRY_TRY(validate(*impl_, fn, op.buffer, op.buffer, op.count, static_cast<int>(op.type), kNoOp, kNoRoot, 1));
+    FERRY_TRY(checkPeer(*impl_, fn, op.peer, !single));
+    items.push_back({op.kind == P2pOp::Kind::kSend, op.buffer, op.count * dataTypeSize(op.type), op.peer,
+                     OpDesc{OpKind::kSend, op.count, op.type, RedOp::kSum, -1}});
   }
-  OpDesc d{OpKind::kSend, count, type, RedOp::kSum, -1};
-  size_t bytes = count * dataTypeSize(type);
-  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::recvFrom(ex, buf, bytes, peer); });
+  if (items.empty()) return Status::ok();
+  OpDesc d = items[0].desc;
+  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::batchSendRecv(ex, items); });
 }
 
 Status Comm::barrier() {

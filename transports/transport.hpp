@@ -39,6 +39,7 @@ struct Request {
   int source = -1;        ///< receives: the rank that sent the message
   std::string error;      ///< kFailed: what the transport reported
   void* handle = nullptr; ///< the transport's own request, while pending
+  uintptr_t cookie = 0;   ///< the caller's; the transport never touches it
 
   bool pending() const { return state == State::kPending; }
 };

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
@@ -33,6 +34,21 @@ struct UniqueId {
 
 /// split()'s color for ranks that join no new communicator (NCCL_SPLIT_NOCOLOR).
 inline constexpr int kSplitNoColor = -1;
+
+/// One transfer of a Comm::sendRecv batch.
+struct P2pOp {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  void* buffer = nullptr;  ///< read for a send, written for a receive
+  size_t count = 0;
+  DataType type = DataType::kUint8;
+  int peer = -1;  ///< may be this rank: the transfer is then a local copy
+
+  static P2pOp send(const void* buf, size_t count, DataType type, int peer) {
+    return {Kind::kSend, const_cast<void*>(buf), count, type, peer};
+  }
+  static P2pOp recv(void* buf, size_t count, DataType type, int peer) { return {Kind::kRecv, buf, count, type, peer}; }
+};
 
 /// One rank's handle on a communicator.
 class Comm {
@@ -79,6 +95,11 @@ class Comm {
   /// Send count elements to `peer`, which calls recv with the same count and type.
   Status send(const void* buf, size_t count, DataType type, int peer);
   Status recv(void* buf, size_t count, DataType type, int peer);
+  /// Post every transfer of `ops` at once, then wait for all (NCCL's grouped send/recv): matching
+  /// sends and receives complete whatever order each rank lists them in. Transfers between this
+  /// rank and itself are copies, paired in the order they appear. Between two ranks, transfers
+  /// pair in order too, so their counts and types must agree one by one.
+  Status sendRecv(const std::vector<P2pOp>& ops);
   /// Returns once every rank has entered the barrier.
   Status barrier();
 

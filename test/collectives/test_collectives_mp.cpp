@@ -189,3 +189,42 @@ TEST_CASE("sendRecv and barrier", "[mp]") {
     return comparePattern(t, out.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, prev, i); }), 0, what);
   }, false);
 }
+
+TEST_CASE("sendRecv batch in any order", "[mp]") {
+  // Every rank sends (peer+1)*(rank+1)*97 elements to every rank, itself included, and lists its
+  // sends and receives in an order that would deadlock as blocking calls.
+  for (int n : {1, 2, 3, 4}) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [](Comm& c) -> std::string {
+      const int n = c.size(), r = c.rank();
+      const DataType t = DataType::kInt32;
+      auto len = [](int from, int to) { return static_cast<size_t>((to + 1) * (from + 1) * 97); };
+      std::vector<std::vector<uint8_t>> in(n), out(n);
+      std::vector<P2pOp> ops;
+      for (int k = 0; k < n; ++k) {
+        int p = (r % 2 == 0) ? k : n - 1 - k;
+        in[p].resize(len(r, p) * 4);
+        out[p].resize(len(p, r) * 4);
+        fillPattern(t, in[p].data(), len(r, p), pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r * 16 + p, i); }));
+        P2pOp rv = P2pOp::recv(out[p].data(), len(p, r), t, p), sd = P2pOp::send(in[p].data(), len(r, p), t, p);
+        if (r % 2 == 0) {
+          ops.push_back(rv);
+          ops.push_back(sd);
+        } else {
+          ops.push_back(sd);
+          ops.push_back(rv);
+        }
+      }
+      Status s = c.sendRecv(ops);
+      if (!s.isOk()) return failed(s, "sendRecv batch");
+      for (int p = 0; p < n; ++p) {
+        std::string err = comparePattern(t, out[p].data(), len(p, r),
+                                         pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, p * 16 + r, i); }), 0,
+                                         "from rank " + std::to_string(p));
+        if (!err.empty()) return err;
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
