@@ -27,11 +27,13 @@ class Deadline {
     return d;
   }
   bool expired() const { return Clock::now() >= at_; }
-  /// Remaining milliseconds, clamped to [0, INT32_MAX] (for poll()).
+  /// Remaining milliseconds rounded up (so a poll() for that long does not wake early and spin
+  /// through the last millisecond), clamped to [0, INT32_MAX].
   int remainingMs() const {
     if (at_ == Clock::time_point::max()) return INT32_MAX;
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
-    if (ms < 0) return 0;
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(at_ - Clock::now()).count();
+    if (us <= 0) return 0;
+    auto ms = (us + 999) / 1000;
     return ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms);
   }
   Clock::time_point at() const { return at_; }

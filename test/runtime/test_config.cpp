@@ -1,0 +1,90 @@
+// The knob registry and the log-setting parsers: defaults, FERRY_ over NCCL_ names, rejected values.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+
+using namespace ferry;
+
+namespace {
+EnvLookup fakeEnv(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+}  // namespace
+
+TEST_CASE("defaults apply when nothing is set", "[config]") {
+  std::vector<std::string> errors;
+  std::vector<KnobInfo> infos;
+  Config c = parseConfig(fakeEnv({}), &errors, &infos);
+  CHECK(errors.empty());
+  CHECK(c.timeout == 300.0);
+  CHECK(c.debug == "WARN");
+  CHECK(c.checkMismatch);
+  CHECK(c.sliceBytes == 262144);
+  REQUIRE(!infos.empty());
+  for (const auto& k : infos) {
+    CHECK(k.source == "default");
+    CHECK(k.value == k.defaultValue);
+    CHECK(!k.description.empty());
+    CHECK(k.name.rfind("FERRY_", 0) == 0);
+  }
+}
+
+TEST_CASE("FERRY_ names win over their NCCL_ aliases", "[config]") {
+  std::vector<std::string> errors;
+  std::vector<KnobInfo> infos;
+  Config c = parseConfig(fakeEnv({{"NCCL_DEBUG", "INFO"}, {"NCCL_COMM_ID", "10.0.0.1:1234"}, {"FERRY_ADDR", "127.0.0.1:99"}}),
+                         &errors, &infos);
+  CHECK(errors.empty());
+  CHECK(c.debug == "INFO");
+  CHECK(c.addr == "127.0.0.1:99");
+  for (const auto& k : infos) {
+    if (k.name == "FERRY_DEBUG") CHECK(k.source == "NCCL_DEBUG");
+    if (k.name == "FERRY_ADDR") CHECK(k.source == "FERRY_ADDR");
+  }
+}
+
+TEST_CASE("typed values parse and bad ones are named", "[config]") {
+  std::vector<std::string> errors;
+  Config c = parseConfig(fakeEnv({{"FERRY_TIMEOUT", "2.5"}, {"FERRY_CHECK_MISMATCH", "off"}, {"FERRY_SLICE_BYTES", "0x1000"}}),
+                         &errors, nullptr);
+  CHECK(errors.empty());
+  CHECK(c.timeout == 2.5);
+  CHECK_FALSE(c.checkMismatch);
+  CHECK(c.sliceBytes == 4096);
+
+  errors.clear();
+  c = parseConfig(fakeEnv({{"FERRY_TIMEOUT", "soon"}, {"FERRY_CHECK_MISMATCH", "maybe"}, {"FERRY_SLICE_BYTES", "12k"}}),
+                  &errors, nullptr);
+  REQUIRE(errors.size() == 3);
+  CHECK(errors[0].find("FERRY_TIMEOUT='soon'") != std::string::npos);
+  CHECK(errors[0].find("expected a number") != std::string::npos);
+  CHECK(c.timeout == 300.0);  // the default stays
+  bool sawBool = false, sawInt = false;
+  for (const auto& e : errors) {
+    sawBool |= e.find("FERRY_CHECK_MISMATCH='maybe'") != std::string::npos && e.find("true/false") != std::string::npos;
+    sawInt |= e.find("FERRY_SLICE_BYTES='12k'") != std::string::npos && e.find("an integer") != std::string::npos;
+  }
+  CHECK(sawBool);
+  CHECK(sawInt);
+}
+
+TEST_CASE("log levels and subsystem lists parse", "[log]") {
+  log::Level l = log::Level::kNone;
+  CHECK(log::parseLevel("info", &l));
+  CHECK(l == log::Level::kInfo);
+  CHECK(log::parseLevel("TRACE", &l));
+  CHECK(l == log::Level::kTrace);
+  CHECK_FALSE(log::parseLevel("LOUD", &l));
+  CHECK(log::parseSubsys("INIT,COLL") == (log::kInit | log::kColl));
+  CHECK(log::parseSubsys("ALL") == log::kAll);
+  CHECK(log::parseSubsys("^NET") == ~static_cast<uint32_t>(log::kNet));
+  CHECK(log::parseSubsys("init,bogus") == log::kInit);
+}
