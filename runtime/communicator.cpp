@@ -13,6 +13,7 @@
 #include "runtime/launch_env.hpp"
 #include "runtime/group_exchange.hpp"
 #include "runtime/watchdog.hpp"
+#include "runtime/work_queue.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace ferry {
@@ -35,8 +36,10 @@ struct Comm::Impl {
   uint64_t seq = 0;
   uint64_t p2pSeq = 0;
   Status error;
+  WorkQueue queue;
 
   ~Impl() {
+    queue.shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
     // The transport goes first: requests it may still complete (the control receive, those
     // parked by failed calls) must outlive it.
     if (watchdog) watchdog->stop();
@@ -53,6 +56,7 @@ struct Comm::Impl {
 
   template <typename Body>
   Status run(const OpDesc& desc, coll::TagClass cls, Body&& body) {
+    auto exclusive = queue.acquire();
     FERRY_TRY(sticky());
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
@@ -62,7 +66,9 @@ struct Comm::Impl {
     if (!st.isOk()) {
       error = st;
       FERRY_WARN(log::kColl, "%s", st.message().c_str());
-      if (!ex.drain(1.0)) FERRY_INFO(log::kColl, "some transfers of the failed call were still in flight after 1 s");
+      // Retire what can be retired quickly; the forced close below fails the rest (a send to a
+      // peer that never posts its receive cannot finish any other way).
+      if (!ex.drain(0.2)) FERRY_INFO(log::kColl, "transfers of the failed call still in flight after 0.2 s");
       if (watchdog) watchdog->report(st);
       // The communicator is dead: cut every connection now, so no transfer still in flight can
       // write into the caller's buffers after this call returns.
@@ -356,6 +362,30 @@ Status Comm::sendRecv(const std::vector<P2pOp>& ops) {
   if (items.empty()) return Status::ok();
   OpDesc d = items[0].desc;
   return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::batchSendRecv(ex, items); });
+}
+
+std::shared_ptr<Work> Comm::enqueue(std::function<Status(Comm&)> op) {
+  return impl_->queue.enqueue([this, op = std::move(op)] { return op(*this); });
+}
+
+std::shared_ptr<Work> Comm::allReduceAsync(const void* send, void* recv, size_t count, DataType type, RedOp op) {
+  return enqueue([=](Comm& c) { return c.allReduce(send, recv, count, type, op); });
+}
+
+std::shared_ptr<Work> Comm::reduceScatterAsync(const void* send, void* recv, size_t recvCount, DataType type, RedOp op) {
+  return enqueue([=](Comm& c) { return c.reduceScatter(send, recv, recvCount, type, op); });
+}
+
+std::shared_ptr<Work> Comm::allGatherAsync(const void* send, void* recv, size_t sendCount, DataType type) {
+  return enqueue([=](Comm& c) { return c.allGather(send, recv, sendCount, type); });
+}
+
+std::shared_ptr<Work> Comm::broadcastAsync(const void* send, void* recv, size_t count, DataType type, int root) {
+  return enqueue([=](Comm& c) { return c.broadcast(send, recv, count, type, root); });
+}
+
+std::shared_ptr<Work> Comm::allToAllAsync(const void* send, void* recv, size_t count, DataType type) {
+  return enqueue([=](Comm& c) { return c.allToAll(send, recv, count, type); });
 }
 
 Status Comm::barrier() {

@@ -9,12 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
+#include "ferry/work.hpp"
 
 namespace ferry {
 
@@ -102,6 +104,18 @@ class Comm {
   Status sendRecv(const std::vector<P2pOp>& ops);
   /// Returns once every rank has entered the barrier.
   Status barrier();
+
+  /// Asynchronous operation: queue `op` to run on this communicator's progress thread after
+  /// everything queued before it, and return at once. `op` may call any method of this
+  /// communicator (they run in its order); the buffers it uses must stay valid until the work is
+  /// done. A blocking call made meanwhile from another thread waits for the queue to drain first.
+  std::shared_ptr<Work> enqueue(std::function<Status(Comm&)> op);
+  /// allReduce / reduceScatter / allGather / broadcast / allToAll queued with enqueue().
+  std::shared_ptr<Work> allReduceAsync(const void* send, void* recv, size_t count, DataType type, RedOp op);
+  std::shared_ptr<Work> reduceScatterAsync(const void* send, void* recv, size_t recvCount, DataType type, RedOp op);
+  std::shared_ptr<Work> allGatherAsync(const void* send, void* recv, size_t sendCount, DataType type);
+  std::shared_ptr<Work> broadcastAsync(const void* send, void* recv, size_t count, DataType type, int root);
+  std::shared_ptr<Work> allToAllAsync(const void* send, void* recv, size_t count, DataType type);
 
   struct Impl;
 

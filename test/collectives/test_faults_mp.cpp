@@ -141,3 +141,64 @@ TEST_CASE("split by color and key", "[mp]") {
   });
   CHECK(summarize(outcomes) == "");
 }
+
+TEST_CASE("abort from another thread ends a blocked call within 1 s", "[mp][faults]") {
+  auto outcomes = runRanks(2, [](Comm& c) -> std::string {
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // never joins the allReduce
+      return "";
+    }
+    std::vector<float> buf(1 << 20, 1.0f);
+    Status result;
+    std::thread blocked([&] { result = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto t0 = std::chrono::steady_clock::now();
+    c.abort("test abort");
+    blocked.join();
+    double took = seconds(t0);
+    std::printf("abort returned the blocked call in %.3f s: %s\n", took, result.toString().c_str());
+    if (result.code() != ErrorCode::kAborted) return "blocked call returned " + result.toString();
+    if (took > 1.0) return "abort took " + std::to_string(took) + " s";
+    Status later = c.barrier();
+    return later.code() == ErrorCode::kAborted ? "" : "a call after abort returned " + later.toString();
+  });
+  CHECK(summarize(outcomes) == "");
+}
+
+TEST_CASE("asynchronous collectives run in order and overlap the caller", "[mp]") {
+  for (int n : {2, 3}) {
+    auto outcomes = runRanks(n, [](Comm& c) -> std::string {
+      const int n = c.size(), r = c.rank();
+      const size_t count = 100003;
+      std::vector<std::vector<int32_t>> bufs(6, std::vector<int32_t>(count));
+      std::vector<std::shared_ptr<Work>> works;
+      for (int k = 0; k < 6; ++k) {
+        for (size_t i = 0; i < count; ++i) bufs[k][i] = static_cast<int32_t>((r + 1) * (k + 1) + i % 7);
+        works.push_back(c.allReduceAsync(bufs[k].data(), bufs[k].data(), count, DataType::kInt32, RedOp::kSum));
+      }
+      // A blocking call from this thread runs after everything queued before it.
+      int32_t one = 1, total = 0;
+      Status s = c.allReduce(&one, &total, 1, DataType::kInt32, RedOp::kSum);
+      if (!s.isOk() || total != n) return "blocking allReduce after queued work: " + s.toString();
+      for (int k = 0; k < 6; ++k) {
+        if (!works[k]->done()) return "work " + std::to_string(k) + " not done after a later blocking call";
+        Status w = works[k]->wait();
+        if (!w.isOk()) return "work " + std::to_string(k) + ": " + w.toString();
+        for (size_t i = 0; i < count; ++i) {
+          int32_t want = (k + 1) * n * (n + 1) / 2 + n * static_cast<int32_t>(i % 7);
+          if (bufs[k][i] != want) return "work " + std::to_string(k) + " element " + std::to_string(i) + " wrong";
+        }
+      }
+      // enqueue() runs arbitrary sequences of calls in order.
+      int32_t x = r, y = 0;
+      auto w = c.enqueue([&](Comm& cc) {
+        FERRY_TRY(cc.allReduce(&x, &y, 1, DataType::kInt32, RedOp::kMax));
+        return cc.barrier();
+      });
+      Status ws = w->wait();
+      if (!ws.isOk() || y != n - 1) return "enqueued sequence: " + ws.toString();
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
