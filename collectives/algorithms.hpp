@@ -33,6 +33,10 @@ Status chainBroadcast(Exec& ex, const void* in, void* out, size_t count, DataTyp
 /// Pipelined chain reduce toward `root` (root+1 starts, root finishes).
 Status chainReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op, int root);
 
+/// For a call that moves no data (count 0): one empty message around the ring, so a rank whose
+/// peers called with a different count or collective learns it at once instead of at its deadline.
+Status ringPresence(Exec& ex);
+
 /// Dissemination barrier: ceil(log2 n) rounds of empty messages.
 Status disseminationBarrier(Exec& ex);
 

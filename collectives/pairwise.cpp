@@ -38,6 +38,18 @@ Status pairwiseAllToAll(Exec& ex, const void* in, void* out, size_t count, DataT
   return ex.waitAll();
 }
 
+Status ringPresence(Exec& ex) {
+  const int n = ex.size(), r = ex.rank();
+  if (n == 1) return Status::ok();
+  ex.setPhase("empty-call check", 0, 1);
+  auto rv = ex.recv(ringMod(r - 1, n), nullptr, 0);
+  FERRY_TRY(rv);
+  auto sd = ex.send(ringMod(r + 1, n), nullptr, 0);
+  FERRY_TRY(sd);
+  FERRY_TRY(ex.wait(*rv));
+  return ex.wait(*sd);
+}
+
 Status disseminationBarrier(Exec& ex) {
   const int n = ex.size(), r = ex.rank();
   int rounds = 0;

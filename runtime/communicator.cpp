@@ -62,7 +62,9 @@ struct Comm::Impl {
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
     coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
-    Status st = body(ex);
+    // A collective of count 0 moves nothing, but its peers must still agree that it happened.
+    bool empty = cls == coll::TagClass::kCollective && desc.kind != OpKind::kBarrier && desc.count == 0;
+    Status st = empty ? coll::ringPresence(ex) : body(ex);
     if (!st.isOk()) {
       error = st;
       FERRY_WARN(log::kColl, "%s", st.message().c_str());

@@ -50,6 +50,19 @@ TEST_CASE("ranks passing different counts all get a mismatch error", "[mp][fault
   }
 }
 
+TEST_CASE("a rank calling with count 0 while the others pass data gets a mismatch, not a hang", "[mp][faults]") {
+  auto t0 = std::chrono::steady_clock::now();
+  auto outcomes = runRanks(3, [](Comm& c) -> std::string {
+    size_t count = c.rank() == 0 ? 0 : 4096;
+    std::vector<float> buf(4096, 1.0f);
+    Status s = c.allReduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum);
+    std::printf("%s\n", s.toString().c_str());
+    return s.code() == ErrorCode::kMismatch ? "" : "expected a mismatch error, got " + s.toString();
+  });
+  CHECK(summarize(outcomes) == "");
+  CHECK(seconds(t0) < 10.0);
+}
+
 TEST_CASE("ranks running different collectives get an error naming both", "[mp][faults]") {
   auto outcomes = runRanks(3, [](Comm& c) -> std::string {
     std::vector<int32_t> buf(4096, 1), out(4096 * 3);
