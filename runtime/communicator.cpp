@@ -12,6 +12,7 @@
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/group_exchange.hpp"
+#include "runtime/topology.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/work_queue.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -132,6 +133,13 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
     peers.push_back(std::move(*p));
   }
   impl->id = peers[0].commId;
+  if (log::enabled(log::Level::kInfo, log::kInit)) {
+    static const std::string topology = [] {
+      auto t = discoverTopology();
+      return t.isOk() ? t->describe() : t.status().message();
+    }();
+    FERRY_INFO(log::kInit, "host %s: %s", peers[rank].hostname.c_str(), topology.c_str());
+  }
   bool allLocal = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == peers[0].hostId; });
 
   // Round 2: transport addresses.
