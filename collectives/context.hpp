@@ -1,6 +1,7 @@
 // What an algorithm runs with: the communicator's transport and resources, and one call's state.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -20,6 +21,20 @@ class WaitHooks {
   virtual ~WaitHooks() = default;
   /// Ok to keep waiting on `peer`; otherwise the reason to stop.
   virtual Status poll(int peer) = 0;
+};
+
+/// Where the call in progress stands, for state dumps from another thread (kill -USR1). Written
+/// with relaxed stores by the calling thread; readers get a consistent-enough snapshot.
+struct CallTrace {
+  std::atomic<uint64_t> seq{0};           ///< sequence number of the current or last call
+  std::atomic<const char*> call{nullptr}; ///< static description of the kind ("allReduce")
+  std::atomic<size_t> count{0};
+  std::atomic<const char*> phase{""};
+  std::atomic<int> step{0};
+  std::atomic<int> steps{0};
+  std::atomic<int> peer{-1};              ///< awaited peer, -1 when not waiting
+  std::atomic<bool> active{false};
+  std::atomic<int64_t> startNs{0};        ///< steady clock, when the call started
 };
 
 /// Host memory for intermediate results, owned by the communicator and grown on demand.
@@ -45,6 +60,7 @@ struct Context {
   size_t sliceBytes = 256 * 1024;  ///< pipelining granularity
   int depth = 8;                   ///< receives posted ahead per ring
   bool checkMismatch = true;
+  CallTrace* trace = nullptr;  ///< optional: the runtime's view of the call in progress
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };
@@ -69,6 +85,11 @@ class Exec {
     phase_ = phase;
     step_ = step;
     steps_ = steps;
+    if (ctx_.trace != nullptr) {
+      ctx_.trace->phase.store(phase, std::memory_order_relaxed);
+      ctx_.trace->step.store(step, std::memory_order_relaxed);
+      ctx_.trace->steps.store(steps, std::memory_order_relaxed);
+    }
   }
 
   /// Post a send / receive; the returned request stays valid for the life of this Exec. `as`
@@ -88,6 +109,7 @@ class Exec {
 
  private:
   Status failure(transport::Request* req, Status why);
+  Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
 
   Context& ctx_;

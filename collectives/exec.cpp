@@ -35,10 +35,21 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
       tag_(makeTag(tagClass, seq, fingerprint(desc))),
       deadline_(deadline),
       start_(Clock::now()),
-      requests_(std::make_unique<std::deque<Request>>()) {}
+      requests_(std::make_unique<std::deque<Request>>()) {
+  if (CallTrace* t = ctx_.trace) {
+    t->seq.store(seq, std::memory_order_relaxed);
+    t->call.store(opKindName(desc.kind), std::memory_order_relaxed);
+    t->count.store(desc.count, std::memory_order_relaxed);
+    t->phase.store("", std::memory_order_relaxed);
+    t->peer.store(-1, std::memory_order_relaxed);
+    t->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
+    t->active.store(true, std::memory_order_release);
+  }
+}
 
 Exec::~Exec() {
   if (!drain(0.05)) ctx_.graveyard.push_back(std::move(requests_));
+  if (ctx_.trace != nullptr) ctx_.trace->active.store(false, std::memory_order_release);
 }
 
 bool Exec::drain(double seconds) {
@@ -110,6 +121,7 @@ Status Exec::checkReceive(Request* req) {
 }
 
 Status Exec::wait(Request* req) {
+  if (ctx_.trace != nullptr) ctx_.trace->peer.store(req->peer, std::memory_order_relaxed);
   Backoff backoff;
   Clock::time_point nextCheck = Clock::now();
   unsigned spins = 0;
@@ -136,6 +148,11 @@ Status Exec::wait(Request* req) {
     }
     backoff.pause();
   }
+  return finishWait(req);
+}
+
+Status Exec::finishWait(Request* req) {
+  if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
   if (req->state == Request::State::kFailed) {
     Status p = ctx_.transport->peerError(req->peer);
     if (!p.isOk()) return failure(req, p);

@@ -12,6 +12,7 @@
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/group_exchange.hpp"
+#include "runtime/state_dump.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/work_queue.hpp"
@@ -37,6 +38,8 @@ struct Comm::Impl {
   uint64_t seq = 0;
   uint64_t p2pSeq = 0;
   Status error;
+  coll::CallTrace trace;
+  std::unique_ptr<StateDumpRegistration> dumpRegistration;
   WorkQueue queue;
 
   ~Impl() {
@@ -176,6 +179,8 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   ctx.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
   ctx.depth = static_cast<int>(std::clamp<int64_t>(config().pipelineDepth, 1, 1024));
   ctx.checkMismatch = config().checkMismatch;
+  ctx.trace = &impl->trace;
+  impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s, %s)", static_cast<unsigned long long>(impl->id), rank,
              size, size > 1 ? "ucx" : "single rank", allLocal ? "all ranks on this host" : "several hosts");
   return impl;

@@ -215,3 +215,25 @@ TEST_CASE("asynchronous collectives run in order and overlap the caller", "[mp]"
     CHECK(summarize(outcomes) == "");
   }
 }
+
+TEST_CASE("kill -USR1 dumps where each call stands without stopping it", "[mp][faults]") {
+  auto outcomes = runRanks(2, [](Comm& c) -> std::string {
+    std::vector<float> buf(1 << 16, 1.0f);
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // late to the call
+    } else {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        kill(getpid(), SIGUSR1);
+      }).detach();
+    }
+    Status s = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+    if (!s.isOk()) return "allReduce failed: " + s.toString();
+    return buf[0] == 2.0f ? "" : "wrong result after the dump";
+  });
+  CHECK(summarize(outcomes) == "");
+  INFO(outcomes[0].output);
+  CHECK(outcomes[0].output.find("state dump (SIGUSR1): comm") != std::string::npos);
+  CHECK(outcomes[0].output.find("allReduce(count=65536) #1 running for") != std::string::npos);
+  CHECK(outcomes[0].output.find("waiting for rank 1") != std::string::npos);
+}

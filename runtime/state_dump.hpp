@@ -1,0 +1,33 @@
+// State dumps: `kill -USR1 <pid>` makes every communicator of the process print, one line each,
+// where its current call stands (operation, sequence number, phase and step, the peer it waits
+// for and for how long) without stopping anything. Nobody has to attach a debugger to learn why
+// a job is stuck.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "collectives/context.hpp"
+
+namespace ferry {
+
+/// Registers a communicator's trace for dumps while it lives.
+class StateDumpRegistration {
+ public:
+  StateDumpRegistration(uint64_t commId, int rank, int size, const coll::CallTrace* trace);
+  ~StateDumpRegistration();
+  StateDumpRegistration(const StateDumpRegistration&) = delete;
+  StateDumpRegistration& operator=(const StateDumpRegistration&) = delete;
+
+ private:
+  uint64_t key_;
+};
+
+/// One line describing a communicator's state ("comm 4b96... rank 1/4: allReduce(count=...) #12 in
+/// reduce-scatter step 2/3 waiting for rank 0 for 3.2 s").
+std::string describeState(uint64_t commId, int rank, int size, const coll::CallTrace& trace);
+
+/// Print every registered communicator's state now (what SIGUSR1 triggers).
+void dumpAllStates();
+
+}  // namespace ferry
