@@ -1,0 +1,123 @@
+// ncclGroupStart / ncclGroupEnd and what the outermost end runs (see group.hpp).
+#include "runtime/nccl/group.hpp"
+
+#include <thread>
+#include <utility>
+
+#include "runtime/base/log.hpp"
+#include "runtime/nccl/comm_handle.hpp"
+
+namespace ferry::nccl {
+namespace {
+
+struct Queued {
+  ncclComm_t comm;
+  Op op;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Queued> ops;
+  std::vector<InitRequest> inits;
+  Status error;
+};
+
+thread_local GroupState tGroup;
+
+// One communicator's share of the group: collectives in order, then one point-to-point batch.
+Outcome runOnComm(ncclComm_t comm, const std::vector<const Op*>& ops) {
+  return comm->call("ncclGroupEnd", [&](Comm& c) -> Status {
+    std::vector<const Op*> p2p;
+    for (const Op* op : ops) {
+      if (op->pointToPoint()) {
+        p2p.push_back(op);
+      } else {
+        FERRY_TRY(runCollective(c, *op));
+      }
+    }
+    if (!p2p.empty()) FERRY_TRY(runPointToPoint(c, p2p));
+    return Status::ok();
+  });
+}
+
+Outcome startInits(const std::vector<InitRequest>& inits) {
+  for (const InitRequest& r : inits) launchInit(r);
+  Status first;
+  for (const InitRequest& r : inits) {
+    if (!r.handle->blocking) continue;  // the application polls ncclCommGetAsyncError
+    Status st = r.handle->waitInit();
+    if (!st.isOk() && first.isOk()) first = st;
+  }
+  return first;
+}
+
+Outcome runOps(const std::vector<Queued>& queued) {
+  // Split by communicator, in order of first appearance.
+  std::vector<std::pair<ncclComm_t, std::vector<const Op*>>> perComm;
+  for (const Queued& q : queued) {
+    auto it = perComm.begin();
+    while (it != perComm.end() && it->first != q.comm) ++it;
+    if (it == perComm.end()) it = perComm.insert(perComm.end(), {q.comm, {}});
+    it->second.push_back(&q.op);
+  }
+  std::vector<Outcome> results(perComm.size(), Outcome(Status::ok()));
+  {
+    std::vector<std::jthread> threads;
+    for (size_t i = 1; i < perComm.size(); ++i) {
+      threads.emplace_back([&, i] { results[i] = runOnComm(perComm[i].first, perComm[i].second); });
+    }
+    if (!perComm.empty()) results[0] = runOnComm(perComm[0].first, perComm[0].second);
+  }
+  for (Outcome& r : results) {
+    if (!r.status.isOk()) return r;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+bool inGroup() { return tGroup.depth > 0; }
+
+void enqueue(ncclComm_t comm, Op op) { tGroup.ops.push_back({comm, std::move(op)}); }
+
+void enqueueInit(const InitRequest& request) { tGroup.inits.push_back(request); }
+
+void noteGroupError(const Status& status) {
+  if (tGroup.error.isOk()) tGroup.error = status;
+}
+
+}  // namespace ferry::nccl
+
+using namespace ferry::nccl;
+using ferry::Status;
+
+extern "C" ncclResult_t pncclGroupStart(void) {
+  return entry("ncclGroupStart", []() -> Status {
+    ++tGroup.depth;
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclGroupStart)
+
+extern "C" ncclResult_t pncclGroupEnd(void) {
+  constexpr const char* fn = "ncclGroupEnd";
+  return entry(fn, []() -> Outcome {
+    if (tGroup.depth == 0) return usageError(fn, "no group is open on this thread (ncclGroupStart was not called)");
+    if (--tGroup.depth > 0) return Status::ok();
+    GroupState g = std::move(tGroup);
+    tGroup = GroupState{};
+    if (!g.error.isOk()) {
+      // Nothing runs; the handles of queued inits learn why.
+      for (const InitRequest& r : g.inits) {
+        Status why(ferry::ErrorCode::kInvalidUsage, "not initialized: its group failed: " + g.error.message());
+        if (r.handle->finishInit(why)) delete r.handle;
+      }
+      return Status(g.error.code(), std::string(fn) + ": a call in the group failed: " + g.error.message());
+    }
+    FERRY_TRACE(ferry::log::kColl, "group end: %zu calls, %zu inits", g.ops.size(), g.inits.size());
+    Outcome inits = startInits(g.inits);
+    if (!inits.status.isOk()) return inits;
+    return runOps(g.ops);
+  });
+}
+FERRY_NCCL_ALIAS(ncclGroupEnd)

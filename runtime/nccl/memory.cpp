@@ -1,0 +1,80 @@
+// Memory entry points: ncclMemAlloc / ncclMemFree and ncclCommRegister / ncclCommDeregister.
+// Without the CUDA backend buffers are host memory: allocation is page-aligned host memory and
+// registration only records the buffer (registrations.hpp).
+#include <cstdlib>
+
+#include "runtime/nccl/comm_handle.hpp"
+
+namespace ferry::nccl {
+
+void* Registrations::add(void* buffer, size_t bytes) {
+  auto e = std::make_unique<Entry>(Entry{buffer, bytes});
+  void* handle = e.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.emplace(handle, std::move(e));
+  return handle;
+}
+
+bool Registrations::remove(void* handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.erase(handle) == 1;
+}
+
+}  // namespace ferry::nccl
+
+using namespace ferry::nccl;
+using ferry::Status;
+
+namespace {
+constexpr size_t kPageBytes = 4096;
+}
+
+extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
+  constexpr const char* fn = "ncclMemAlloc";
+  return entry(fn, [&]() -> Status {
+    if (ptr == nullptr) return argError(fn, "ptr is NULL (it receives the allocation)");
+    *ptr = nullptr;
+    void* p = nullptr;
+    int err = posix_memalign(&p, kPageBytes, size > 0 ? size : 1);
+    if (err != 0) {
+      return Status(ferry::ErrorCode::kSystemError,
+                    std::string(fn) + ": cannot allocate " + std::to_string(size) + " bytes of host memory");
+    }
+    *ptr = p;
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclMemAlloc)
+
+extern "C" ncclResult_t pncclMemFree(void* ptr) {
+  return entry("ncclMemFree", [&]() -> Status {
+    std::free(ptr);
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclMemFree)
+
+extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  constexpr const char* fn = "ncclCommRegister";
+  return entry(fn, [&]() -> Status {
+    if (comm == nullptr) return argError(fn, "comm is NULL");
+    if (handle == nullptr) return argError(fn, "handle is NULL (it receives the registration)");
+    if (buff == nullptr && size > 0) return argError(fn, "buff is NULL with size %zu", size);
+    *handle = comm->registrations.add(buff, size);
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommRegister)
+
+extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
+  constexpr const char* fn = "ncclCommDeregister";
+  return entry(fn, [&]() -> Status {
+    if (comm == nullptr) return argError(fn, "comm is NULL");
+    if (!comm->registrations.remove(handle)) {
+      return argError(fn, "handle %p was not returned by ncclCommRegister on this communicator (or was "
+                          "deregistered already)", handle);
+    }
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommDeregister)
