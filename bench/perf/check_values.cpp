@@ -1,0 +1,258 @@
+// Closed-form check values. See check_values.hpp for the patterns and why they are exact.
+#include "perf/check_values.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "perf/dtypes.hpp"
+
+namespace ferry::perf {
+namespace {
+
+constexpr uint8_t kSentinelByte = 0xA5;
+// Tables of expected results hold (aMax + 1) x period entries; this bounds them to 512 KiB.
+constexpr uint64_t kMaxExpectedEntries = 65536;
+constexpr uint64_t kMaxOffset = 1023;
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer: every input bit affects every output bit
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+// What countWrongT compares against.
+enum Kind { kReduced, kOwnInput, kSentinel, kMoved };
+
+template <typename U>
+uint64_t loadAt(const void* base, size_t i) {
+  U v;
+  std::memcpy(&v, static_cast<const char*>(base) + i * sizeof(U), sizeof(U));
+  return v;
+}
+
+template <typename U>
+void storeAt(void* base, size_t i, uint64_t bits) {
+  const U v = static_cast<U>(bits);
+  std::memcpy(static_cast<char*>(base) + i * sizeof(U), &v, sizeof(U));
+}
+
+// Calls fn(U{}) with U the unsigned integer of `size` bytes.
+template <typename Fn>
+auto withWidth(size_t size, Fn&& fn) {
+  switch (size) {
+    case 1: return fn(uint8_t{});
+    case 2: return fn(uint16_t{});
+    case 4: return fn(uint32_t{});
+    default: return fn(uint64_t{});
+  }
+}
+
+}  // namespace
+
+CheckPlan::CheckPlan(Coll coll, DataType type, RedOp op, int nranks, int rank, int root, uint64_t seed)
+    : coll_(coll),
+      type_(type),
+      op_(op),
+      nranks_(nranks),
+      rank_(rank),
+      root_(root),
+      seed_(mix(seed + 0x9E3779B97F4A7C15ull)),
+      reduces_(collInfo(coll).reduces),
+      eltSize_(typeInfo(type).size) {
+  if (reduces_) planReduction();
+}
+
+// Chooses aMax and the period for the op and type, then tabulates this rank's phase inputs and
+// the encoded inputs and results. Everything is an exact integer in int64 until encoded.
+void CheckPlan::planReduction() {
+  const TypeInfo& t = typeInfo(type_);
+  const int64_t n = nranks_;
+  const int64_t limit = t.exactLimit;
+  // phase(k, r): rank r's contribution less a; combine: fold of contributions; offsets scale the
+  // result by `aWeight` (sums add a once per rank, max and min once).
+  std::vector<std::vector<int64_t>> contrib;  // [k][r]
+  int64_t aWeight = 0;
+  bool product = false;
+  auto tabulate = [&](uint64_t period, auto&& value) {
+    period_ = period;
+    contrib.assign(period, std::vector<int64_t>(static_cast<size_t>(n)));
+    for (uint64_t k = 0; k < period; ++k) {
+      for (int64_t r = 0; r < n; ++r) contrib[k][static_cast<size_t>(r)] = value(static_cast<int64_t>(k), r);
+    }
+  };
+  switch (op_) {
+    case RedOp::kSum:
+    case RedOp::kAvg: {
+      const int64_t perRank = limit / n;  // the sum of n values of at most perRank stays exact
+      if (perRank >= 1) {
+        const int64_t p = std::max<int64_t>(1, std::min<int64_t>(perRank / 2, 8));
+        aMax_ = static_cast<uint64_t>(std::min<int64_t>(perRank - p, kMaxOffset));
+        aWeight = n;
+        tabulate(static_cast<uint64_t>(p), [&](int64_t k, int64_t r) { return 1 + (k + 3 * r) % p; });
+      } else {  // more ranks than the type can sum: at most `limit` ranks contribute a 1
+        const int64_t q = (n + limit - 1) / limit;
+        tabulate(static_cast<uint64_t>(q), [&](int64_t k, int64_t r) { return (k + r) % q == 0 ? 1 : 0; });
+      }
+      break;
+    }
+    case RedOp::kProd: {
+      const int64_t q = std::max<int64_t>(3, (n + t.maxPow2 - 1) / t.maxPow2);
+      product = true;
+      tabulate(static_cast<uint64_t>(q), [&](int64_t k, int64_t r) { return (k + r) % q == 0 ? 2 : 1; });
+      break;
+    }
+    case RedOp::kMax:
+    case RedOp::kMin: {
+      const int64_t m = std::min<int64_t>(n + 1, limit + 1);
+      aMax_ = static_cast<uint64_t>(std::min<int64_t>(limit - (m - 1), kMaxOffset));
+      aWeight = 1;
+      tabulate(static_cast<uint64_t>(m), [&](int64_t k, int64_t r) { return (k + r) % m; });
+      break;
+    }
+  }
+  aMax_ = std::min<uint64_t>(aMax_, kMaxExpectedEntries / period_ - 1);
+
+  const EncodeFn encode = encoder(type_);
+  phaseInput_.resize(period_);
+  int64_t maxInput = 0;
+  for (uint64_t k = 0; k < period_; ++k) {
+    phaseInput_[k] = contrib[k][static_cast<size_t>(rank_)];
+    for (int64_t v : contrib[k]) maxInput = std::max(maxInput, v);
+  }
+  inputEnc_.resize(static_cast<size_t>(maxInput) + aMax_ + 1);
+  for (size_t v = 0; v < inputEnc_.size(); ++v) inputEnc_[v] = encode(static_cast<double>(v));
+
+  expectedEnc_.resize((aMax_ + 1) * period_);
+  for (uint64_t k = 0; k < period_; ++k) {
+    // Fold the phase contributions in rank order; the patterns make any order give the same.
+    int64_t folded = contrib[k][0];
+    for (size_t r = 1; r < contrib[k].size(); ++r) {
+      const int64_t v = contrib[k][r];
+      switch (op_) {
+        case RedOp::kSum:
+        case RedOp::kAvg: folded += v; break;
+        case RedOp::kProd: folded *= v; break;
+        case RedOp::kMax: folded = std::max(folded, v); break;
+        case RedOp::kMin: folded = std::min(folded, v); break;
+      }
+    }
+    for (uint64_t a = 0; a <= aMax_; ++a) {
+      const int64_t total = product ? folded : folded + aWeight * static_cast<int64_t>(a);
+      double result = static_cast<double>(total);
+      if (op_ == RedOp::kAvg) {
+        // Integers truncate toward zero (NCCL's and ferry's avg); floats round the quotient.
+        result = t.isFloat ? result / static_cast<double>(n) : static_cast<double>(total / n);
+      }
+      expectedEnc_[a * period_ + k] = encode(result);
+    }
+  }
+}
+
+CheckPlan::Terms CheckPlan::terms(size_t g) const {
+  const uint64_t h = mix(seed_ ^ (static_cast<uint64_t>(g) * 0xD6E8FEB86659FD93ull));
+  return {(h >> 32) % (aMax_ + 1), (h & 0xffffffffu) % period_};
+}
+
+int64_t CheckPlan::reductionInput(int r, size_t g) const {
+  const Terms tm = terms(g);
+  // Rank r's phase input, recomputed from the table when r is not this rank.
+  if (r == rank_) return static_cast<int64_t>(tm.a) + phaseInput_[tm.k];
+  CheckPlan other(coll_, type_, op_, nranks_, r, root_, 0);
+  other.seed_ = seed_;
+  return static_cast<int64_t>(tm.a) + other.phaseInput_[tm.k];
+}
+
+uint64_t CheckPlan::expectedBits(size_t g) const {
+  const Terms tm = terms(g);
+  return expectedEnc_[tm.a * period_ + tm.k];
+}
+
+uint64_t CheckPlan::movementBits(int r, size_t g) const {
+  const uint64_t h = mix(seed_ ^ mix(static_cast<uint64_t>(g) + (static_cast<uint64_t>(r) << 48) + 1));
+  const TypeInfo& t = typeInfo(type_);
+  if (!t.isFloat) return h;
+  // sign | exponent within 4 binades of 1.0 | random mantissa: always finite and normal.
+  const int width = static_cast<int>(t.size * 8);
+  const uint64_t bias = (uint64_t{1} << (t.exponentBits - 1)) - 1;
+  const uint64_t exponent = bias - 4 + ((h >> 56) & 7);
+  const uint64_t mantissa = h & ((uint64_t{1} << t.mantissaBits) - 1);
+  return ((h >> 63) << (width - 1)) | (exponent << t.mantissaBits) | mantissa;
+}
+
+void CheckPlan::fillInput(void* data, size_t count) const {
+  withWidth(eltSize_, [&](auto tag) {
+    using U = decltype(tag);
+    if (reduces_) {
+      for (size_t g = 0; g < count; ++g) {
+        const Terms tm = terms(g);
+        storeAt<U>(data, g, inputEnc_[tm.a + static_cast<uint64_t>(phaseInput_[tm.k])]);
+      }
+    } else {
+      for (size_t g = 0; g < count; ++g) storeAt<U>(data, g, movementBits(rank_, g));
+    }
+  });
+}
+
+void CheckPlan::fillSentinel(void* data, size_t bytes) { std::memset(data, kSentinelByte, bytes); }
+
+uint64_t CheckPlan::countWrongT(const void* out, size_t count, size_t first, int source, int kind) const {
+  return withWidth(eltSize_, [&](auto tag) -> uint64_t {
+    using U = decltype(tag);
+    uint64_t sentinel = 0;
+    std::memset(&sentinel, kSentinelByte, sizeof(U));
+    uint64_t wrong = 0;
+    for (size_t j = 0; j < count; ++j) {
+      const size_t g = first + j;
+      uint64_t want = 0;
+      switch (kind) {
+        case kReduced: want = expectedBits(g); break;
+        case kOwnInput: {
+          const Terms tm = terms(g);
+          want = inputEnc_[tm.a + static_cast<uint64_t>(phaseInput_[tm.k])];
+          break;
+        }
+        case kSentinel: want = sentinel; break;
+        case kMoved: want = movementBits(source, g); break;
+      }
+      const uint64_t got = loadAt<U>(out, j);
+      if (got == static_cast<U>(want)) continue;
+      const U w = static_cast<U>(want);
+      if (tolerant() && kind == kReduced && ulpDistance(type_, &got, &w) <= 2) continue;
+      ++wrong;
+    }
+    return wrong;
+  });
+}
+
+uint64_t CheckPlan::countWrong(const void* out, const CollCounts& c, bool inPlace) const {
+  const size_t pc = c.paramCount;
+  const auto* bytes = static_cast<const char*>(out);
+  switch (coll_) {
+    case Coll::kAllReduce: return countWrongT(out, pc, 0, 0, kReduced);
+    case Coll::kReduceScatter: return countWrongT(out, pc, static_cast<size_t>(rank_) * pc, 0, kReduced);
+    case Coll::kReduce:
+      if (rank_ == root_) return countWrongT(out, pc, 0, 0, kReduced);
+      return countWrongT(out, pc, 0, 0, inPlace ? kOwnInput : kSentinel);
+    case Coll::kAllGather: {
+      uint64_t wrong = 0;
+      for (int r = 0; r < nranks_; ++r) wrong += countWrongT(bytes + r * pc * eltSize_, pc, 0, r, kMoved);
+      return wrong;
+    }
+    case Coll::kAllToAll: {
+      uint64_t wrong = 0;
+      for (int r = 0; r < nranks_; ++r) {
+        wrong += countWrongT(bytes + r * pc * eltSize_, pc, static_cast<size_t>(rank_) * pc, r, kMoved);
+      }
+      return wrong;
+    }
+    case Coll::kBroadcast: return countWrongT(out, pc, 0, root_, kMoved);
+    case Coll::kSendRecv: return countWrongT(out, pc, 0, (rank_ + nranks_ - 1) % nranks_, kMoved);
+  }
+  return 0;
+}
+
+}  // namespace ferry::perf

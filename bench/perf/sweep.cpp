@@ -1,0 +1,303 @@
+// The benchmark loop. See sweep.hpp.
+#include "perf/sweep.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "perf/check_values.hpp"
+#include "perf/dtypes.hpp"
+#include "perf/host_info.hpp"
+#include "perf/progress.hpp"
+#include "perf/report.hpp"
+
+namespace ferry::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* opText(RedOp op) {
+  static const char* const kNames[] = {"sum", "prod", "max", "min", "avg"};
+  return kNames[static_cast<int>(op)];
+}
+
+// -T: aborts the backend when one operation runs longer than the limit. Arming is two atomic
+// stores per operation, cheap next to any collective.
+class Watchdog {
+ public:
+  Watchdog(Backend& backend, int seconds) : backend_(backend), limit_(std::chrono::seconds(seconds)) {
+    if (seconds > 0) thread_ = std::thread([this] { loop(); });
+  }
+  ~Watchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void describe(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    what_ = what;
+  }
+  void arm() { since_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  void disarm() { since_.store(0, std::memory_order_relaxed); }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(100));
+      const auto since = since_.load(std::memory_order_relaxed);
+      if (since == 0 || Clock::now().time_since_epoch().count() - since < limit_.count()) continue;
+      backend_.abort("test timeout: " + what_ + " did not complete within -T " +
+                     std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit_).count()) + " s");
+      return;
+    }
+  }
+
+  Backend& backend_;
+  Clock::duration limit_;
+  std::atomic<Clock::rep> since_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::string what_ = "an operation";
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// Page-aligned, touched once so that page faults are not timed.
+struct Buffer {
+  explicit Buffer(size_t bytes) : size(bytes < 64 ? 64 : bytes) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, size) == 0) {
+      data.reset(static_cast<uint8_t*>(p));
+      std::memset(p, 0, size);
+    }
+  }
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  size_t size;
+  std::unique_ptr<uint8_t, Free> data;
+};
+
+class Runner {
+ public:
+  Runner(const Options& o, Backend& be, Report& report, Progress& progress, Watchdog& watchdog)
+      : o_(o), be_(be), report_(report), progress_(progress), watchdog_(watchdog), n_(be.size()), rank_(be.rank()),
+        send_(o.maxBytes), recv_(o.maxBytes) {}
+
+  bool allocated() const { return send_.data && recv_.data; }
+  Status runAll();
+
+ private:
+  struct Pointers {
+    const void* send;
+    void* recv;     // the recv argument
+    uint8_t* base;  // start of the receive region (recv buffer plus shift)
+  };
+  Pointers pointers(const CollCounts& c, size_t elt, bool inPlace, size_t iter) const;
+  Status call(const Call& c);
+  Status measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m);
+  Status check(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m);
+
+  const Options& o_;
+  Backend& be_;
+  Report& report_;
+  Progress& progress_;
+  Watchdog& watchdog_;
+  int n_;
+  int rank_;
+  Buffer send_;
+  Buffer recv_;
+  uint64_t checkSeed_ = 0;
+};
+
+Runner::Pointers Runner::pointers(const CollCounts& c, size_t elt, bool inPlace, size_t iter) const {
+  // nccl-tests' shift: consecutive operations walk through the buffers in steps of the size.
+  const size_t total = c.bytes(elt);
+  const size_t steps = total ? o_.maxBytes / total : 1;
+  const size_t shift = steps ? total * (iter % steps) : 0;
+  uint8_t* recv = recv_.data.get() + shift;
+  if (!inPlace) return {send_.data.get() + shift, recv, recv};
+  return {recv + c.sendInplaceOffset * rank_ * elt, recv + c.recvInplaceOffset * rank_ * elt, recv};
+}
+
+Status Runner::call(const Call& c) {
+  watchdog_.arm();
+  Status s = be_.run(c);
+  watchdog_.disarm();
+  FERRY_TRY(s);
+  if (o_.blocking == 1) FERRY_TRY(be_.barrier());
+  return Status::ok();
+}
+
+Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
+                       Measurement& m) {
+  const size_t elt = typeInfo(type).size;
+  m.iters = o_.itersFor(c.bytes(elt));
+  m.warmupIters = o_.warmupFor(c.bytes(elt));
+  auto op1 = [&](size_t index) {
+    const Pointers p = pointers(c, elt, inPlace, index);
+    return call({coll, p.send, p.recv, c.paramCount, type, op, root});
+  };
+  for (int i = 0; i < m.warmupIters; ++i) {
+    for (int a = 0; a < o_.aggIters; ++a) FERRY_TRY(op1(static_cast<size_t>(i) * o_.aggIters + a));
+  }
+  FERRY_TRY(be_.barrier());
+  const auto t0 = Clock::now();
+  for (int i = 0; i < m.iters; ++i) {
+    for (int a = 0; a < o_.aggIters; ++a) FERRY_TRY(op1(static_cast<size_t>(i) * o_.aggIters + a));
+  }
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count() / (m.iters * o_.aggIters);
+  switch (o_.average) {
+    case 0:  // rank 0's time: everyone else contributes zero to a sum
+      if (rank_ != 0) seconds = 0;
+      FERRY_TRY(be_.allReduceDoubles(&seconds, 1, RedOp::kSum));
+      break;
+    case 1:
+      FERRY_TRY(be_.allReduceDoubles(&seconds, 1, RedOp::kSum));
+      seconds /= n_;
+      break;
+    case 2: FERRY_TRY(be_.allReduceDoubles(&seconds, 1, RedOp::kMin)); break;
+    default: FERRY_TRY(be_.allReduceDoubles(&seconds, 1, RedOp::kMax)); break;
+  }
+  m.seconds = seconds;
+  m.algBw = algBandwidth(coll, c.paramCount, elt, seconds, n_);
+  m.busBw = m.algBw * busFactor(coll, n_);
+  return check(coll, type, op, root, c, inPlace, m);
+}
+
+Status Runner::check(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
+                     Measurement& m) {
+  m.checked = o_.check > 0 && (!inPlace || collInfo(coll).checkInPlace);
+  if (!m.checked) return Status::ok();
+  const size_t elt = typeInfo(type).size;
+  m.wrongPerRank.assign(static_cast<size_t>(n_), 0);
+  for (int i = 0; i < o_.check; ++i) {
+    const CheckPlan plan(coll, type, op, n_, rank_, root, ++checkSeed_);
+    const Pointers p = pointers(c, elt, inPlace, 0);
+    CheckPlan::fillSentinel(p.base, c.recvCount * elt);
+    plan.fillInput(const_cast<void*>(p.send), c.sendCount);
+    FERRY_TRY(call({coll, p.send, p.recv, c.paramCount, type, op, root}));
+    const uint64_t mine = plan.countWrong(p.recv, c, inPlace);
+    FERRY_TRY(be_.allGatherBytes(&mine, m.wrongPerRank.data(), sizeof(mine)));
+    m.wrong = 0;
+    for (uint64_t w : m.wrongPerRank) m.wrong += w;
+    if (m.wrong > 0) break;  // as nccl-tests: the first wrong run is the one reported
+  }
+  return Status::ok();
+}
+
+Status Runner::runAll() {
+  const std::vector<size_t> sizes = o_.sizes();
+  for (int cycle = 0; o_.runCycles == 0 || cycle < o_.runCycles; ++cycle) {
+    for (Coll coll : o_.colls) {
+      const CollInfo& info = collInfo(coll);
+      progress_.clear();
+      report_.beginCollective(coll);
+      std::vector<DataType> types;
+      if (o_.type) types.push_back(*o_.type);
+      else types.assign(allTypes().begin(), allTypes().end());
+      std::vector<RedOp> ops;
+      if (!info.listsOp) ops.push_back(RedOp::kSum);
+      else if (o_.op) ops.push_back(*o_.op);
+      else ops = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+      std::vector<int> roots;
+      if (!info.rooted) roots.push_back(-1);
+      else if (o_.root >= 0) roots.push_back(o_.root);
+      else for (int r = 0; r < n_; ++r) roots.push_back(r);
+
+      for (DataType type : types) {
+        for (RedOp op : ops) {
+          if (!be_.supports(coll, type, op)) {
+            progress_.clear();
+            report_.skipped(coll, type, op, be_.library());
+            continue;
+          }
+          for (int root : roots) {
+            for (size_t i = 0; i < sizes.size(); ++i) {
+              const size_t elt = typeInfo(type).size;
+              const CollCounts c = collCounts(coll, sizes[i] / elt, elt, n_);
+              Row row{coll, c.bytes(elt), c.paramCount, type, op, root, {}, {}};
+              for (bool inPlace : {false, true}) {
+                std::string what = std::string(info.name) + " " + typeInfo(type).ncclName +
+                                   (info.reduces ? std::string(" ") + opText(op) : "") + " " +
+                                   formatBytes(row.bytes) + (inPlace ? " in-place" : " out-of-place");
+                watchdog_.describe(what);
+                progress_.set(what + " (" + std::to_string(i + 1) + "/" + std::to_string(sizes.size()) + ")");
+                Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
+                FERRY_TRY(measure(coll, type, op, root, c, inPlace, m));
+              }
+              progress_.clear();
+              report_.row(row);
+            }
+          }
+        }
+      }
+      progress_.clear();
+      report_.endCollective();
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+int runSweep(const Options& o, Backend& be, const std::vector<std::string>& args, int64_t residentBeforeInit,
+             const std::string& tool) {
+  const int64_t residentAfterInit = residentBytes();
+  Report report(o, tool, be.library(), be.size(), be.rank() == 0, args);
+  Progress progress(tool, be.rank() == 0);
+
+  RankInfo mine;
+  mine.rank = be.rank();
+  mine.pid = static_cast<int>(::getpid());
+  std::snprintf(mine.host, sizeof(mine.host), "%s", hostName().c_str());
+  std::snprintf(mine.device, sizeof(mine.device), "%s", cpuDescription().c_str());
+  std::vector<RankInfo> ranks(static_cast<size_t>(be.size()));
+  Status s = be.allGatherBytes(&mine, ranks.data(), sizeof(RankInfo));
+  if (s.isOk()) report.header(ranks);
+
+  if (s.isOk() && o.root >= be.size()) {
+    report.error("-r " + std::to_string(o.root) + " is not a rank: this job has " + std::to_string(be.size()) + " ranks");
+    report.finish();
+    return 2;
+  }
+  const int64_t residentBeforeBuffers = residentBytes();
+  {
+    Watchdog watchdog(be, o.timeoutSeconds);
+    Runner runner(o, be, report, progress, watchdog);
+    if (s.isOk() && !runner.allocated()) {
+      s = Status(ErrorCode::kSystemError, "cannot allocate two buffers of " + formatBytes(o.maxBytes) + " (-e)");
+    }
+    const int64_t buffers = residentBytes() - residentBeforeBuffers;
+    if (s.isOk()) s = runner.runAll();
+    progress.clear();
+    if (s.isOk() && o.memoryReport) {
+      double use[3] = {static_cast<double>(residentAfterInit - residentBeforeInit), static_cast<double>(buffers),
+                       static_cast<double>(peakResidentBytes() - residentBeforeBuffers - buffers)};
+      s = be.allReduceDoubles(use, 3, RedOp::kMax);
+      if (s.isOk()) {
+        report.memory({static_cast<int64_t>(use[0]), static_cast<int64_t>(use[1]), static_cast<int64_t>(use[2])});
+      }
+    }
+  }
+  if (!s.isOk()) {
+    std::fprintf(stderr, "%s: rank %d: %s\n", tool.c_str(), be.rank(), s.message().c_str());
+    report.error(s.message());
+  }
+  const bool written = report.finish();
+  return (!s.isOk() || report.outOfBounds() > 0 || !written) ? 1 : 0;
+}
+
+}  // namespace ferry::perf

@@ -1,0 +1,33 @@
+// The benchmark loop, shared by ferry-perf and mpi-perf (each supplies a Backend).
+//
+// For every collective, type, op and root the options select, and every size of the sweep, it
+// measures out-of-place then in-place, as nccl-tests does:
+//   warm-up   -w iterations (fewer under --iter_budget), untimed;
+//   timing    a barrier, then -n iterations of -m operations each; time per operation = elapsed /
+//             (n x m) on each rank, combined across ranks as -a says (default: the mean);
+//             successive operations shift through the buffers like nccl-tests' (avoids measuring
+//             one cache-resident region);
+//   check     -c times: fresh inputs (check_values.hpp), one operation, every rank counts its
+//             wrong elements; the table shows the sum, the JSON every rank's count.
+// -z 1 adds a barrier after every operation. -T arms a watchdog that aborts the communicator when
+// one operation takes longer than that many seconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "perf/backend.hpp"
+#include "perf/options.hpp"
+
+namespace ferry::perf {
+
+/// Run the benchmark on this rank. `args` is the command line (for the JSON);
+/// `residentBeforeInit` the resident bytes before the library was initialized (for -M).
+/// `tool` names the program in messages and the JSON ("ferry-perf", "mpi-perf").
+/// Returns the exit status: 0 when every check passed, 1 when a value was wrong or an operation
+/// failed, 2 when the options do not fit the job (a root that is not a rank).
+int runSweep(const Options& options, Backend& backend, const std::vector<std::string>& args,
+             int64_t residentBeforeInit, const std::string& tool);
+
+}  // namespace ferry::perf
