@@ -66,62 +66,50 @@ CheckPlan::CheckPlan(Coll coll, DataType type, RedOp op, int nranks, int rank, i
   if (reduces_) planReduction();
 }
 
-// Chooses aMax and the period for the op and type, then tabulates this rank's phase inputs and
-// the encoded inputs and results. Everything is an exact integer in int64 until encoded.
+// Chooses the pattern, aMax and the period for the op and type, then tabulates this rank's phase
+// inputs and the encoded inputs and results. Values are exact integers (or powers of two) in
+// double until encoded: every one is at most 2^53, or a power of two.
 void CheckPlan::planReduction() {
   const TypeInfo& t = typeInfo(type_);
   const int64_t n = nranks_;
   const int64_t limit = t.exactLimit;
-  // phase(k, r): rank r's contribution less a; combine: fold of contributions; offsets scale the
-  // result by `aWeight` (sums add a once per rank, max and min once).
-  std::vector<std::vector<int64_t>> contrib;  // [k][r]
-  int64_t aWeight = 0;
-  bool product = false;
-  auto tabulate = [&](uint64_t period, auto&& value) {
-    period_ = period;
-    contrib.assign(period, std::vector<int64_t>(static_cast<size_t>(n)));
-    for (uint64_t k = 0; k < period; ++k) {
-      for (int64_t r = 0; r < n; ++r) contrib[k][static_cast<size_t>(r)] = value(static_cast<int64_t>(k), r);
-    }
-  };
+  double aWeight = 0;  // how many times the offset a enters the result
   switch (op_) {
     case RedOp::kSum:
     case RedOp::kAvg: {
       const int64_t perRank = limit / n;  // the sum of n values of at most perRank stays exact
       if (perRank >= 1) {
-        const int64_t p = std::max<int64_t>(1, std::min<int64_t>(perRank / 2, 8));
-        aMax_ = static_cast<uint64_t>(std::min<int64_t>(perRank - p, kMaxOffset));
-        aWeight = n;
-        tabulate(static_cast<uint64_t>(p), [&](int64_t k, int64_t r) { return 1 + (k + 3 * r) % p; });
+        pattern_ = Pattern::kDense;
+        modulus_ = std::max<int64_t>(1, std::min<int64_t>(perRank / 2, 8));
+        aMax_ = static_cast<uint64_t>(std::min<int64_t>(perRank - modulus_, kMaxOffset));
+        aWeight = static_cast<double>(n);
       } else {  // more ranks than the type can sum: at most `limit` ranks contribute a 1
-        const int64_t q = (n + limit - 1) / limit;
-        tabulate(static_cast<uint64_t>(q), [&](int64_t k, int64_t r) { return (k + r) % q == 0 ? 1 : 0; });
+        pattern_ = Pattern::kSparse;
+        modulus_ = (n + limit - 1) / limit;
       }
       break;
     }
-    case RedOp::kProd: {
-      const int64_t q = std::max<int64_t>(3, (n + t.maxPow2 - 1) / t.maxPow2);
-      product = true;
-      tabulate(static_cast<uint64_t>(q), [&](int64_t k, int64_t r) { return (k + r) % q == 0 ? 2 : 1; });
+    case RedOp::kProd:
+      pattern_ = Pattern::kPowerOfTwo;
+      modulus_ = std::max<int64_t>(3, (n + t.maxPow2 - 1) / t.maxPow2);
       break;
-    }
     case RedOp::kMax:
-    case RedOp::kMin: {
-      const int64_t m = std::min<int64_t>(n + 1, limit + 1);
-      aMax_ = static_cast<uint64_t>(std::min<int64_t>(limit - (m - 1), kMaxOffset));
+    case RedOp::kMin:
+      pattern_ = Pattern::kExtreme;
+      modulus_ = std::min<int64_t>(n + 1, limit + 1);
+      aMax_ = static_cast<uint64_t>(std::min<int64_t>(limit - (modulus_ - 1), kMaxOffset));
       aWeight = 1;
-      tabulate(static_cast<uint64_t>(m), [&](int64_t k, int64_t r) { return (k + r) % m; });
       break;
-    }
   }
+  period_ = static_cast<uint64_t>(modulus_);
   aMax_ = std::min<uint64_t>(aMax_, kMaxExpectedEntries / period_ - 1);
 
   const EncodeFn encode = encoder(type_);
   phaseInput_.resize(period_);
   int64_t maxInput = 0;
   for (uint64_t k = 0; k < period_; ++k) {
-    phaseInput_[k] = contrib[k][static_cast<size_t>(rank_)];
-    for (int64_t v : contrib[k]) maxInput = std::max(maxInput, v);
+    phaseInput_[k] = phase(k, rank_);
+    for (int r = 0; r < nranks_; ++r) maxInput = std::max(maxInput, phase(k, r));
   }
   inputEnc_.resize(static_cast<size_t>(maxInput) + aMax_ + 1);
   for (size_t v = 0; v < inputEnc_.size(); ++v) inputEnc_[v] = encode(static_cast<double>(v));
@@ -129,9 +117,9 @@ void CheckPlan::planReduction() {
   expectedEnc_.resize((aMax_ + 1) * period_);
   for (uint64_t k = 0; k < period_; ++k) {
     // Fold the phase contributions in rank order; the patterns make any order give the same.
-    int64_t folded = contrib[k][0];
-    for (size_t r = 1; r < contrib[k].size(); ++r) {
-      const int64_t v = contrib[k][r];
+    double folded = static_cast<double>(phase(k, 0));
+    for (int r = 1; r < nranks_; ++r) {
+      const double v = static_cast<double>(phase(k, r));
       switch (op_) {
         case RedOp::kSum:
         case RedOp::kAvg: folded += v; break;
@@ -141,15 +129,25 @@ void CheckPlan::planReduction() {
       }
     }
     for (uint64_t a = 0; a <= aMax_; ++a) {
-      const int64_t total = product ? folded : folded + aWeight * static_cast<int64_t>(a);
-      double result = static_cast<double>(total);
+      double result = folded + aWeight * static_cast<double>(a);
       if (op_ == RedOp::kAvg) {
         // Integers truncate toward zero (NCCL's and ferry's avg); floats round the quotient.
-        result = t.isFloat ? result / static_cast<double>(n) : static_cast<double>(total / n);
+        result = t.isFloat ? result / static_cast<double>(n) : std::trunc(result / static_cast<double>(n));
       }
       expectedEnc_[a * period_ + k] = encode(result);
     }
   }
+}
+
+int64_t CheckPlan::phase(uint64_t k, int r) const {
+  const int64_t v = (static_cast<int64_t>(k) + (pattern_ == Pattern::kDense ? 3 : 1) * r) % modulus_;
+  switch (pattern_) {
+    case Pattern::kDense: return 1 + v;
+    case Pattern::kSparse: return v == 0 ? 1 : 0;
+    case Pattern::kPowerOfTwo: return v == 0 ? 2 : 1;
+    case Pattern::kExtreme: return v;
+  }
+  return 0;
 }
 
 CheckPlan::Terms CheckPlan::terms(size_t g) const {
@@ -159,11 +157,7 @@ CheckPlan::Terms CheckPlan::terms(size_t g) const {
 
 int64_t CheckPlan::reductionInput(int r, size_t g) const {
   const Terms tm = terms(g);
-  // Rank r's phase input, recomputed from the table when r is not this rank.
-  if (r == rank_) return static_cast<int64_t>(tm.a) + phaseInput_[tm.k];
-  CheckPlan other(coll_, type_, op_, nranks_, r, root_, 0);
-  other.seed_ = seed_;
-  return static_cast<int64_t>(tm.a) + other.phaseInput_[tm.k];
+  return static_cast<int64_t>(tm.a) + phase(tm.k, r);
 }
 
 uint64_t CheckPlan::expectedBits(size_t g) const {

@@ -58,7 +58,10 @@ class CheckPlan {
     uint64_t a;
     uint64_t k;
   };
+  // The four reduction patterns of the overview, and rank r's contribution (less a) at phase k.
+  enum class Pattern { kDense, kSparse, kPowerOfTwo, kExtreme };
   Terms terms(size_t g) const;
+  int64_t phase(uint64_t k, int r) const;
   void planReduction();
   uint64_t countWrongT(const void* out, size_t count, size_t first, int source, int kind) const;
 
@@ -74,6 +77,8 @@ class CheckPlan {
 
   // Reduction pattern: a in [0, aMax], k in [0, period); input = inputEnc_[a + phaseInput_[k]];
   // expected = expectedEnc_[a * period + k].
+  Pattern pattern_ = Pattern::kDense;
+  int64_t modulus_ = 1;
   uint64_t aMax_ = 0;
   uint64_t period_ = 1;
   std::vector<int64_t> phaseInput_;   // this rank's contribution per phase (less a)
