@@ -18,6 +18,13 @@ namespace {
 
 thread_local std::string tLastError;
 
+const char* resultName(ncclResult_t code) {
+  static const char* const kNames[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
+                                       "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
+                                       "ncclRemoteError",     "ncclInProgress"};
+  return code >= 0 && code < ncclNumResults ? kNames[code] : "unknown result";
+}
+
 Status formatError(ErrorCode code, const char* fn, const char* fmt, va_list ap) {
   char buf[1024];
   std::vsnprintf(buf, sizeof(buf), fmt, ap);
@@ -51,7 +58,7 @@ ncclResult_t fail(const char* fn, const Status& status, ncclResult_t code) {
   // Messages from ferry's C++ API name their own operation; prefix the entry point when missing.
   const std::string& m = status.message();
   std::string text = m.rfind(fn, 0) == 0 ? m : std::string(fn) + ": " + m;
-  FERRY_WARN(log::kInit, "%s (%s)", text.c_str(), ncclGetErrorString(code));
+  FERRY_WARN(log::kInit, "%s [%s]", text.c_str(), resultName(code));
   setLastError(text);
   return code;
 }

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""ABI check of ferry's libnccl.so.2.
+
+Usage: abi_check.py LIBNCCL TEST_PROGRAM [NCCL_HEADER]
+
+1. The soname is libnccl.so.2 and the library exports only nccl* / pnccl* symbols.
+2. It exports exactly REQUIRED, each with its pnccl* twin at the same address (NCCL's layout: the
+   pnccl* name is the definition, nccl* a weak alias), and ferry/nccl.h declares exactly those.
+3. With NVIDIA's library present (/usr/local/cuda/lib64/libnccl.so.2), every function it exports
+   is either REQUIRED (and ferry has it) or listed in ABSENT with the reason ferry lacks it.
+4. The C test program, linked against libnccl.so.2 only, loads with LD_BIND_NOW=1 (every symbol
+   it uses resolves at load time).
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Every function of the NCCL 2.21 API, which ferry declares and implements. This covers what
+# nccl-tests (src/common.cu and the per-collective files) and PyTorch's NCCL process group
+# (torch/csrc/distributed/c10d/NCCLUtils.*, ProcessGroupNCCL.cpp, torch/csrc/cuda/nccl.cpp) call
+# when built against an NCCL of that level.
+REQUIRED = {
+    # library
+    "ncclGetVersion", "ncclGetErrorString", "ncclGetLastError", "ncclGetUniqueId",
+    # communicators
+    "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
+    "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommGetAsyncError",
+    "ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank",
+    # memory and registration (2.19)
+    "ncclMemAlloc", "ncclMemFree", "ncclCommRegister", "ncclCommDeregister",
+    # reductions (2.11)
+    "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy",
+    # collectives and point to point
+    "ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
+    "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
+}
+
+# Exported by NVIDIA's NCCL 2.28 but not by ferry, which declares 2.21.5: programs built against
+# ferry's header never call them, and programs built against a newer nccl.h that call them fail
+# with "undefined symbol" when they do (with LD_BIND_NOW, at load).
+ABSENT = {
+    "ncclGroupSimulateEnd": "2.22: cost estimate of a group (PyTorch uses it only when its nccl.h "
+                            "defines NCCL_SIM_INFO_INITIALIZER)",
+    "ncclCommInitRankScalable": "2.23: init from several unique ids (PyTorch: NCCL_HAS_INIT_RANK_SCALABLE)",
+    "ncclCommShrink": "2.27: drop ranks from a communicator; ferry's split needs every parent rank",
+    "ncclCommWindowRegister": "2.27: symmetric memory windows, a GPU feature",
+    "ncclCommWindowDeregister": "2.27: symmetric memory windows, a GPU feature",
+    "ncclCommRevoke": "2.28: revoke in-flight operations",
+    "ncclAlltoAll": "2.28 collective; below 2.28 programs (nccl-tests' alltoall.cu among them) use grouped "
+                 "ncclSend/ncclRecv",
+    "ncclGather": "2.28 collective; below 2.28 programs (nccl-tests' alltoall.cu among them) use grouped "
+                 "ncclSend/ncclRecv",
+    "ncclScatter": "2.28 collective; below 2.28 programs (nccl-tests' alltoall.cu among them) use grouped "
+                 "ncclSend/ncclRecv",
+    "ncclDevCommCreate": "2.28 device API: kernels that communicate by themselves (needs the CUDA backend)",
+    "ncclDevCommDestroy": "2.28 device API",
+    "ncclTeamWorld": "2.28 device API", "ncclTeamLsa": "2.28 device API", "ncclTeamRail": "2.28 device API",
+    "ncclTeamRankToLsa": "2.28 device API", "ncclTeamRankToWorld": "2.28 device API",
+    "ncclLsaBarrierCreateRequirement": "2.28 device API",
+    "ncclGinBarrierCreateRequirement": "2.28 device API",
+    "ncclLLA2ACalcSlots": "2.28 device API", "ncclLLA2ACreateRequirement": "2.28 device API",
+    "ncclResetDebugInit": "deprecated, not part of the NCCL API (NCCL's header says so)",
+    "ncclResetDebugInitInternal": "internal to NVIDIA's library",
+}
+
+NVIDIA_LIB = "/usr/local/cuda/lib64/libnccl.so.2"
+
+failures = []
+
+
+def fail(message):
+    failures.append(message)
+    print("FAIL: " + message)
+
+
+def exports(lib):
+    """{name: (type letter, address)} of the defined dynamic symbols."""
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True, text=True).stdout
+    table = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            table[parts[2]] = (parts[1], parts[0])
+    return table
+
+
+def soname(lib):
+    out = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"Library soname: \[([^\]]+)\]", out)
+    return m.group(1) if m else None
+
+
+def header_functions(path):
+    text = open(path, encoding="utf-8").read()
+    return set(re.findall(r"^(?:ncclResult_t|const char\*)\s+(nccl\w+)\(", text, re.M))
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    lib, program = sys.argv[1], sys.argv[2]
+    header = sys.argv[3] if len(sys.argv) > 3 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "ferry", "nccl.h")
+
+    if soname(lib) != "libnccl.so.2":
+        fail("soname of %s is %s, expected libnccl.so.2" % (lib, soname(lib)))
+
+    ours = exports(lib)
+    stray = sorted(n for n in ours if not n.startswith(("nccl", "pnccl")))
+    if stray:
+        fail("exports beyond the C API: " + ", ".join(stray[:20]))
+    names = {n for n in ours if n.startswith("nccl")}
+    if names != REQUIRED:
+        fail("exported nccl* functions differ from REQUIRED: missing %s, extra %s"
+             % (sorted(REQUIRED - names), sorted(names - REQUIRED)))
+    for n in sorted(REQUIRED & names):
+        twin = ours.get("p" + n)
+        if twin is None:
+            fail("p%s is not exported" % n)
+        elif twin[1] != ours[n][1]:
+            fail("%s and p%s have different addresses" % (n, n))
+    declared = header_functions(header)
+    if declared != REQUIRED:
+        fail("ferry/nccl.h declares %s beyond REQUIRED and lacks %s"
+             % (sorted(declared - REQUIRED), sorted(REQUIRED - declared)))
+    print("ferry exports %d functions, each as nccl* and pnccl*" % len(names))
+
+    if os.path.exists(NVIDIA_LIB):
+        theirs = {n for n in exports(NVIDIA_LIB) if n.startswith("nccl")}
+        unknown = sorted(theirs - REQUIRED - set(ABSENT))
+        if unknown:
+            fail("NVIDIA's library exports functions this check does not classify: " + ", ".join(unknown))
+        missing = sorted(REQUIRED - theirs)
+        if missing:
+            fail("REQUIRED lists functions NVIDIA's library lacks: " + ", ".join(missing))
+        print("NVIDIA's %s: %d functions; %d required (all present), %d deliberately absent"
+              % (NVIDIA_LIB, len(theirs), len(theirs & REQUIRED), len(theirs & set(ABSENT))))
+        for n in sorted(theirs & set(ABSENT)):
+            print("  absent %-32s %s" % (n, ABSENT[n]))
+    else:
+        print("note: %s not found; comparison with NVIDIA's exports skipped" % NVIDIA_LIB)
+
+    # Loading with every symbol bound at once: usage error (exit 2) means the loader was satisfied.
+    env = dict(os.environ, LD_BIND_NOW="1")
+    run = subprocess.run([program], env=env, capture_output=True, text=True, timeout=30)
+    if run.returncode != 2 or "usage" not in run.stderr:
+        fail("%s under LD_BIND_NOW=1 exited %d: %s" % (program, run.returncode, run.stderr.strip()[:500]))
+    else:
+        print("%s loads with LD_BIND_NOW=1" % os.path.basename(program))
+    needed = subprocess.run(["readelf", "-d", program], check=True, capture_output=True, text=True).stdout
+    ferry_libs = re.findall(r"Shared library: \[(lib(?:ferry|nccl)[^\]]*)\]", needed)
+    if ferry_libs != ["libnccl.so.2"]:
+        fail("%s should link libnccl.so.2 only, links %s" % (program, ferry_libs))
+
+    print("%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
