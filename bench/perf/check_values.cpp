@@ -63,6 +63,12 @@ CheckPlan::CheckPlan(Coll coll, DataType type, RedOp op, int nranks, int rank, i
       seed_(mix(seed + 0x9E3779B97F4A7C15ull)),
       reduces_(collInfo(coll).reduces),
       eltSize_(typeInfo(type).size) {
+  const TypeInfo& t = typeInfo(type);
+  if (t.isFloat) {
+    mantissaBits_ = t.mantissaBits;
+    signShift_ = static_cast<int>(t.size * 8 - 1);
+    exponentBase_ = (uint64_t{1} << (t.exponentBits - 1)) - 1 - 4;  // the bias less 4 binades
+  }
   if (reduces_) planReduction();
 }
 
@@ -152,7 +158,8 @@ int64_t CheckPlan::phase(uint64_t k, int r) const {
 
 CheckPlan::Terms CheckPlan::terms(size_t g) const {
   const uint64_t h = mix(seed_ ^ (static_cast<uint64_t>(g) * 0xD6E8FEB86659FD93ull));
-  return {(h >> 32) % (aMax_ + 1), (h & 0xffffffffu) % period_};
+  // Each 32-bit half scaled into its range by a multiply (Lemire's reduction): no division.
+  return {((h >> 32) * (aMax_ + 1)) >> 32, ((h & 0xffffffffu) * period_) >> 32};
 }
 
 int64_t CheckPlan::reductionInput(int r, size_t g) const {
@@ -166,15 +173,12 @@ uint64_t CheckPlan::expectedBits(size_t g) const {
 }
 
 uint64_t CheckPlan::movementBits(int r, size_t g) const {
-  const uint64_t h = mix(seed_ ^ mix(static_cast<uint64_t>(g) + (static_cast<uint64_t>(r) << 48) + 1));
-  const TypeInfo& t = typeInfo(type_);
-  if (!t.isFloat) return h;
+  const uint64_t h = mix(seed_ ^ (static_cast<uint64_t>(g) * 0x9E3779B97F4A7C15ull) ^
+                         (static_cast<uint64_t>(r + 1) * 0xC2B2AE3D27D4EB4Full));
+  if (mantissaBits_ == 0) return h;  // integers: any bits
   // sign | exponent within 4 binades of 1.0 | random mantissa: always finite and normal.
-  const int width = static_cast<int>(t.size * 8);
-  const uint64_t bias = (uint64_t{1} << (t.exponentBits - 1)) - 1;
-  const uint64_t exponent = bias - 4 + ((h >> 56) & 7);
-  const uint64_t mantissa = h & ((uint64_t{1} << t.mantissaBits) - 1);
-  return ((h >> 63) << (width - 1)) | (exponent << t.mantissaBits) | mantissa;
+  const uint64_t exponent = exponentBase_ + ((h >> 56) & 7);
+  return ((h >> 63) << signShift_) | (exponent << mantissaBits_) | (h & ((uint64_t{1} << mantissaBits_) - 1));
 }
 
 void CheckPlan::fillInput(void* data, size_t count) const {
@@ -194,32 +198,35 @@ void CheckPlan::fillInput(void* data, size_t count) const {
 void CheckPlan::fillSentinel(void* data, size_t bytes) { std::memset(data, kSentinelByte, bytes); }
 
 uint64_t CheckPlan::countWrongT(const void* out, size_t count, size_t first, int source, int kind) const {
-  return withWidth(eltSize_, [&](auto tag) -> uint64_t {
-    using U = decltype(tag);
-    uint64_t sentinel = 0;
-    std::memset(&sentinel, kSentinelByte, sizeof(U));
-    uint64_t wrong = 0;
-    for (size_t j = 0; j < count; ++j) {
-      const size_t g = first + j;
-      uint64_t want = 0;
-      switch (kind) {
-        case kReduced: want = expectedBits(g); break;
-        case kOwnInput: {
-          const Terms tm = terms(g);
-          want = inputEnc_[tm.a + static_cast<uint64_t>(phaseInput_[tm.k])];
-          break;
-        }
-        case kSentinel: want = sentinel; break;
-        case kMoved: want = movementBits(source, g); break;
+  // One loop per kind and width, so that the comparison inlines and nothing switches per element.
+  auto scan = [&](auto want) {
+    return withWidth(eltSize_, [&](auto tag) -> uint64_t {
+      using U = decltype(tag);
+      uint64_t wrong = 0;
+      for (size_t j = 0; j < count; ++j) {
+        const U got = static_cast<U>(loadAt<U>(out, j));
+        const U w = static_cast<U>(want(first + j));
+        if (got == w) continue;
+        if (kind == kReduced && tolerant() && ulpDistance(type_, &got, &w) <= 2) continue;
+        ++wrong;
       }
-      const uint64_t got = loadAt<U>(out, j);
-      if (got == static_cast<U>(want)) continue;
-      const U w = static_cast<U>(want);
-      if (tolerant() && kind == kReduced && ulpDistance(type_, &got, &w) <= 2) continue;
-      ++wrong;
+      return wrong;
+    });
+  };
+  switch (kind) {
+    case kReduced: return scan([&](size_t g) { return expectedBits(g); });
+    case kOwnInput:
+      return scan([&](size_t g) {
+        const Terms tm = terms(g);
+        return inputEnc_[tm.a + static_cast<uint64_t>(phaseInput_[tm.k])];
+      });
+    case kSentinel: {
+      uint64_t sentinel = 0;
+      std::memset(&sentinel, kSentinelByte, sizeof(sentinel));
+      return scan([&](size_t) { return sentinel; });
     }
-    return wrong;
-  });
+    default: return scan([&](size_t g) { return movementBits(source, g); });
+  }
 }
 
 uint64_t CheckPlan::countWrong(const void* out, const CollCounts& c, bool inPlace) const {

@@ -74,6 +74,10 @@ class CheckPlan {
   uint64_t seed_;
   bool reduces_;
   size_t eltSize_;
+  // Float layout for movement patterns (mantissaBits_ 0 for integers).
+  int mantissaBits_ = 0;
+  int signShift_ = 0;
+  uint64_t exponentBase_ = 0;
 
   // Reduction pattern: a in [0, aMax], k in [0, period); input = inputEnc_[a + phaseInput_[k]];
   // expected = expectedEnc_[a * period + k].
