@@ -154,6 +154,13 @@ Status Exec::wait(Request* req) {
 Status Exec::finishWait(Request* req) {
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
   if (req->state == Request::State::kFailed) {
+    // A failed transfer is often the echo of an earlier failure another rank has reported (its
+    // report may sit right behind the message that failed): prefer that root cause.
+    if (ctx_.hooks != nullptr) {
+      for (int i = 0; i < 16; ++i) ctx_.transport->progress();
+      Status h = ctx_.hooks->poll(-1);
+      if (!h.isOk()) return failure(req, h);
+    }
     Status p = ctx_.transport->peerError(req->peer);
     if (!p.isOk()) return failure(req, p);
     if (!req->isSend && req->error.rfind("message truncated", 0) == 0) {

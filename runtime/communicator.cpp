@@ -16,6 +16,7 @@
 #include "runtime/topology.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/work_queue.hpp"
+#include "transports/shm/shm_transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace ferry {
@@ -119,6 +120,38 @@ Status validate(const Comm::Impl& c, const char* fn, const void* send, const voi
 constexpr int kNoRoot = std::numeric_limits<int>::min();
 constexpr int kNoOp = -1;
 
+// FERRY_TRANSPORT picks the transport; shm needs every rank on this host in one pid namespace.
+Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<PeerInfo>& peers, int rank, int size,
+                                                              uint64_t commId) {
+  const PeerInfo& me = peers[rank];
+  bool allLocal = true, samePidSpace = true;
+  for (const PeerInfo& p : peers) {
+    allLocal &= p.hostId == me.hostId;
+    samePidSpace &= p.pidNamespace == me.pidNamespace;
+  }
+  const std::string& choice = config().transport;
+  if (choice == "shm") {
+    if (!allLocal || !samePidSpace) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "FERRY_TRANSPORT=shm needs every rank on this host and in one pid namespace (rank %d of %d is "
+                       "on %s; use ucx across hosts)",
+                       rank, size, me.hostname.c_str());
+    }
+    return transport::shm::createShmTransport({rank, size, commId});
+  }
+  if (choice != "ucx") {
+    return makeError(ErrorCode::kInvalidArgument, "FERRY_TRANSPORT='%s' is not a transport (expected ucx or shm)",
+                     choice.c_str());
+  }
+  transport::ucx::UcxOptions uo;
+  uo.rank = rank;
+  uo.size = size;
+  uo.netDevices = config().ucxNetDevices;
+  if (uo.netDevices.empty() && allLocal && readEnv("UCX_NET_DEVICES") == nullptr) uo.netDevices = "lo";
+  for (const PeerInfo& p : peers) uo.sameHost.push_back(p.hostId == me.hostId);
+  return transport::ucx::createUcxTransport(uo);
+}
+
 Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   Deadline deadline = Deadline::after(config().timeout);
   auto impl = std::make_unique<Comm::Impl>();
@@ -148,13 +181,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   // Round 2: transport addresses.
   Bytes address;
   if (size > 1) {
-    transport::ucx::UcxOptions uo;
-    uo.rank = rank;
-    uo.size = size;
-    uo.netDevices = config().ucxNetDevices;
-    if (uo.netDevices.empty() && allLocal && readEnv("UCX_NET_DEVICES") == nullptr) uo.netDevices = "lo";
-    for (const PeerInfo& p : peers) uo.sameHost.push_back(p.hostId == peers[rank].hostId);
-    auto t = transport::ucx::createUcxTransport(uo);
+    auto t = createTransport(peers, rank, size, impl->id);
     FERRY_TRY(t);
     impl->transport = std::move(*t);
     address = impl->transport->localAddress();
@@ -168,6 +195,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   FERRY_TRY(impl->watchdog->start());
   // Round 3: nobody sends before everyone listens for error reports.
   FERRY_TRY(rv.allGather({}, deadline));
+  if (impl->transport) impl->transport->sealed();
 
   auto& ctx = impl->ctx;
   ctx.transport = impl->transport.get();
@@ -182,7 +210,8 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   ctx.trace = &impl->trace;
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s, %s)", static_cast<unsigned long long>(impl->id), rank,
-             size, size > 1 ? "ucx" : "single rank", allLocal ? "all ranks on this host" : "several hosts");
+             size, impl->transport ? impl->transport->name() : "single rank",
+             allLocal ? "all ranks on this host" : "several hosts");
   return impl;
 }
 

@@ -15,10 +15,9 @@ Watchdog::Watchdog(transport::Transport* transport, int rank, std::vector<PeerIn
     : transport_(transport), rank_(rank), peers_(std::move(peers)), checkSeconds_(checkSeconds),
       nextCheck_(Clock::now()), controlBuffer_(kControlBytes) {
   const PeerInfo& me = peers_[rank_];
+  watchedMask_.assign(peers_.size(), false);
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-    if (r != rank_ && peers_[r].hostId == me.hostId && peers_[r].pidNamespace == me.pidNamespace) {
-      watched_.push_back(r);
-    }
+    watchedMask_[r] = r != rank_ && peers_[r].hostId == me.hostId && peers_[r].pidNamespace == me.pidNamespace;
   }
 }
 
@@ -53,17 +52,18 @@ Status Watchdog::checkControl() {
   return makeError(ec, "rank %d failed and reported: %s", control_.source, text.c_str());
 }
 
-Status Watchdog::poll(int) {
+Status Watchdog::poll(int peer) {
   FERRY_TRY(abortStatus());
   FERRY_TRY(checkControl());
+  // Only the peer this rank waits for: a peer that finished its part and exited is no error, and
+  // a dead rank further away is reported by the ranks that wait for it.
+  if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !watchedMask_[peer]) return Status::ok();
   Clock::time_point now = Clock::now();
   if (now >= nextCheck_) {
     nextCheck_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(checkSeconds_));
-    for (int r : watched_) {
-      if (processGone(peers_[r].pid)) {
-        return makeError(ErrorCode::kRemoteError, "rank %d (pid %d on %s) died", r, static_cast<int>(peers_[r].pid),
-                         peers_[r].hostname.c_str());
-      }
+    if (processGone(peers_[peer].pid)) {
+      return makeError(ErrorCode::kRemoteError, "rank %d (pid %d on %s) died", peer, static_cast<int>(peers_[peer].pid),
+                       peers_[peer].hostname.c_str());
     }
   }
   return Status::ok();
@@ -91,7 +91,7 @@ void Watchdog::report(const Status& why) {
       reportRequests_.pop_back();
     }
   }
-  Deadline deadline = Deadline::after(0.05);
+  Deadline deadline = Deadline::after(0.5);  // peers may be descheduled on an oversubscribed host
   Backoff backoff;
   for (auto& req : reportRequests_) {
     while (req->pending() && !deadline.expired()) {

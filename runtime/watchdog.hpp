@@ -2,9 +2,9 @@
 //
 // Collectives call poll() every few milliseconds while they wait (coll::WaitHooks). It
 //   - returns kAborted once abort() was called (from any thread);
-//   - checks, at most every FERRY_PEER_CHECK_MS, that every peer on this host (same host id and
-//     pid namespace) still runs, so a SIGKILLed rank is noticed even where the transport cannot
-//     see it (shared memory has no connection to break);
+//   - checks, at most every FERRY_PEER_CHECK_MS, that the peer being waited for still runs when it
+//     is on this host (same host id and pid namespace), so a SIGKILLed rank is noticed even where
+//     the transport cannot see it (shared memory has no connection to break);
 //   - tests the control receive, posted for the communicator's life, through which a rank that
 //     failed tells the others why (report()).
 #pragma once
@@ -35,7 +35,7 @@ class Watchdog final : public coll::WaitHooks {
   }
   /// Ask blocked and later waits to stop with kAborted.
   void abort(const std::string& reason);
-  /// Tell every other rank that this one failed with `why` (best effort, bounded by 50 ms).
+  /// Tell every other rank that this one failed with `why` (best effort, bounded by 0.5 s).
   void report(const Status& why);
   const std::vector<PeerInfo>& peers() const { return peers_; }
 
@@ -45,7 +45,7 @@ class Watchdog final : public coll::WaitHooks {
   transport::Transport* transport_;
   int rank_;
   std::vector<PeerInfo> peers_;
-  std::vector<int> watched_;  // same-host peers whose pid we can check
+  std::vector<bool> watchedMask_;  // same-host peers whose pid we can check
   double checkSeconds_;
   Clock::time_point nextCheck_;
   std::atomic<bool> aborted_{false};

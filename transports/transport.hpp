@@ -78,6 +78,10 @@ class Transport {
   /// Ok while `peer` is reachable; the failure the transport saw otherwise.
   virtual Status peerError(int peer) const = 0;
 
+  /// Every rank has connected (the runtime's init barrier passed): release what only setup needed,
+  /// such as the names of shared segments.
+  virtual void sealed() {}
+
   /// Close every connection, waiting at most `seconds`. Flushes first unless `force`; a forced
   /// close fails every operation still in flight, so none touches its buffers afterwards.
   virtual void close(double seconds, bool force) = 0;

@@ -1,0 +1,478 @@
+// Shared-memory transport.
+//
+// Every rank owns one shared segment holding one ring per sender: ring s of rank r's segment
+// carries messages from rank s to rank r (single producer, single consumer). A message is one
+// slot: small ones (eager) carry their bytes in the slot; large ones (rendezvous) carry the address
+// of the sender's buffer, and the receiver copies straight from it into the posted buffer with
+// process_vm_readv (one copy, no staging), then puts an acknowledgement in the sender's segment,
+// which completes the send.
+//
+// Memory ordering: the producer writes a slot, then publishes it with a release store of tail;
+// the consumer reads tail with acquire, reads the slot, then frees it with a release store of
+// head, which the producer reads with acquire before reusing the slot.
+//
+// Matching follows the Transport contract: a message goes to the earliest posted receive that
+// names its sender (or any sender) and whose tag matches under the receive's mask; messages that
+// find none wait, in arrival order, in an unexpected list (eager bytes copied out of the ring, so
+// rings never stall on an unposted receive). Nothing here blocks: rings that are full leave
+// outgoing slots queued until progress() finds room. All completion happens inside progress().
+#include "transports/shm/shm_transport.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/base/log.hpp"
+
+namespace ferry::transport::shm {
+namespace {
+
+constexpr uint32_t kMagic = 0x48535246;  // "FRSH"
+constexpr int kSlots = 32;
+constexpr size_t kSlotBytes = 8192;
+
+enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3 };
+
+struct SlotHeader {
+  uint32_t kind;
+  int32_t status;   // acks: 0, or the errno the receiver's copy failed with
+  uint64_t tag;
+  uint64_t bytes;
+  uint64_t addr;    // rendezvous: the sender's buffer
+  uint64_t cookie;  // rendezvous and ack: the sender's id of the send
+  uint8_t pad[24];
+};
+static_assert(sizeof(SlotHeader) == 64);
+constexpr size_t kPayload = kSlotBytes - sizeof(SlotHeader);
+
+struct Slot {
+  SlotHeader h;
+  uint8_t payload[kPayload];
+};
+
+struct alignas(64) Ring {
+  alignas(64) std::atomic<uint64_t> tail;
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) Slot slots[kSlots];
+};
+
+struct alignas(64) SegmentHeader {
+  uint32_t magic;
+  int32_t size;
+  int32_t owner;
+};
+
+size_t segmentBytes(int n) { return sizeof(SegmentHeader) + sizeof(Ring) * static_cast<size_t>(n); }
+Ring* rings(void* base) {
+  return reinterpret_cast<Ring*>(static_cast<uint8_t*>(base) + sizeof(SegmentHeader));
+}
+
+struct Posted {
+  uint64_t order;
+  int peer;
+  uint64_t tag;
+  uint64_t mask;
+  void* buf;
+  size_t bytes;
+  Request* req;
+};
+
+struct Unexpected {
+  int from;
+  Kind kind;
+  uint64_t tag;
+  uint64_t bytes;
+  uint64_t addr;
+  uint64_t cookie;
+  std::vector<uint8_t> data;  // eager bytes
+};
+
+struct Outgoing {
+  SlotHeader h;
+  const void* payload;  // eager bytes, copied into the slot when it is written
+  Request* req;         // eager sends complete when written; null for acks and rendezvous
+};
+
+void succeed(Request* r) {
+  r->state = Request::State::kDone;
+}
+void fail(Request* r, std::string why) {
+  r->error = std::move(why);
+  r->state = Request::State::kFailed;
+}
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(int rank, int size, uint64_t commId)
+      : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr),
+        pids_(size, 0), pending_(size), posted_(size + 1) {}
+
+  ~ShmTransport() override {
+    close(0, true);
+    if (own_ != nullptr) munmap(own_, segmentBytes(size_));
+    sealed();
+  }
+
+  Status init() {
+    char name[96];
+    std::snprintf(name, sizeof(name), "/ferry-%016llx-%d-%d", static_cast<unsigned long long>(commId_), rank_,
+                  static_cast<int>(getpid()));
+    name_ = name;
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return makeError(ErrorCode::kSystemError, "shm_open(%s) failed: %s", name, std::strerror(errno));
+    const size_t bytes = segmentBytes(size_);
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      int e = errno;
+      ::close(fd);
+      shm_unlink(name);
+      return makeError(ErrorCode::kSystemError, "cannot size shared segment %s to %zu bytes: %s", name, bytes,
+                       std::strerror(e));
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) {
+      shm_unlink(name);
+      return makeError(ErrorCode::kSystemError, "cannot map shared segment %s: %s", name, std::strerror(errno));
+    }
+    own_ = p;
+    auto* h = static_cast<SegmentHeader*>(p);
+    h->size = size_;
+    h->owner = rank_;
+    Ring* r = rings(p);
+    for (int s = 0; s < size_; ++s) {
+      r[s].tail.store(0, std::memory_order_relaxed);
+      r[s].head.store(0, std::memory_order_relaxed);
+    }
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = kMagic;
+    return Status::ok();
+  }
+
+  const char* name() const override { return "shm"; }
+  Capabilities capabilities() const override { return {true, false, false}; }
+
+  std::vector<uint8_t> localAddress() const override {
+    std::vector<uint8_t> a(8);
+    int64_t pid = getpid();
+    std::memcpy(a.data(), &pid, 8);
+    a.insert(a.end(), name_.begin(), name_.end());
+    return a;
+  }
+
+  Status connect(const std::vector<std::vector<uint8_t>>& addrs) override {
+    const size_t bytes = segmentBytes(size_);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      if (addrs[p].size() <= 8 || addrs[p].size() > 8 + 90) {
+        return makeError(ErrorCode::kInternalError, "rank %d published a malformed shared-memory address", p);
+      }
+      int64_t pid = 0;
+      std::memcpy(&pid, addrs[p].data(), 8);
+      pids_[p] = static_cast<pid_t>(pid);
+      std::string name(addrs[p].begin() + 8, addrs[p].end());
+      int fd = shm_open(name.c_str(), O_RDWR, 0);
+      if (fd < 0) {
+        return makeError(ErrorCode::kSystemError, "rank %d cannot open rank %d's shared segment %s: %s", rank_, p,
+                         name.c_str(), std::strerror(errno));
+      }
+      void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      ::close(fd);
+      if (m == MAP_FAILED) {
+        return makeError(ErrorCode::kSystemError, "rank %d cannot map rank %d's shared segment: %s", rank_, p,
+                         std::strerror(errno));
+      }
+      peerMaps_[p] = m;
+      auto* h = static_cast<SegmentHeader*>(m);
+      if (h->magic != kMagic || h->size != size_ || h->owner != p) {
+        return makeError(ErrorCode::kInternalError, "rank %d's shared segment %s does not belong to this communicator",
+                         p, name.c_str());
+      }
+      out_[p] = &rings(m)[rank_];
+    }
+    return Status::ok();
+  }
+
+  void sealed() override {
+    if (!name_.empty()) {
+      shm_unlink(name_.c_str());
+      name_.clear();
+    }
+  }
+
+  Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) override {
+    if (closed_ || peer < 0 || peer >= size_ || peer == rank_ || out_[peer] == nullptr) {
+      return makeError(ErrorCode::kInternalError, "shared-memory send to invalid peer %d (rank %d of %d)", peer, rank_, size_);
+    }
+    prepare(req, true, peer, tag, bytes);
+    Outgoing o{};
+    o.h.tag = tag & kTagMask;
+    o.h.bytes = bytes;
+    if (bytes <= kPayload) {
+      o.h.kind = static_cast<uint32_t>(Kind::kEager);
+      o.payload = buf;
+      o.req = req;
+    } else {
+      o.h.kind = static_cast<uint32_t>(Kind::kRendezvous);
+      o.h.addr = reinterpret_cast<uint64_t>(buf);
+      o.h.cookie = ++lastSendId_;
+      awaitingAck_[o.h.cookie] = req;
+      req->handle = reinterpret_cast<void*>(o.h.cookie);
+    }
+    pending_[peer].push_back(o);
+    flush(peer);
+    return Status::ok();
+  }
+
+  Status postRecv(int peer, uint64_t tag, uint64_t mask, void* buf, size_t bytes, Request* req) override {
+    if (closed_ || (peer != kAnyPeer && (peer < 0 || peer >= size_ || peer == rank_))) {
+      return makeError(ErrorCode::kInternalError, "shared-memory receive from invalid peer %d (rank %d of %d)", peer,
+                       rank_, size_);
+    }
+    prepare(req, false, peer, tag, bytes);
+    Posted p{++lastOrder_, peer, tag & kTagMask, mask & kTagMask, buf, bytes, req};
+    for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+      if ((peer == kAnyPeer || it->from == peer) && ((it->tag ^ p.tag) & p.mask) == 0) {
+        deliver(p, *it);
+        unexpected_.erase(it);
+        return Status::ok();
+      }
+    }
+    posted_[peer == kAnyPeer ? size_ : peer].push_back(p);
+    return Status::ok();
+  }
+
+  void cancel(Request* req) override {
+    if (!req->pending()) return;
+    if (!req->isSend) {
+      for (auto& q : posted_) {
+        for (auto it = q.begin(); it != q.end(); ++it) {
+          if (it->req == req) {
+            q.erase(it);
+            fail(req, "canceled");
+            return;
+          }
+        }
+      }
+      return;
+    }
+    if (req->handle != nullptr) awaitingAck_.erase(reinterpret_cast<uint64_t>(req->handle));
+    if (req->peer >= 0 && req->peer < size_) {
+      auto& q = pending_[req->peer];
+      for (auto it = q.begin(); it != q.end(); ++it) {
+        if (it->req == req || (req->handle != nullptr && it->h.cookie == reinterpret_cast<uint64_t>(req->handle))) {
+          q.erase(it);
+          break;
+        }
+      }
+    }
+    fail(req, "canceled");
+  }
+
+  bool progress() override {
+    if (closed_) return false;
+    bool any = false;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      if (!pending_[p].empty()) any |= flush(p);
+      Ring& in = rings(own_)[p];
+      uint64_t head = in.head.load(std::memory_order_relaxed);
+      while (head != in.tail.load(std::memory_order_acquire)) {
+        consume(p, in.slots[head % kSlots]);
+        in.head.store(++head, std::memory_order_release);
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  Status peerError(int) const override { return Status::ok(); }
+
+  void close(double, bool) override {
+    if (closed_) return;
+    closed_ = true;
+    for (int p = 0; p < size_; ++p) {
+      if (peerMaps_[p] != nullptr) munmap(peerMaps_[p], segmentBytes(size_));
+      peerMaps_[p] = nullptr;
+      out_[p] = nullptr;
+    }
+  }
+
+ private:
+  static void prepare(Request* req, bool isSend, int peer, uint64_t tag, size_t bytes) {
+    req->state = Request::State::kPending;
+    req->isSend = isSend;
+    req->peer = peer;
+    req->tag = tag;
+    req->bytes = bytes;
+    req->received = 0;
+    req->peerTag = 0;
+    req->source = -1;
+    req->error.clear();
+    req->handle = nullptr;
+  }
+
+  // Writes queued slots to `peer`'s ring while it has room; true when something was written.
+  bool flush(int peer) {
+    Ring& r = *out_[peer];
+    auto& q = pending_[peer];
+    bool wrote = false;
+    uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    while (!q.empty() && tail - r.head.load(std::memory_order_acquire) < kSlots) {
+      Outgoing& o = q.front();
+      Slot& s = r.slots[tail % kSlots];
+      s.h = o.h;
+      if (o.h.kind == static_cast<uint32_t>(Kind::kEager) && o.h.bytes > 0) std::memcpy(s.payload, o.payload, o.h.bytes);
+      r.tail.store(++tail, std::memory_order_release);
+      if (o.req != nullptr) succeed(o.req);
+      q.pop_front();
+      wrote = true;
+    }
+    return wrote;
+  }
+
+  void consume(int from, const Slot& s) {
+    Kind kind = static_cast<Kind>(s.h.kind);
+    if (kind == Kind::kAck) {
+      auto it = awaitingAck_.find(s.h.cookie);
+      if (it == awaitingAck_.end()) return;  // canceled meanwhile
+      Request* r = it->second;
+      awaitingAck_.erase(it);
+      r->handle = nullptr;
+      if (s.h.status == 0) {
+        succeed(r);
+      } else {
+        fail(r, std::string("rank ") + std::to_string(from) + " could not read the message: " + std::strerror(s.h.status));
+      }
+      return;
+    }
+    Unexpected m{from, kind, s.h.tag, s.h.bytes, s.h.addr, s.h.cookie, {}};
+    Posted* match = findPosted(from, m.tag);
+    if (match != nullptr) {
+      Posted p = *match;
+      erasePosted(match);
+      if (kind == Kind::kEager) {
+        deliverEager(p, m, s.payload);
+      } else {
+        deliver(p, m);
+      }
+      return;
+    }
+    if (kind == Kind::kEager) m.data.assign(s.payload, s.payload + s.h.bytes);
+    unexpected_.push_back(std::move(m));
+  }
+
+  // The earliest posted receive (by post order) for a message from `from` with `tag`.
+  Posted* findPosted(int from, uint64_t tag) {
+    Posted* best = nullptr;
+    for (auto* q : {&posted_[from], &posted_[size_]}) {
+      for (auto& p : *q) {
+        if (((p.tag ^ tag) & p.mask) == 0) {
+          if (best == nullptr || p.order < best->order) best = &p;
+          break;
+        }
+      }
+    }
+    return best;
+  }
+
+  void erasePosted(Posted* p) {
+    auto& q = posted_[p->peer == kAnyPeer ? size_ : p->peer];
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      if (&*it == p) {
+        q.erase(it);
+        return;
+      }
+    }
+  }
+
+  void record(const Posted& p, const Unexpected& m) {
+    p.req->received = m.bytes;
+    p.req->peerTag = m.tag;
+    p.req->source = m.from;
+  }
+
+  void deliverEager(const Posted& p, const Unexpected& m, const uint8_t* bytes) {
+    record(p, m);
+    if (m.bytes > p.bytes) {
+      fail(p.req, "message truncated: the sender sent more than the " + std::to_string(p.bytes) + " bytes posted");
+      return;
+    }
+    if (m.bytes > 0) std::memcpy(p.buf, bytes, m.bytes);
+    succeed(p.req);
+  }
+
+  void deliver(const Posted& p, const Unexpected& m) {
+    if (m.kind == Kind::kEager) {
+      deliverEager(p, m, m.data.data());
+      return;
+    }
+    record(p, m);
+    int err = 0;
+    if (m.bytes > p.bytes) {
+      err = EMSGSIZE;
+      fail(p.req, "message truncated: the sender sent more than the " + std::to_string(p.bytes) + " bytes posted");
+    } else {
+      size_t done = 0;
+      while (done < m.bytes) {
+        iovec local{static_cast<uint8_t*>(p.buf) + done, m.bytes - done};
+        iovec remote{reinterpret_cast<void*>(m.addr + done), m.bytes - done};
+        ssize_t got = process_vm_readv(pids_[m.from], &local, 1, &remote, 1, 0);
+        if (got <= 0) {
+          err = got < 0 ? errno : EIO;
+          break;
+        }
+        done += static_cast<size_t>(got);
+      }
+      if (err == 0) {
+        succeed(p.req);
+      } else {
+        fail(p.req, std::string("cannot copy from rank ") + std::to_string(m.from) + "'s buffer: " + std::strerror(err));
+      }
+    }
+    Outgoing ack{};
+    ack.h.kind = static_cast<uint32_t>(Kind::kAck);
+    ack.h.status = err;
+    ack.h.cookie = m.cookie;
+    if (out_[m.from] != nullptr) {
+      pending_[m.from].push_back(ack);
+      flush(m.from);
+    }
+  }
+
+  int rank_;
+  int size_;
+  uint64_t commId_;
+  std::string name_;
+  void* own_ = nullptr;
+  std::vector<Ring*> out_;        // out_[p]: our ring in p's segment
+  std::vector<void*> peerMaps_;
+  std::vector<pid_t> pids_;
+  std::vector<std::deque<Outgoing>> pending_;
+  std::vector<std::deque<Posted>> posted_;  // per peer, and [size_] for any peer
+  std::list<Unexpected> unexpected_;
+  std::unordered_map<uint64_t, Request*> awaitingAck_;
+  uint64_t lastSendId_ = 0;
+  uint64_t lastOrder_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> createShmTransport(const ShmOptions& options) {
+  auto t = std::make_unique<ShmTransport>(options.rank, options.size, options.commId);
+  FERRY_TRY(t->init());
+  FERRY_INFO(log::kTransport, "shared-memory transport: %d rings of %d x %zu-byte slots", options.size, kSlots,
+             kSlotBytes);
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace ferry::transport::shm

@@ -1,0 +1,25 @@
+// The shared-memory transport: ranks of one host talk through rings in shared segments, and large
+// messages move with one copy straight from the sender's buffer (cross-memory attach).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "ferry/status.hpp"
+#include "transports/transport.hpp"
+
+namespace ferry::transport::shm {
+
+struct ShmOptions {
+  int rank = 0;
+  int size = 1;
+  /// Unique per communicator and identical on all ranks (segment names derive from it).
+  uint64_t commId = 0;
+};
+
+/// All peers must run on this host (same pid namespace). Segment names are unlinked by sealed().
+Result<std::unique_ptr<Transport>> createShmTransport(const ShmOptions& options);
+
+}  // namespace ferry::transport::shm
