@@ -42,6 +42,19 @@ struct Request {
   uintptr_t cookie = 0;   ///< the caller's; the transport never touches it
 
   bool pending() const { return state == State::kPending; }
+  /// Reset every transport-owned field for a new posted operation (the cookie stays).
+  void start(bool send, int toPeer, uint64_t postedTag, size_t postedBytes) {
+    state = State::kPending;
+    isSend = send;
+    peer = toPeer;
+    tag = postedTag;
+    bytes = postedBytes;
+    received = 0;
+    peerTag = 0;
+    source = -1;
+    error.clear();
+    handle = nullptr;
+  }
 };
 
 /// Static facts about a transport, so collectives choose by capability, never by name.

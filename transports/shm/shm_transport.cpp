@@ -212,7 +212,7 @@ class ShmTransport final : public Transport {
     if (closed_ || peer < 0 || peer >= size_ || peer == rank_ || out_[peer] == nullptr) {
       return makeError(ErrorCode::kInternalError, "shared-memory send to invalid peer %d (rank %d of %d)", peer, rank_, size_);
     }
-    prepare(req, true, peer, tag, bytes);
+    req->start(true, peer, tag, bytes);
     Outgoing o{};
     o.h.tag = tag & kTagMask;
     o.h.bytes = bytes;
@@ -237,7 +237,7 @@ class ShmTransport final : public Transport {
       return makeError(ErrorCode::kInternalError, "shared-memory receive from invalid peer %d (rank %d of %d)", peer,
                        rank_, size_);
     }
-    prepare(req, false, peer, tag, bytes);
+    req->start(false, peer, tag, bytes);
     Posted p{++lastOrder_, peer, tag & kTagMask, mask & kTagMask, buf, bytes, req};
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       if ((peer == kAnyPeer || it->from == peer) && ((it->tag ^ p.tag) & p.mask) == 0) {
@@ -307,18 +307,6 @@ class ShmTransport final : public Transport {
   }
 
  private:
-  static void prepare(Request* req, bool isSend, int peer, uint64_t tag, size_t bytes) {
-    req->state = Request::State::kPending;
-    req->isSend = isSend;
-    req->peer = peer;
-    req->tag = tag;
-    req->bytes = bytes;
-    req->received = 0;
-    req->peerTag = 0;
-    req->source = -1;
-    req->error.clear();
-    req->handle = nullptr;
-  }
 
   // Writes queued slots to `peer`'s ring while it has room; true when something was written.
   bool flush(int peer) {

@@ -155,7 +155,7 @@ class UcxTransport final : public Transport {
     if (peer < 0 || peer >= size_ || peer == rank_ || peers_[peer].ep == nullptr) {
       return makeError(ErrorCode::kInternalError, "UCX send to invalid peer %d (rank %d of %d)", peer, rank_, size_);
     }
-    prepare(req, true, peer, tag, bytes);
+    req->start(true, peer, tag, bytes);
     if (peers_[peer].failure != UCS_OK) {
       finish(req, peers_[peer].failure);
       return Status::ok();
@@ -173,7 +173,7 @@ class UcxTransport final : public Transport {
     if (peer != kAnyPeer && (peer < 0 || peer >= size_ || peer == rank_)) {
       return makeError(ErrorCode::kInternalError, "UCX receive from invalid peer %d (rank %d of %d)", peer, rank_, size_);
     }
-    prepare(req, false, peer, tag, bytes);
+    req->start(false, peer, tag, bytes);
     ucp_tag_recv_info_t info{};
     ucp_request_param_t p{};
     // No immediate completion: UCX 1.13 does not report the sender's tag for receives that
@@ -229,18 +229,6 @@ class UcxTransport final : public Transport {
   }
 
  private:
-  static void prepare(Request* req, bool isSend, int peer, uint64_t tag, size_t bytes) {
-    req->state = Request::State::kPending;
-    req->isSend = isSend;
-    req->peer = peer;
-    req->tag = tag;
-    req->bytes = bytes;
-    req->received = 0;
-    req->peerTag = 0;
-    req->source = -1;
-    req->error.clear();
-    req->handle = nullptr;
-  }
 
   static void complete(Request* req, ucs_status_ptr_t sp) {
     if (sp == nullptr) {
