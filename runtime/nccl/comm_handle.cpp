@@ -40,8 +40,12 @@ void ncclComm::leave() {
 
 Status ncclComm::waitReady(const char* fn) {
   std::unique_lock<std::mutex> lock(mu_);
-  // A non-blocking init still running: wait for it (it ends by FERRY_TIMEOUT at the latest).
-  cv_.wait(lock, [&] { return state_ != State::kInitializing; });
+  // A non-blocking init still running: wait for it (it ends by FERRY_TIMEOUT at the latest), or
+  // for ncclCommAbort, which must not wait for the init.
+  cv_.wait(lock, [&] { return state_ != State::kInitializing || abortedHere_; });
+  if (abortedHere_) {
+    return Status(ErrorCode::kAborted, std::string(fn) + ": communicator aborted by ncclCommAbort");
+  }
   switch (state_) {
     case State::kFailed:
       return Status(error_.code(), std::string(fn) + ": communicator initialization failed: " + error_.message());
@@ -100,6 +104,7 @@ Status ncclComm::close(ncclComm* c, bool abort) {
     c->abortedHere_ = true;
     // Thread-safe: calls blocked in the Comm on other threads return kAborted within milliseconds.
     if (c->comm_) c->comm_->abort("ncclCommAbort called by the application");
+    c->cv_.notify_all();  // calls waiting for a non-blocking init give up
   }
   c->cv_.wait(lock, [&] { return c->inflight_ == 0; });
   if (c->state_ == State::kInitializing) {

@@ -48,7 +48,7 @@ struct ncclComm {
     if (!st.isOk()) return st;
     Leave leave{this};
     st = waitReady(fn);
-    if (!st.isOk()) return st;
+    if (!st.isOk()) return ferry::nccl::Outcome(st, abortedHere());
     {
       std::lock_guard<std::mutex> op(opMutex_);
       st = body(*comm_);

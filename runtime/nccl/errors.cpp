@@ -104,7 +104,7 @@ extern "C" const char* pncclGetLastError(ncclComm_t comm) {
     // A failure of a non-blocking init happened on another thread: report it here too.
     if (lastError().empty() && comm != nullptr) {
       ferry::Status s = comm->asyncStatus();
-      if (!s.isOk()) setLastError(s.message());
+      if (!s.isOk() && s.code() != ferry::ErrorCode::kInProgress) setLastError(s.message());
     }
     return lastError().c_str();
   } catch (...) {

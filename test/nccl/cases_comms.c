@@ -152,6 +152,37 @@ int test_init_all_and_group_init(int n) {
   return 0;
 }
 
+static void* wait_for_init_thread(void* arg) {
+  ncclComm_t comm = arg;
+  static int32_t x = 1, y = 0;
+  ncclResult_t r = ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL); /* waits for the init */
+  return (void*)(intptr_t)r;
+}
+
+/* A non-blocking init whose second rank never comes: ncclCommAbort returns at once, and a call
+ * waiting for the init returns ncclInvalidUsage (the init thread ends by its own deadline). */
+int test_abort_during_init(void) {
+  ncclUniqueId id;
+  CHECK_NCCL(ncclGetUniqueId(&id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t lonely = NULL;
+  CHECK(ncclCommInitRankConfig(&lonely, 2, id, 0, &config) == ncclInProgress, "non-blocking init in progress");
+  ncclResult_t state = ncclSuccess;
+  CHECK_NCCL(ncclCommGetAsyncError(lonely, &state));
+  CHECK(state == ncclInProgress, "async state %d while rank 1 is missing", (int)state);
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, wait_for_init_thread, lonely) == 0, "pthread_create");
+  sleep_ms(100);
+  double start = now_s();
+  CHECK_NCCL(ncclCommAbort(lonely));
+  void* result = NULL;
+  pthread_join(thread, &result);
+  CHECK(now_s() - start < 2.0, "abort during init took %.1f s", now_s() - start);
+  CHECK((ncclResult_t)(intptr_t)result == ncclInvalidUsage, "the waiting call returned %d", (int)(intptr_t)result);
+  return 0;
+}
+
 struct blocked_call {
   ncclComm_t comm;
   int rank;

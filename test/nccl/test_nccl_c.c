@@ -34,6 +34,7 @@ static int rank_main(int rank, int n, const ncclUniqueId* id, int forked) {
   if (forked) {
     RUN(test_nonblocking_init, comm, rank, n);
     if (rank == 0) RUN(test_init_all_and_group_init, n);
+    RUN(test_abort_during_init);
   }
   if (n >= 2) RUN(test_abort_blocked, comm, rank, n);
   CHECK_NCCL(ncclCommFinalize(comm));
