@@ -26,10 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "perf/backend.hpp"
-#include "perf/host_info.hpp"
-#include "perf/options.hpp"
-#include "perf/sweep.hpp"
+#include "bench/perf/backend.hpp"
+#include "bench/perf/host_info.hpp"
+#include "bench/perf/options.hpp"
+#include "bench/perf/sweep.hpp"
 
 namespace {
 

@@ -1,11 +1,11 @@
 // Closed-form check values. See check_values.hpp for the patterns and why they are exact.
-#include "perf/check_values.hpp"
+#include "bench/perf/check_values.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "perf/dtypes.hpp"
+#include "bench/perf/dtypes.hpp"
 
 namespace ferry::perf {
 namespace {

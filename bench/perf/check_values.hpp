@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ferry/types.hpp"
-#include "perf/collectives.hpp"
+#include "bench/perf/collectives.hpp"
 
 namespace ferry::perf {
 

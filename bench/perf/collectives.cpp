@@ -1,5 +1,5 @@
 // nccl-tests' counts and bandwidth formulas per collective. See collectives.hpp.
-#include "perf/collectives.hpp"
+#include "bench/perf/collectives.hpp"
 
 #include <string>
 

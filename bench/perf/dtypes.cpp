@@ -1,5 +1,5 @@
 // Element type facts and conversions. See dtypes.hpp.
-#include "perf/dtypes.hpp"
+#include "bench/perf/dtypes.hpp"
 
 #include <bit>
 #include <cmath>

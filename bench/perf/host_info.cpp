@@ -1,5 +1,5 @@
 // Host facts from the system. See host_info.hpp.
-#include "perf/host_info.hpp"
+#include "bench/perf/host_info.hpp"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Streaming JSON writer. See json_writer.hpp.
-#include "perf/json_writer.hpp"
+#include "bench/perf/json_writer.hpp"
 
 #include <cinttypes>
 #include <cmath>

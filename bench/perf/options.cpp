@@ -4,7 +4,7 @@
 // Unlike nccl-tests, a value that does not parse is an error naming the flag rather than a
 // silent default, and flags that only make sense on GPUs (-t, -g) are accepted with their
 // single-device value 1 only, so existing scripts run unchanged.
-#include "perf/options.hpp"
+#include "bench/perf/options.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "perf/dtypes.hpp"
+#include "bench/perf/dtypes.hpp"
 
 namespace ferry::perf {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
-#include "perf/collectives.hpp"
+#include "bench/perf/collectives.hpp"
 
 namespace ferry::perf {
 

@@ -1,5 +1,5 @@
 // Terminal progress line. See progress.hpp.
-#include "perf/progress.hpp"
+#include "bench/perf/progress.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>

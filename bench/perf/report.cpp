@@ -1,5 +1,5 @@
 // Text and JSON output of a sweep. See report.hpp; docs/BENCHMARKS.md describes both formats.
-#include "perf/report.hpp"
+#include "bench/perf/report.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <ctime>
 #include <fstream>
 
-#include "perf/dtypes.hpp"
+#include "bench/perf/dtypes.hpp"
 
 extern char** environ;
 

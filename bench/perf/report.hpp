@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "perf/collectives.hpp"
-#include "perf/json_writer.hpp"
-#include "perf/options.hpp"
+#include "bench/perf/collectives.hpp"
+#include "bench/perf/json_writer.hpp"
+#include "bench/perf/options.hpp"
 
 namespace ferry::perf {
 

@@ -1,5 +1,5 @@
 // The benchmark loop. See sweep.hpp.
-#include "perf/sweep.hpp"
+#include "bench/perf/sweep.hpp"
 
 #include <unistd.h>
 
@@ -12,11 +12,11 @@
 #include <mutex>
 #include <thread>
 
-#include "perf/check_values.hpp"
-#include "perf/dtypes.hpp"
-#include "perf/host_info.hpp"
-#include "perf/progress.hpp"
-#include "perf/report.hpp"
+#include "bench/perf/check_values.hpp"
+#include "bench/perf/dtypes.hpp"
+#include "bench/perf/host_info.hpp"
+#include "bench/perf/progress.hpp"
+#include "bench/perf/report.hpp"
 
 namespace ferry::perf {
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "perf/backend.hpp"
-#include "perf/options.hpp"
+#include "bench/perf/backend.hpp"
+#include "bench/perf/options.hpp"
 
 namespace ferry::perf {
 

@@ -4,7 +4,7 @@
 // wrong elements on one rank, a skipped type, a memory report and an error.
 #include <cstdio>
 
-#include "perf/report.hpp"
+#include "bench/perf/report.hpp"
 
 using namespace ferry::perf;
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "perf/check_values.hpp"
-#include "perf/dtypes.hpp"
+#include "bench/perf/check_values.hpp"
+#include "bench/perf/dtypes.hpp"
 
 namespace {
 

@@ -1,9 +1,9 @@
 // ferry-perf's command line, nccl-tests' formulas and number format.
 #include <catch2/catch.hpp>
 
-#include "perf/collectives.hpp"
-#include "perf/options.hpp"
-#include "perf/report.hpp"
+#include "bench/perf/collectives.hpp"
+#include "bench/perf/options.hpp"
+#include "bench/perf/report.hpp"
 
 namespace {
 
