@@ -1,0 +1,54 @@
+// Optimizers over a flat parameter array: plain/momentum SGD and Adam.
+//
+// They see parameters and gradients as one contiguous float array (the model's flat buffers), so
+// the same object updates a whole model, a parameter server's copy, or one shard of it. State
+// (momentum, Adam's moments) is allocated on the first step, sized to that array.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ferry::train {
+
+/// Updates parameters in place from their gradients.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  /// One update of `n` parameters from `grads`; the same `n` on every call.
+  virtual void step(float* params, const float* grads, size_t n) = 0;
+  /// Bytes of optimizer state per parameter (for memory reports).
+  virtual size_t stateBytesPerParam() const = 0;
+};
+
+/// p -= lr · v, with v = momentum · v + g (v = g when momentum is 0).
+class Sgd : public Optimizer {
+ public:
+  explicit Sgd(float lr, float momentum = 0.0f) : lr_(lr), momentum_(momentum) {}
+  void step(float* params, const float* grads, size_t n) override;
+  size_t stateBytesPerParam() const override { return momentum_ != 0.0f ? sizeof(float) : 0; }
+
+ private:
+  float lr_, momentum_;
+  std::vector<float> velocity_;
+};
+
+/// Adam (Kingma & Ba) with bias correction: m, v moving averages of g and g².
+class Adam : public Optimizer {
+ public:
+  explicit Adam(float lr, float beta1 = 0.9f, float beta2 = 0.999f, float epsilon = 1e-8f)
+      : lr_(lr), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+  void step(float* params, const float* grads, size_t n) override;
+  size_t stateBytesPerParam() const override { return 2 * sizeof(float); }
+
+ private:
+  float lr_, beta1_, beta2_, epsilon_;
+  long steps_ = 0;
+  std::vector<float> m_, v_;
+};
+
+/// "sgd", "momentum" (SGD, momentum 0.9) or "adam" with learning rate `lr`; null for another name.
+std::unique_ptr<Optimizer> makeOptimizer(const std::string& name, float lr);
+
+}  // namespace ferry::train
