@@ -25,48 +25,53 @@ ncclResult_t call(const char* fn, OpKind kind, const void* send, void* recv, siz
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
-  return call("ncclAllReduce", OpKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm);
+  return call("ncclAllReduce", OpKind::kAllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), 0,
+              comm);
 }
 FERRY_NCCL_ALIAS(ncclAllReduce)
 
 extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
-  return call("ncclReduceScatter", OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm);
+  return call("ncclReduceScatter", OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawEnum(datatype),
+              rawEnum(op), 0, comm);
 }
 FERRY_NCCL_ALIAS(ncclReduceScatter)
 
 extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
-  return call("ncclReduce", OpKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm);
+  return call("ncclReduce", OpKind::kReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root,
+              comm);
 }
 FERRY_NCCL_ALIAS(ncclReduce)
 
 extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t) {
-  return call("ncclAllGather", OpKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, -1, 0, comm);
+  return call("ncclAllGather", OpKind::kAllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), -1, 0,
+              comm);
 }
 FERRY_NCCL_ALIAS(ncclAllGather)
 
 extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        int root, ncclComm_t comm, cudaStream_t) {
-  return call("ncclBroadcast", OpKind::kBroadcast, sendbuff, recvbuff, count, datatype, -1, root, comm);
+  return call("ncclBroadcast", OpKind::kBroadcast, sendbuff, recvbuff, count, rawEnum(datatype), -1, root,
+              comm);
 }
 FERRY_NCCL_ALIAS(ncclBroadcast)
 
 extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t) {
-  return call("ncclBcast", OpKind::kBroadcast, buff, buff, count, datatype, -1, root, comm);
+  return call("ncclBcast", OpKind::kBroadcast, buff, buff, count, rawEnum(datatype), -1, root, comm);
 }
 FERRY_NCCL_ALIAS(ncclBcast)
 
 extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t) {
-  return call("ncclSend", OpKind::kSend, sendbuff, nullptr, count, datatype, -1, peer, comm);
+  return call("ncclSend", OpKind::kSend, sendbuff, nullptr, count, rawEnum(datatype), -1, peer, comm);
 }
 FERRY_NCCL_ALIAS(ncclSend)
 
 extern "C" ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t) {
-  return call("ncclRecv", OpKind::kRecv, nullptr, recvbuff, count, datatype, -1, peer, comm);
+  return call("ncclRecv", OpKind::kRecv, nullptr, recvbuff, count, rawEnum(datatype), -1, peer, comm);
 }
 FERRY_NCCL_ALIAS(ncclRecv)

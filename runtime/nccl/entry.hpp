@@ -7,6 +7,7 @@
 // name a weak alias of it, so a profiling library can define nccl* and forward to pnccl*.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -19,6 +20,16 @@
   extern "C" __attribute__((weak, alias("p" #name))) decltype(p##name) name;
 
 namespace ferry::nccl {
+
+/// The integer a C caller passed for an enum parameter. C allows any int there, while a C++ enum's
+/// valid values stop at its enumerators' bit width: read the bits as int before checking them.
+template <typename Enum>
+int rawEnum(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v;
+  std::memcpy(&v, &value, sizeof v);
+  return v;
+}
 
 /// ncclResult_t for a ferry status. `abortedHere` tells a local ncclCommAbort (invalid usage of a
 /// communicator the application itself aborted) from an abort reported by a peer (remote error).

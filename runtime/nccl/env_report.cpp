@@ -31,7 +31,8 @@ void reportEnvironment() {
       ignored += name;
     }
     if (!ignored.empty()) {
-      FERRY_INFO(log::kEnv, "ignoring %s: ferry does not implement these NCCL knobs (docs/NCCL.md lists those it honours)",
+      FERRY_INFO(log::kEnv,
+                 "ignoring %s: ferry does not implement these NCCL knobs (docs/NCCL.md lists those it honours)",
                  ignored.c_str());
     }
   });

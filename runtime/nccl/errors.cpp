@@ -84,16 +84,16 @@ Status usageError(const char* fn, const char* fmt, ...) {
 using namespace ferry::nccl;
 
 extern "C" const char* pncclGetErrorString(ncclResult_t result) {
-  switch (result) {
+  switch (rawEnum(result)) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "unhandled cuda error (a CUDA call failed; see ncclGetLastError)";
-    case ncclSystemError: return "unhandled system error (a system call or outside library failed; see ncclGetLastError)";
+    case ncclSystemError:
+      return "unhandled system error (a system call or outside library failed; see ncclGetLastError)";
     case ncclInternalError: return "internal error (a bug in ferry; please report it with ncclGetLastError's text)";
     case ncclInvalidArgument: return "invalid argument (see ncclGetLastError for which one)";
     case ncclInvalidUsage: return "invalid usage (see ncclGetLastError for what was wrong)";
     case ncclRemoteError: return "remote process exited, failed or did not answer in time";
     case ncclInProgress: return "operation in progress";
-    case ncclNumResults: break;
   }
   return "unknown result code";
 }

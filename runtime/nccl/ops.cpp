@@ -120,7 +120,9 @@ Outcome submit(ncclComm_t comm, const RawArgs& raw, Op op) {
     return Status::ok();
   }
   if (!st.isOk()) return st;
-  return comm->call(op.fn, [&](Comm& c) { return op.pointToPoint() ? runPointToPoint(c, {&op}) : runCollective(c, op); });
+  return comm->call(op.fn, [&](Comm& c) {
+    return op.pointToPoint() ? runPointToPoint(c, {&op}) : runCollective(c, op);
+  });
 }
 
 }  // namespace ferry::nccl

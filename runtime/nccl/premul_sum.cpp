@@ -116,16 +116,17 @@ extern "C" ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
     if (comm == nullptr) return argError(fn, "comm is NULL");
     if (op == nullptr) return argError(fn, "op is NULL (it receives the new reduction)");
     if (scalar == nullptr) return argError(fn, "scalar is NULL");
-    if (!ferry::isValidDataType(datatype)) {
-      return argError(fn, "datatype %d is not valid (expected 0..%d)", static_cast<int>(datatype), ncclNumTypes - 1);
+    const int type = rawEnum(datatype), where = rawEnum(residence);
+    if (!ferry::isValidDataType(type)) {
+      return argError(fn, "datatype %d is not valid (expected 0..%d)", type, ncclNumTypes - 1);
     }
-    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
+    if (where != ncclScalarDevice && where != ncclScalarHostImmediate) {
       return argError(fn, "residence %d is not valid (expected ncclScalarDevice = 0 or ncclScalarHostImmediate = 1)",
-                      static_cast<int>(residence));
+                      where);
     }
     PreMulSum p;
-    p.type = static_cast<ferry::DataType>(datatype);
-    if (residence == ncclScalarHostImmediate) {
+    p.type = static_cast<ferry::DataType>(type);
+    if (where == ncclScalarHostImmediate) {
       std::memcpy(&p.bits, scalar, ferry::dataTypeSize(p.type));
     } else {
       // Without the CUDA backend "device" memory is host memory: read it when a collective runs.
@@ -141,12 +142,12 @@ extern "C" ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   constexpr const char* fn = "ncclRedOpDestroy";
   return entry(fn, [&]() -> Status {
     if (comm == nullptr) return argError(fn, "comm is NULL");
-    if (static_cast<int>(op) < ncclNumOps) {
-      return argError(fn, "op %d is a built-in reduction; only ncclRedOpCreatePreMulSum's can be destroyed",
-                      static_cast<int>(op));
+    const int raw = rawEnum(op);
+    if (raw < ncclNumOps) {
+      return argError(fn, "op %d is a built-in reduction; only ncclRedOpCreatePreMulSum's can be destroyed", raw);
     }
-    if (!comm->redOps.destroy(op)) {
-      return argError(fn, "op %d is not a live reduction created on this communicator", static_cast<int>(op));
+    if (!comm->redOps.destroy(raw)) {
+      return argError(fn, "op %d is not a live reduction created on this communicator", raw);
     }
     return Status::ok();
   });
