@@ -53,7 +53,12 @@ def run_labels(docs):
 def series(docs, placement):
     """{collective: [(label, sizes, busbw, time_us)]} in a stable order."""
     labels = run_labels(docs) if len(docs) > 1 else [None]
-    variants = {(r["type"], r["redop"], r["root"]) for d in docs for r in d["results"]}
+    # Name the type, op and root in a label only where one collective ran several of them.
+    per_coll = {}
+    for d in docs:
+        for r in d["results"]:
+            per_coll.setdefault((d["_path"], r["collective"]), set()).add((r["type"], r["redop"], r["root"]))
+    several = any(len(v) > 1 for v in per_coll.values())
     out = {}
     for doc, run in zip(docs, labels):
         groups = {}
@@ -62,7 +67,7 @@ def series(docs, placement):
             groups.setdefault(key, []).append(r)
         for (coll, typ, op, root), rows in groups.items():
             parts = [run] if run else [coll]
-            if len(variants) > 1:
+            if several:
                 parts.append(" ".join(x for x in (typ, op if op != "none" else "", f"root {root}" if root >= 0 else "") if x))
             pts = [(r["size"], r[placement]["bus_bw"], r[placement]["time"]) for r in rows if r["size"] > 0]
             pts = [p for p in pts if p[1] > 0 and p[2] > 0]
