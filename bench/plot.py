@@ -112,7 +112,7 @@ def draw(plt, data, docs, metric, placement, path):
     for j in range(len(panels), rows * cols):
         axes[j // cols][j % cols].axis("off")
     fig.suptitle(title(docs, metric, placement))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97 if rows > 1 else 0.95))  # leave the title its own band
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
