@@ -14,6 +14,33 @@
 
 namespace ferry::coll {
 
+/// How a collective moves its data. Values are announced to peers and compared, keep them stable.
+enum class Algorithm : uint8_t {
+  kRing = 1,      ///< ring over the transport (all-reduce, reduce-scatter, all-gather)
+  kChain = 2,     ///< pipelined chain over the transport (broadcast, reduce)
+  kPairwise = 3,  ///< pairwise exchange over the transport (all-to-all, barrier, empty calls)
+  kOneShot = 4,   ///< single host: every rank reduces the whole vector from every rank's copy
+  kTwoShot = 5,   ///< single host: rank r reduces segment r from every rank, then all gather
+  kDirect = 6,    ///< single host: every rank reads what it needs straight from its peers
+};
+/// Where the data of a single-host algorithm passes (transport algorithms: kMessages).
+enum class Protocol : uint8_t {
+  kMessages = 1,  ///< tagged messages of the transport
+  kShm = 2,       ///< copied into the sender's shared mailbox, copied out by readers (two copies)
+  kCma = 3,       ///< read straight from the owner's buffer by cross-memory attach (one copy)
+};
+/// "ring", "oneshot", ...; nullptr for an unknown value.
+const char* algorithmName(Algorithm a);
+/// "messages", "shm", "cma"; nullptr for an unknown value.
+const char* protocolName(Protocol p);
+
+/// What the tuner chose for one call.
+struct Plan {
+  Algorithm algorithm = Algorithm::kRing;
+  Protocol protocol = Protocol::kMessages;
+  size_t chunkBytes = 0;  ///< single-host algorithms: bytes per read-and-reduce chunk (0: default)
+};
+
 /// Ring all-reduce: ring reduce-scatter of `count` elements into segments, then ring all-gather.
 /// Avg sums and divides once, on the rank that completes each segment.
 Status ringAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
@@ -50,6 +77,21 @@ struct P2pItem {
 };
 /// Post every transfer, then wait for all. Transfers to this rank itself are copies paired in order.
 Status batchSendRecv(Exec& ex, const std::vector<P2pItem>& items);
+
+// Single-host algorithms over the arena (direct.cpp). Every rank runs the same plan; each starts
+// with every rank announcing itself (Exec::announce, post phase 1) and waiting for all others.
+
+/// All-reduce with plan.algorithm kOneShot (kShm; bytes <= mailbox) or kTwoShot (kShm or kCma).
+Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op);
+Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
+                          RedOp op);
+Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, size_t sendCount, DataType type);
+Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type);
+Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, int root);
+Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op,
+                   int root);
+/// Barrier, and the presence check of calls that move no data.
+Status arenaBarrier(Exec& ex);
 
 /// Point-to-point transfer of `bytes` to / from `peer`.
 Status sendTo(Exec& ex, const void* buf, size_t bytes, int peer);

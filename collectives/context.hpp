@@ -10,6 +10,7 @@
 #include "collectives/tag.hpp"
 #include "ferry/status.hpp"
 #include "runtime/base/deadline.hpp"
+#include "transports/arena.hpp"
 #include "transports/transport.hpp"
 
 namespace ferry::coll {
@@ -61,6 +62,12 @@ struct Context {
   int depth = 8;                   ///< receives posted ahead per ring
   bool checkMismatch = true;
   CallTrace* trace = nullptr;  ///< optional: the runtime's view of the call in progress
+  /// The ranks' shared memory when every rank is on this host (null otherwise): the single-host
+  /// algorithms (direct.cpp) run over it, and every collective announces itself in it so that a
+  /// peer running something else is named within milliseconds whatever algorithm either runs.
+  transport::Arena* arena = nullptr;
+  bool arenaRead = false;          ///< single-copy reads between every pair of ranks work
+  size_t chunkBytes = 256 * 1024;  ///< single-host algorithms: bytes per read-and-reduce chunk
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };
@@ -102,6 +109,28 @@ class Exec {
   Status wait(transport::Request* req);
   /// Wait for every request posted so far.
   Status waitAll();
+  // Single-host calls over the arena (ctx.arena != null). Phases are small integers (1..7) per
+  // call; the arena counter holds seq * 8 + phase.
+
+  /// Publish this call in the arena header with the algorithm and protocol the rank chose and two
+  /// of its buffers that peers may read. No-op without an arena.
+  void announce(uint32_t algorithm, uint32_t protocol, const void* addr0, const void* addr1);
+  /// This rank finished `phase` of the call.
+  void post(int phase);
+  /// Wait until `peer` finished `phase` of this call; at phase 1 also check that it runs the
+  /// same call (kMismatch naming both sides otherwise).
+  Status await(int peer, int phase);
+  /// await() every other rank, starting with rank+1.
+  Status awaitAll(int phase);
+  /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
+  Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
+  /// The buffer addresses `peer` announced for this call.
+  uint64_t peerAddr(int peer, int which);
+  /// Mailbox of rank `r` for this call's parity.
+  uint8_t* slot(int r) { return static_cast<uint8_t*>(ctx_.arena->slot(r, static_cast<int>(seq_ & 1))); }
+  /// Ok unless `peer` announced this call with different arguments, algorithm or protocol.
+  Status checkPeerCall(int peer);
+
   /// After a failure: cancel every pending request and drive the transport until none is
   /// pending or `seconds` passed, so nothing writes into the caller's buffers afterwards.
   /// Returns false when some request could not be retired.
@@ -109,6 +138,7 @@ class Exec {
 
  private:
   Status failure(transport::Request* req, Status why);
+  Status failure(int peer, bool sending, Status why);
   Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
 
@@ -117,6 +147,9 @@ class Exec {
   uint64_t seq_;
   TagClass tagClass_;
   uint64_t tag_;
+  uint32_t algorithm_ = 0;
+  uint32_t protocol_ = 0;
+  bool announced_ = false;
   Deadline deadline_;
   Clock::time_point start_;
   const char* phase_ = "";

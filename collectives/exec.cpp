@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "collectives/algorithms.hpp"
 #include "collectives/context.hpp"
 #include "runtime/base/log.hpp"
 
@@ -100,6 +101,111 @@ Status Exec::failure(Request* req, Status why) {
                    static_cast<unsigned long long>(seq_), ctx_.rank, where, peer.c_str(), why.message().c_str());
 }
 
+Status Exec::failure(int peer, bool sending, Status why) {
+  char where[160] = "";
+  if (phase_[0] != '\0') std::snprintf(where, sizeof(where), " in %s step %d/%d", phase_, step_ + 1, steps_);
+  return makeError(why.code(), "%s #%llu on rank %d%s, %s rank %d: %s", describe(desc_).c_str(),
+                   static_cast<unsigned long long>(seq_), ctx_.rank, where, sending ? "sending to" : "waiting for",
+                   peer, why.message().c_str());
+}
+
+void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, const void* addr1) {
+  if (ctx_.arena == nullptr || tagClass_ != TagClass::kCollective) return;
+  algorithm_ = algorithm;
+  protocol_ = protocol;
+  announced_ = true;
+  // A seqlock: readers take the fields only when seq reads the same before and after them.
+  transport::CallHeader& h = ctx_.arena->header(ctx_.rank, static_cast<int>(seq_ & 1));
+  h.seq.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  h.kind = static_cast<uint32_t>(desc_.kind);
+  h.type = static_cast<uint32_t>(desc_.type);
+  h.op = static_cast<uint32_t>(desc_.op);
+  h.root = desc_.root;
+  h.count = desc_.count;
+  h.algorithm = algorithm;
+  h.protocol = protocol;
+  h.addr[0] = reinterpret_cast<uintptr_t>(addr0);
+  h.addr[1] = reinterpret_cast<uintptr_t>(addr1);
+  h.seq.store(seq_, std::memory_order_release);
+}
+
+void Exec::post(int phase) { ctx_.arena->post(seq_ * 8 + static_cast<uint64_t>(phase)); }
+
+Status Exec::checkPeerCall(int peer) {
+  if (ctx_.arena == nullptr || !ctx_.checkMismatch) return Status::ok();
+  const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(seq_ & 1));
+  if (h.seq.load(std::memory_order_acquire) != seq_) return Status::ok();  // not announced yet
+  OpDesc theirs{static_cast<OpKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op), h.root};
+  uint32_t algorithm = h.algorithm, protocol = h.protocol;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h.seq.load(std::memory_order_relaxed) != seq_) return Status::ok();  // rewritten while read
+  const bool sameCall = theirs.kind == desc_.kind && theirs.count == desc_.count && theirs.type == desc_.type &&
+                        (theirs.op == desc_.op || !(desc_.kind == OpKind::kAllReduce || desc_.kind == OpKind::kReduce ||
+                                                    desc_.kind == OpKind::kReduceScatter)) &&
+                        theirs.root == desc_.root;
+  if (!sameCall) {
+    return failure(peer, false,
+                   makeError(ErrorCode::kMismatch, "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s",
+                             peer, describe(theirs).c_str(), static_cast<unsigned long long>(seq_), ctx_.rank,
+                             describe(desc_).c_str()));
+  }
+  if (algorithm != algorithm_ || protocol != protocol_) {
+    auto name = [](uint32_t a, uint32_t p) {
+      const char* an = algorithmName(static_cast<Algorithm>(a));
+      const char* pn = protocolName(static_cast<Protocol>(p));
+      return std::string(an != nullptr ? an : "?") + "/" + (pn != nullptr ? pn : "?");
+    };
+    return failure(peer, false,
+                   makeError(ErrorCode::kMismatch,
+                             "algorithm mismatch: rank %d runs %s with %s while rank %d chose %s (set FERRY_ALGO and "
+                             "FERRY_PROTO the same on every rank)",
+                             peer, describe(desc_).c_str(), name(algorithm, protocol).c_str(), ctx_.rank,
+                             name(algorithm_, protocol_).c_str()));
+  }
+  return Status::ok();
+}
+
+Status Exec::await(int peer, int phase) {
+  if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
+  const uint64_t target = seq_ * 8 + static_cast<uint64_t>(phase);
+  Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
+    if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
+    if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
+    return checkPeerCall(peer);
+  });
+  if (!st.isOk()) {
+    if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
+    if (st.code() == ErrorCode::kTimeout) {
+      return failure(peer, false,
+                     makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT); rank %d is at call #%llu "
+                               "phase %llu", secondsSince(start_), peer,
+                               static_cast<unsigned long long>(ctx_.arena->posted(peer) / 8),
+                               static_cast<unsigned long long>(ctx_.arena->posted(peer) % 8)));
+    }
+    return failure(peer, false, st);
+  }
+  if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
+  if (phase == 1) return checkPeerCall(peer);
+  return Status::ok();
+}
+
+Status Exec::awaitAll(int phase) {
+  const int n = ctx_.size;
+  for (int i = 1; i < n; ++i) FERRY_TRY(await((ctx_.rank + i) % n, phase));
+  return Status::ok();
+}
+
+Status Exec::readPeer(int peer, uint64_t remote, void* local, size_t bytes) {
+  Status st = ctx_.arena->read(peer, remote, local, bytes);
+  if (!st.isOk()) return failure(peer, false, st);
+  return Status::ok();
+}
+
+uint64_t Exec::peerAddr(int peer, int which) {
+  return ctx_.arena->header(peer, static_cast<int>(seq_ & 1)).addr[which & 1];
+}
+
 Status Exec::checkReceive(Request* req) {
   const OpDesc& mine = req->cookie != 0 ? *reinterpret_cast<const OpDesc*>(req->cookie) : desc_;
   if (ctx_.checkMismatch) {
@@ -140,10 +246,20 @@ Status Exec::wait(Request* req) {
         }
         if (ctx_.hooks != nullptr) {
           Status s = ctx_.hooks->poll(req->peer);
-          if (!s.isOk()) return failure(req, s);
+          if (!s.isOk()) {
+            // A peer that sent its last message and exited right after is not a failure: take
+            // what already arrived before believing the bad news.
+            for (int i = 0; i < 16 && req->pending(); ++i) ctx_.transport->progress();
+            if (!req->pending()) break;
+            return failure(req, s);
+          }
         }
         Status p = ctx_.transport->peerError(req->peer);
         if (!p.isOk()) return failure(req, p);
+        if (announced_) {
+          Status m = checkPeerCall(req->peer);
+          if (!m.isOk()) return m;
+        }
       }
     }
     backoff.pause();

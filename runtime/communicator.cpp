@@ -1,6 +1,8 @@
 // Comm: composes the parts of a communicator (rendezvous, transport, watchdog, scratch memory) and
 // runs each call: validate the arguments, give the call a sequence number and a deadline, run the
 // algorithm, and on failure make the error sticky and tell the other ranks.
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -12,10 +14,13 @@
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/group_exchange.hpp"
+#include "runtime/host_model.hpp"
+#include "runtime/tuner.hpp"
 #include "runtime/state_dump.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/work_queue.hpp"
+#include "transports/shm/shm_arena.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
@@ -23,6 +28,7 @@ namespace ferry {
 
 using coll::OpDesc;
 using coll::OpKind;
+using coll::Plan;
 
 /// Rounds of every communicator's init; split() runs them on every parent rank, so fixed.
 constexpr int kInitRounds = 3;
@@ -32,6 +38,8 @@ struct Comm::Impl {
   int size = 1;
   uint64_t id = 0;
   std::unique_ptr<transport::Transport> transport;
+  std::unique_ptr<transport::Arena> arena;  ///< every rank on this host: the single-host algorithms
+  std::unique_ptr<Tuner> tuner;
   std::unique_ptr<Watchdog> watchdog;
   coll::Scratch scratch;
   coll::Scratch staging;
@@ -50,6 +58,7 @@ struct Comm::Impl {
     if (watchdog) watchdog->stop();
     if (transport) transport->close(1.0, !error.isOk());
     transport.reset();
+    arena.reset();
     watchdog.reset();
     ctx.graveyard.clear();
   }
@@ -59,6 +68,18 @@ struct Comm::Impl {
     return watchdog ? watchdog->abortStatus() : Status::ok();
   }
 
+  /// The plan of a collective call: the tuner's choice for data-moving calls; barriers and calls
+  /// that move no data synchronise through the arena when there is one.
+  Plan plan(const OpDesc& desc) {
+    if (desc.kind == OpKind::kBarrier || desc.count == 0) {
+      return arena ? Plan{coll::Algorithm::kDirect, coll::Protocol::kShm, 0}
+                   : Plan{coll::Algorithm::kPairwise, coll::Protocol::kMessages, 0};
+    }
+    return tuner->choose(desc);
+  }
+
+  /// Run one call: `body(ex, plan)` under the communicator's deadline, with a sticky error, a
+  /// drain of what a failed call left in flight and a report to the other ranks.
   template <typename Body>
   Status run(const OpDesc& desc, coll::TagClass cls, Body&& body) {
     auto exclusive = queue.acquire();
@@ -67,18 +88,30 @@ struct Comm::Impl {
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
     coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
-    // A collective of count 0 moves nothing, but its peers must still agree that it happened.
-    bool empty = cls == coll::TagClass::kCollective && desc.kind != OpKind::kBarrier && desc.count == 0;
-    Status st = empty ? coll::ringPresence(ex) : body(ex);
+    Status st;
+    if (cls == coll::TagClass::kCollective) {
+      Plan p = plan(desc);
+      if (p.protocol == coll::Protocol::kMessages) {
+        // Announced even when the data goes by messages, so a peer that chose differently (or
+        // runs another call) is named at once by whichever side waits.
+        ex.announce(static_cast<uint32_t>(p.algorithm), static_cast<uint32_t>(p.protocol), nullptr, nullptr);
+      }
+      if (desc.kind == OpKind::kBarrier || desc.count == 0) {
+        st = arena ? coll::arenaBarrier(ex) : desc.kind == OpKind::kBarrier ? coll::disseminationBarrier(ex)
+                                                                          : coll::ringPresence(ex);
+      } else {
+        st = body(ex, p);
+      }
+    } else {
+      st = body(ex, Plan{});
+    }
     if (!st.isOk()) {
       error = st;
       FERRY_WARN(log::kColl, "%s", st.message().c_str());
-      // Retire what can be retired quickly; the forced close below fails the rest (a send to a
-      // peer that never posts its receive cannot finish any other way).
+      // Retire what the failed call posted before its buffers go back to the caller.
       if (!ex.drain(0.2)) FERRY_INFO(log::kColl, "transfers of the failed call still in flight after 0.2 s");
       if (watchdog) watchdog->report(st);
-      // The communicator is dead: cut every connection now, so no transfer still in flight can
-      // write into the caller's buffers after this call returns.
+      // Other ranks may still be trying to reach this one: close now so they see it fail fast.
       if (transport) transport->close(0.2, true);
     }
     return st;
@@ -129,7 +162,8 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     allLocal &= p.hostId == me.hostId;
     samePidSpace &= p.pidNamespace == me.pidNamespace;
   }
-  const std::string& choice = config().transport;
+  std::string choice = config().transport;
+  if (choice == "auto") choice = allLocal && samePidSpace ? "shm" : "ucx";
   if (choice == "shm") {
     if (!allLocal || !samePidSpace) {
       return makeError(ErrorCode::kInvalidArgument,
@@ -140,7 +174,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     return transport::shm::createShmTransport({rank, size, commId});
   }
   if (choice != "ucx") {
-    return makeError(ErrorCode::kInvalidArgument, "FERRY_TRANSPORT='%s' is not a transport (expected ucx or shm)",
+    return makeError(ErrorCode::kInvalidArgument, "FERRY_TRANSPORT='%s' is not a transport (expected auto, ucx or shm)",
                      choice.c_str());
   }
   transport::ucx::UcxOptions uo;
@@ -179,23 +213,93 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   bool allLocal = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == peers[0].hostId; });
 
   // Round 2: transport addresses.
+  const std::string hostKey = peers[0].hostId;  // peers moves into the watchdog below
+  // Round 2: transport and arena addresses, as [u32 length][transport address][arena address].
+  const bool onePidSpace = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
+    return p.pidNamespace == peers[0].pidNamespace;
+  });
   Bytes address;
+  int cores = 1;
+  {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  }
   if (size > 1) {
     auto t = createTransport(peers, rank, size, impl->id);
     FERRY_TRY(t);
     impl->transport = std::move(*t);
-    address = impl->transport->localAddress();
+    Bytes ta = impl->transport->localAddress();
+    uint32_t len = static_cast<uint32_t>(ta.size());
+    address.resize(4);
+    std::memcpy(address.data(), &len, 4);
+    address.insert(address.end(), ta.begin(), ta.end());
+    if (allLocal && onePidSpace) {
+      transport::shm::ArenaOptions ao;
+      ao.rank = rank;
+      ao.size = size;
+      ao.commId = impl->id;
+      ao.slotBytes = static_cast<size_t>(std::clamp<int64_t>(config().mailboxBytes, 4096, int64_t{1} << 30));
+      ao.spinNs = config().spinNs >= 0 ? config().spinNs : size > cores ? 2000 : 20000;
+      auto a = transport::shm::createShmArena(ao);
+      FERRY_TRY(a);
+      impl->arena = std::move(*a);
+      Bytes aa = impl->arena->localAddress();
+      address.insert(address.end(), aa.begin(), aa.end());
+    }
   }
   auto addrs = rv.allGather(address, deadline);
   FERRY_TRY(addrs);
-  if (size > 1) FERRY_TRY(impl->transport->connect(*addrs));
+  if (size > 1) {
+    std::vector<Bytes> transportAddrs(size), arenaAddrs(size);
+    for (int r = 0; r < size; ++r) {
+      const Bytes& a = (*addrs)[r];
+      uint32_t len = 0;
+      if (a.size() < 4 || (std::memcpy(&len, a.data(), 4), a.size() < 4 + size_t{len})) {
+        return makeError(ErrorCode::kInternalError, "rank %d published a malformed address (%zu bytes)", r, a.size());
+      }
+      transportAddrs[r].assign(a.begin() + 4, a.begin() + 4 + len);
+      arenaAddrs[r].assign(a.begin() + 4 + len, a.end());
+    }
+    FERRY_TRY(impl->transport->connect(transportAddrs));
+    if (impl->arena) FERRY_TRY(impl->arena->connect(arenaAddrs));
+  }
 
   impl->watchdog = std::make_unique<Watchdog>(impl->transport.get(), rank, std::move(peers),
                                               static_cast<double>(config().peerCheckMs) / 1000.0);
   FERRY_TRY(impl->watchdog->start());
   // Round 3: nobody sends before everyone listens for error reports.
-  FERRY_TRY(rv.allGather({}, deadline));
+  // Round 3, the ready barrier, carries whether single-copy reads work from each rank and rank 0's
+  // host model, so every rank plans with the same numbers.
+  Bytes ready(1, impl->arena && impl->arena->canRead() ? 1 : 0);
+  HostModel model;
+  if (rank == 0 && impl->arena) {
+    model = loadOrMeasureHostModel(hostKey, config().tuneFile);
+    Bytes m = model.serialize();
+    ready.insert(ready.end(), m.begin(), m.end());
+  }
+  auto readies = rv.allGather(ready, deadline);
+  FERRY_TRY(readies);
   if (impl->transport) impl->transport->sealed();
+  if (impl->arena) impl->arena->sealed();
+  TunerInputs ti;
+  ti.ranks = size;
+  ti.arena = impl->arena != nullptr;
+  ti.cma = ti.arena;
+  for (const Bytes& b : *readies) ti.cma &= !b.empty() && b[0] == 1;
+  if (ti.arena) {
+    const Bytes& b0 = (*readies)[0];
+    auto m = HostModel::deserialize(Bytes(b0.begin() + 1, b0.end()));
+    if (!m.isOk()) return makeError(ErrorCode::kInternalError, "rank 0 sent no host model: %s", m.status().message().c_str());
+    ti.model = *m;
+    ti.mailboxBytes = impl->arena->slotBytes();
+    ti.ranksOnHost = size;
+  } else {
+    ti.model.cores = cores;
+    ti.model.copyBw = ti.model.reduceBw = ti.model.cmaBw = 1e9;
+  }
+  auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
+  FERRY_TRY(tuner);
+  impl->tuner = std::make_unique<Tuner>(std::move(*tuner));
 
   auto& ctx = impl->ctx;
   ctx.transport = impl->transport.get();
@@ -208,9 +312,13 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   ctx.depth = static_cast<int>(std::clamp<int64_t>(config().pipelineDepth, 1, 1024));
   ctx.checkMismatch = config().checkMismatch;
   ctx.trace = &impl->trace;
+  ctx.arena = impl->arena.get();
+  ctx.arenaRead = ti.cma;
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
-  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s, %s)", static_cast<unsigned long long>(impl->id), rank,
-             size, impl->transport ? impl->transport->name() : "single rank",
+  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s%s, %s)", static_cast<unsigned long long>(impl->id),
+             rank, size, impl->transport ? impl->transport->name() : "single rank",
+             impl->arena ? (ti.cma ? " + shared-memory arena with single-copy reads" : " + shared-memory arena")
+                         : "",
              allLocal ? "all ranks on this host" : "several hosts");
   return impl;
 }
@@ -331,7 +439,10 @@ Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type
   FERRY_TRY(validate(*impl_, "allReduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), kNoRoot, 1));
   OpDesc d{OpKind::kAllReduce, count, type, op, -1};
   return impl_->run(d, coll::TagClass::kCollective,
-                    [&](coll::Exec& ex) { return coll::ringAllReduce(ex, send, recv, count, type, op); });
+                    [&](coll::Exec& ex, const Plan& p) {
+    return p.protocol == coll::Protocol::kMessages ? coll::ringAllReduce(ex, send, recv, count, type, op)
+                                                   : coll::arenaAllReduce(ex, p, send, recv, count, type, op);
+  });
 }
 
 Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op) {
@@ -339,7 +450,10 @@ Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataT
                      kNoRoot, static_cast<size_t>(size())));
   OpDesc d{OpKind::kReduceScatter, recvCount, type, op, -1};
   return impl_->run(d, coll::TagClass::kCollective,
-                    [&](coll::Exec& ex) { return coll::ringReduceScatter(ex, send, recv, recvCount, type, op); });
+                    [&](coll::Exec& ex, const Plan& p) {
+    return p.protocol == coll::Protocol::kMessages ? coll::ringReduceScatter(ex, send, recv, recvCount, type, op)
+                                                   : coll::arenaReduceScatter(ex, p, send, recv, recvCount, type, op);
+  });
 }
 
 Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
@@ -347,7 +461,10 @@ Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType 
                      static_cast<size_t>(size())));
   OpDesc d{OpKind::kAllGather, sendCount, type, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective,
-                    [&](coll::Exec& ex) { return coll::ringAllGather(ex, send, recv, sendCount, type); });
+                    [&](coll::Exec& ex, const Plan& p) {
+    return p.protocol == coll::Protocol::kMessages ? coll::ringAllGather(ex, send, recv, sendCount, type)
+                                                   : coll::arenaAllGather(ex, p, send, recv, sendCount, type);
+  });
 }
 
 Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type) {
@@ -355,7 +472,10 @@ Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type)
                      static_cast<size_t>(size())));
   OpDesc d{OpKind::kAllToAll, count, type, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective,
-                    [&](coll::Exec& ex) { return coll::pairwiseAllToAll(ex, send, recv, count, type); });
+                    [&](coll::Exec& ex, const Plan& p) {
+    return p.protocol == coll::Protocol::kMessages ? coll::pairwiseAllToAll(ex, send, recv, count, type)
+                                                   : coll::arenaAllToAll(ex, p, send, recv, count, type);
+  });
 }
 
 Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
@@ -363,7 +483,10 @@ Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type
                      rank() == root, true));
   OpDesc d{OpKind::kBroadcast, count, type, RedOp::kSum, root};
   return impl_->run(d, coll::TagClass::kCollective,
-                    [&](coll::Exec& ex) { return coll::chainBroadcast(ex, send, recv, count, type, root); });
+                    [&](coll::Exec& ex, const Plan& p) {
+    return p.protocol == coll::Protocol::kMessages ? coll::chainBroadcast(ex, send, recv, count, type, root)
+                                                   : coll::arenaBroadcast(ex, p, send, recv, count, type, root);
+  });
 }
 
 Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root) {
@@ -371,7 +494,10 @@ Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, R
                      rank() == root));
   OpDesc d{OpKind::kReduce, count, type, op, root};
   return impl_->run(d, coll::TagClass::kCollective,
-                    [&](coll::Exec& ex) { return coll::chainReduce(ex, send, recv, count, type, op, root); });
+                    [&](coll::Exec& ex, const Plan& p) {
+    return p.protocol == coll::Protocol::kMessages ? coll::chainReduce(ex, send, recv, count, type, op, root)
+                                                   : coll::arenaReduce(ex, p, send, recv, count, type, op, root);
+  });
 }
 
 namespace {
@@ -405,7 +531,7 @@ Status Comm::sendRecv(const std::vector<P2pOp>& ops) {
   }
   if (items.empty()) return Status::ok();
   OpDesc d = items[0].desc;
-  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex) { return coll::batchSendRecv(ex, items); });
+  return impl_->run(d, coll::TagClass::kPointToPoint, [&](coll::Exec& ex, const Plan&) { return coll::batchSendRecv(ex, items); });
 }
 
 std::shared_ptr<Work> Comm::enqueue(std::function<Status(Comm&)> op) {
@@ -434,7 +560,7 @@ std::shared_ptr<Work> Comm::allToAllAsync(const void* send, void* recv, size_t c
 
 Status Comm::barrier() {
   OpDesc d{OpKind::kBarrier, 0, DataType::kUint8, RedOp::kSum, -1};
-  return impl_->run(d, coll::TagClass::kCollective, [&](coll::Exec& ex) { return coll::disseminationBarrier(ex); });
+  return impl_->run(d, coll::TagClass::kCollective, [&](coll::Exec& ex, const Plan&) { return coll::disseminationBarrier(ex); });
 }
 
 }  // namespace ferry

@@ -3,7 +3,10 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "test/common/mp_harness.hpp"
 #include "test/common/values.hpp"
@@ -14,8 +17,22 @@ using namespace ferry::test;
 namespace {
 
 const size_t kCounts[] = {0, 1, 7, 1023, 1048579};
-const int kWorlds[] = {1, 2, 3, 4, 8};
 const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+
+// FERRY_TEST_SWEEP=quick: the variants that force one algorithm or transport (meson.build) run
+// fewer world sizes and types; the default variant runs everything.
+bool quick() {
+  const char* v = std::getenv("FERRY_TEST_SWEEP");
+  return v != nullptr && std::string(v) == "quick";
+}
+std::vector<int> worlds() {
+  if (quick()) return {2, 3, 4};
+  return {1, 2, 3, 4, 8};
+}
+std::vector<DataType> types() {
+  if (quick()) return {DataType::kInt8, DataType::kFloat32, DataType::kFloat64, DataType::kBfloat16};
+  return allTypes();
+}
 
 std::string label(const char* coll, DataType t, RedOp op, size_t count, bool inPlace, int extra = -1) {
   std::string s = std::string(coll) + "(" + dataTypeName(t) + ", " + redOpName(op) + ", count " +
@@ -28,10 +45,10 @@ using Sweep = std::function<std::string(Comm&, DataType, RedOp, size_t, bool)>;
 
 // Runs `sweep` over every type, op, count and placement on each world size.
 void runSweep(const Sweep& sweep, bool withOps) {
-  for (int n : kWorlds) {
+  for (int n : worlds()) {
     INFO("world size " << n);
     auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
-      for (DataType t : allTypes()) {
+      for (DataType t : types()) {
         for (RedOp op : kOps) {
           if (!withOps && op != RedOp::kSum) continue;
           for (size_t count : kCounts) {

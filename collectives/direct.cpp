@@ -1,0 +1,373 @@
+// Single-host algorithms over the arena (transports/arena.hpp).
+//
+// Vocabulary: a rank's mailbox ("slot") is shared memory every peer can read; an announced buffer
+// is one of the caller's own buffers whose address the rank publishes so peers can read it with
+// one copy (protocol kCma). Phases are numbered per call; "post k" says "I finished phase k",
+// "await p k" waits for peer p to say so.
+//
+// Every algorithm opens the same way: announce the call (kind, count, type, op, root, algorithm,
+// protocol, buffers), fill the own mailbox if the protocol uses it, post 1, await everyone's 1.
+// That entry barrier is what makes the double-buffered mailboxes safe (arena.hpp) and what checks
+// that every rank runs the same call. Algorithms that read peers' own buffers end with one more
+// barrier, so no rank returns (and lets its caller reuse a buffer) while a peer still reads it.
+//
+// Reductions always combine rank 0's contribution with rank 1's, then rank 2's and so on, whoever
+// computes them: every rank gets bit-identical results, whatever the algorithm.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/ring_math.hpp"
+#include "kernels/host/reduce.hpp"
+
+namespace ferry::coll {
+namespace {
+
+constexpr size_t kDefaultChunk = 256 * 1024;
+
+size_t chunkElems(const Exec& ex, const Plan& plan, size_t es) {
+  size_t bytes = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
+  if (bytes == 0) bytes = kDefaultChunk;
+  return std::max<size_t>(bytes / es, 1);
+}
+
+// Combine step i (1..n-1) of a reduction over ranks 0..n-1: dst = acc op src, where the last step
+// of an average divides by n.
+void combine(DataType type, RedOp op, void* dst, const void* acc, const void* src, size_t count, int i, int n) {
+  if (op == RedOp::kAvg) {
+    if (i == n - 1) {
+      kernels::sumDivide(type, dst, acc, src, count, static_cast<uint32_t>(n));
+    } else {
+      kernels::reduce(type, RedOp::kSum, dst, acc, src, count);
+    }
+  } else {
+    kernels::reduce(type, op, dst, acc, src, count);
+  }
+}
+
+// Where rank p's contribution to a reduction lives: in a mailbox (or our own memory), directly
+// addressable; or in p's process, to be read with one copy.
+struct Source {
+  const uint8_t* local = nullptr;  // non-null: readable here
+  uint64_t remote = 0;             // else: address in p's process
+};
+
+// dst[0..count) = reduction over ranks 0..n-1 of src(p)[0..count), in chunks so the operands stay
+// in cache; remote operands are read into staging buffers. dst may be a local source (in-place
+// calls): that operand is then set aside before the first partial result overwrites it.
+template <typename SourceOf>
+Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst, size_t count, DataType type, RedOp op) {
+  const int n = ex.size();
+  const size_t es = dataTypeSize(type), ce = chunkElems(ex, plan, es);
+  uint8_t* stage = nullptr;  // three chunks: two remote operands and one set-aside local one
+  auto stageAt = [&](int i) {
+    if (stage == nullptr) stage = static_cast<uint8_t*>(ex.context().staging->get(3 * ce * es));
+    return stage + static_cast<size_t>(i) * ce * es;
+  };
+  for (size_t off = 0; off < count; off += ce) {
+    const size_t len = std::min(ce, count - off);
+    uint8_t* d = dst + off * es;
+    const uint8_t* setAside = nullptr;
+    for (int p = 1; p < n; ++p) {
+      Source s = sourceOf(p);
+      const uint8_t* l = s.local != nullptr ? s.local + off * es : nullptr;
+      if (l != nullptr && l < d + len * es && d < l + len * es) {
+        std::memcpy(stageAt(2), l, len * es);
+        setAside = stageAt(2);
+      }
+    }
+    auto operand = [&](int p, int which) -> Result<const uint8_t*> {
+      Source s = sourceOf(p);
+      if (s.local != nullptr) {
+        const uint8_t* l = s.local + off * es;
+        return p > 0 && setAside != nullptr && l < d + len * es && d < l + len * es ? setAside : l;
+      }
+      FERRY_TRY(ex.readPeer(p, s.remote + off * es, stageAt(which), len * es));
+      return static_cast<const uint8_t*>(stageAt(which));
+    };
+    auto a = operand(0, 0);
+    FERRY_TRY(a);
+    if (n == 1) {
+      if (*a != d) std::memmove(d, *a, len * es);
+      continue;
+    }
+    const uint8_t* acc = *a;
+    for (int p = 1; p < n; ++p) {
+      auto b = operand(p, 1);
+      FERRY_TRY(b);
+      combine(type, op, d, acc, *b, len, p, n);
+      acc = d;
+    }
+  }
+  return Status::ok();
+}
+
+void announce(Exec& ex, const Plan& plan, const void* a0, const void* a1) {
+  ex.announce(static_cast<uint32_t>(plan.algorithm), static_cast<uint32_t>(plan.protocol), a0, a1);
+}
+
+// Announce, post 1, await everyone's 1.
+Status enter(Exec& ex) {
+  ex.setPhase("arrival", 0, 1);
+  ex.post(1);
+  return ex.awaitAll(1);
+}
+
+// Peers may read our announced buffers until they pass `phase`: post it and wait for everyone's.
+Status leave(Exec& ex, int phase) {
+  ex.setPhase("departure", 0, 1);
+  ex.post(phase);
+  return ex.awaitAll(phase);
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kChain: return "chain";
+    case Algorithm::kPairwise: return "pairwise";
+    case Algorithm::kOneShot: return "oneshot";
+    case Algorithm::kTwoShot: return "twoshot";
+    case Algorithm::kDirect: return "direct";
+  }
+  return nullptr;
+}
+
+const char* protocolName(Protocol p) {
+  switch (p) {
+    case Protocol::kMessages: return "messages";
+    case Protocol::kShm: return "shm";
+    case Protocol::kCma: return "cma";
+  }
+  return nullptr;
+}
+
+Status arenaBarrier(Exec& ex) {
+  announce(ex, Plan{Algorithm::kDirect, Protocol::kShm, 0}, nullptr, nullptr);
+  return enter(ex);
+}
+
+// All-reduce.
+//   oneshot/shm: copy the input to the own mailbox; after the entry barrier every rank reduces the
+//     whole vector from all mailboxes. One barrier, n reads of the vector per rank: for small ones.
+//   twoshot/shm: mailbox = [input | reduced segments]. Rank r reduces segment r from every mailbox
+//     into its output and its mailbox's second half, posts 2; then copies every other segment from
+//     its owner's mailbox. Two barriers; needs 2 x bytes <= mailbox.
+//   twoshot/cma: rank r reduces segment r reading every peer's input buffer (chunked, staged in
+//     cache), posts 2; after everyone's 2 it reads every other segment from its owner's output
+//     buffer; then the departure barrier.
+Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type), bytes = count * es;
+  auto* o = static_cast<uint8_t*>(out);
+  announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, bytes);
+  FERRY_TRY(enter(ex));
+  if (plan.algorithm == Algorithm::kOneShot) {
+    ex.setPhase("reduce", 0, 1);
+    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p), 0}; }, o, count, type, op);
+  }
+  const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  ex.setPhase("reduce-scatter", 0, 1);
+  if (plan.protocol == Protocol::kShm) {
+    FERRY_TRY(reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p) + segB * es, 0}; }, o + segB * es, segN,
+                            type, op));
+    std::memcpy(ex.slot(r) + bytes + segB * es, o + segB * es, segN * es);
+    ex.post(2);
+    ex.setPhase("all-gather", 0, n - 1);
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      ex.setPhase("all-gather", i - 1, n - 1);
+      FERRY_TRY(ex.await(p, 2));
+      size_t b = segmentBegin(count, n, p);
+      std::memcpy(o + b * es, ex.slot(p) + bytes + b * es, segmentCount(count, n, p) * es);
+    }
+    return Status::ok();
+  }
+  FERRY_TRY(reduceFromAll(
+      ex, plan,
+      [&](int p) {
+        return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0} : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
+      },
+      o + segB * es, segN, type, op));
+  ex.post(2);
+  for (int i = 1; i < n; ++i) {
+    int p = (r + i) % n;
+    ex.setPhase("all-gather", i - 1, n - 1);
+    FERRY_TRY(ex.await(p, 2));
+    size_t b = segmentBegin(count, n, p), len = segmentCount(count, n, p);
+    if (len > 0) FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 1) + b * es, o + b * es, len * es));
+  }
+  return leave(ex, 3);
+}
+
+// Reduce-scatter (block r of every rank's input, reduced, lands in rank r's output).
+//   direct/shm: inputs in the mailboxes; rank r reduces block r from all of them. One barrier.
+//   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
+Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
+                          RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type), block = recvCount * es;
+  announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, block * n);
+  FERRY_TRY(enter(ex));
+  ex.setPhase("reduce", 0, 1);
+  const size_t at = static_cast<size_t>(r) * block;
+  if (plan.protocol == Protocol::kShm) {
+    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p) + at, 0}; }, static_cast<uint8_t*>(out),
+                         recvCount, type, op);
+  }
+  FERRY_TRY(reduceFromAll(
+      ex, plan,
+      [&](int p) {
+        return p == r ? Source{static_cast<const uint8_t*>(in) + at, 0} : Source{nullptr, ex.peerAddr(p, 0) + at};
+      },
+      static_cast<uint8_t*>(out), recvCount, type, op));
+  return leave(ex, 2);
+}
+
+// All-gather: rank r's input becomes block r of every output.
+//   direct/shm: inputs in the mailboxes, every rank copies every block out. One barrier.
+//   direct/cma: every rank reads each peer's input straight into its block; departure barrier.
+Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, size_t sendCount, DataType type) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t block = sendCount * dataTypeSize(type);
+  auto* o = static_cast<uint8_t*>(out);
+  announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, block);
+  FERRY_TRY(enter(ex));
+  if (o + r * block != in) std::memcpy(o + r * block, in, block);
+  for (int i = 1; i < n; ++i) {
+    int p = (r + i) % n;
+    ex.setPhase("gather", i - 1, n - 1);
+    if (plan.protocol == Protocol::kShm) {
+      std::memcpy(o + p * block, ex.slot(p), block);
+    } else {
+      FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 0), o + p * block, block));
+    }
+  }
+  return plan.protocol == Protocol::kShm ? Status::ok() : leave(ex, 2);
+}
+
+// All-to-all: block j of rank i's input becomes block i of rank j's output.
+//   direct/shm: inputs in the mailboxes; every rank copies block r of every mailbox. One barrier.
+//   direct/cma: every rank reads block r of each peer's input. In place (in == out), blocks are
+//     read into scratch first and copied after everyone has read ours; then departure.
+Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t block = count * dataTypeSize(type);
+  auto* o = static_cast<uint8_t*>(out);
+  const auto* i0 = static_cast<const uint8_t*>(in);
+  announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, block * n);
+  FERRY_TRY(enter(ex));
+  const bool inPlace = in == out;
+  if (plan.protocol == Protocol::kShm) {
+    for (int p = 0; p < n; ++p) std::memcpy(o + p * block, ex.slot(p) + r * block, block);
+    return Status::ok();
+  }
+  uint8_t* dst = inPlace ? static_cast<uint8_t*>(ex.context().scratch->get(block * n)) : o;
+  std::memmove(dst + r * block, i0 + r * block, block);
+  for (int i = 1; i < n; ++i) {
+    int p = (r + i) % n;
+    ex.setPhase("exchange", i - 1, n - 1);
+    FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 0) + r * block, dst + p * block, block));
+  }
+  if (inPlace) {
+    ex.post(2);
+    FERRY_TRY(ex.awaitAll(2));
+    std::memcpy(o, dst, block * n);
+    return leave(ex, 3);
+  }
+  return leave(ex, 2);
+}
+
+// Broadcast: the root's buffer reaches every rank.
+//   direct/shm: the root's data in its mailbox; every other rank copies it out. One barrier.
+//   direct/cma: every other rank reads the root's buffer; they post 2 when done and the root
+//     waits for all of them before returning.
+Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, int root) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t bytes = count * dataTypeSize(type);
+  announce(ex, plan, r == root ? in : nullptr, out);
+  if (plan.protocol == Protocol::kShm && r == root) std::memcpy(ex.slot(r), in, bytes);
+  FERRY_TRY(enter(ex));
+  ex.setPhase("copy", 0, 1);
+  if (r == root) {
+    if (in != out) std::memcpy(out, in, bytes);
+    if (plan.protocol == Protocol::kShm) return Status::ok();
+    ex.setPhase("departure", 0, 1);
+    for (int i = 1; i < n; ++i) FERRY_TRY(ex.await((r + i) % n, 2));
+    return Status::ok();
+  }
+  if (plan.protocol == Protocol::kShm) {
+    std::memcpy(out, ex.slot(root), bytes);
+    return Status::ok();
+  }
+  FERRY_TRY(ex.readPeer(root, ex.peerAddr(root, 0), out, bytes));
+  ex.post(2);
+  return Status::ok();
+}
+
+// Reduce to root: rank r reduces segment r (as in all-reduce); the root collects the segments.
+//   direct/shm: inputs in the mailboxes, mailbox = [input | reduced segment]; the root copies
+//     every segment once its owner posted 2.
+//   direct/cma: segments reduced from peers' input buffers into the root's output (root) or the
+//     scratch (others); after everyone's 2 the root reads the others' scratch and posts 3, which
+//     the others wait for before reusing their scratch.
+Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op,
+                   int root) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type), bytes = count * es;
+  const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  uint8_t* mine = nullptr;  // where this rank's reduced segment goes
+  if (r == root) {
+    mine = static_cast<uint8_t*>(out) + segB * es;
+  } else if (plan.protocol == Protocol::kShm) {
+    mine = ex.slot(r) + bytes + segB * es;
+  } else {
+    mine = static_cast<uint8_t*>(ex.context().scratch->get(std::max<size_t>(segN * es, 1)));
+  }
+  announce(ex, plan, in, mine);
+  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, bytes);
+  FERRY_TRY(enter(ex));
+  ex.setPhase("reduce", 0, 1);
+  if (plan.protocol == Protocol::kShm) {
+    FERRY_TRY(reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p) + segB * es, 0}; }, mine, segN, type, op));
+  } else {
+    FERRY_TRY(reduceFromAll(
+        ex, plan,
+        [&](int p) {
+          return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0}
+                        : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
+        },
+        mine, segN, type, op));
+  }
+  ex.post(2);
+  if (r == root) {
+    auto* o = static_cast<uint8_t*>(out);
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      ex.setPhase("gather", i - 1, n - 1);
+      FERRY_TRY(ex.await(p, 2));
+      size_t b = segmentBegin(count, n, p), len = segmentCount(count, n, p);
+      if (len == 0) continue;
+      if (plan.protocol == Protocol::kShm) {
+        std::memcpy(o + b * es, ex.slot(p) + bytes + b * es, len * es);
+      } else {
+        FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 1), o + b * es, len * es));
+      }
+    }
+    if (plan.protocol == Protocol::kShm) return Status::ok();
+    ex.post(3);
+    return Status::ok();
+  }
+  if (plan.protocol == Protocol::kShm) return Status::ok();
+  // Peers read our input until their 2; the root reads our scratch until its 3.
+  FERRY_TRY(ex.awaitAll(2));
+  ex.setPhase("departure", 0, 1);
+  return ex.await(root, 3);
+}
+
+}  // namespace ferry::coll

@@ -1,0 +1,229 @@
+// Measuring the host model: memcpy and reduction rates on buffers larger than the caches, the cost
+// of cross-memory attach reads (from this process to itself: the kernel path is the same), and the
+// latency of a flag handed between two threads, spinning and sleeping in the kernel.
+#include "runtime/host_model.hpp"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kernels/host/reduce.hpp"
+#include "runtime/base/config.hpp"
+#include "runtime/base/deadline.hpp"
+#include "runtime/base/log.hpp"
+#include "runtime/topology.hpp"
+
+namespace ferry {
+namespace {
+
+constexpr int kVersion = 1;
+
+double now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+template <typename F>
+double bestOf(int reps, F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    double t0 = now();
+    f();
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+long futexCall(std::atomic<uint32_t>* w, int op, uint32_t v) {
+  timespec ts{0, 2'000'000};
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), op, v, op == FUTEX_WAIT_PRIVATE ? &ts : nullptr, nullptr, 0);
+}
+
+// Round trips of a counter between two threads; returns seconds per one-way hand-off.
+double handOff(bool sleep, int rounds) {
+  std::atomic<uint32_t> flag{0};
+  auto waitFor = [&](uint32_t v) {
+    if (!sleep) {
+      while (flag.load(std::memory_order_acquire) < v) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      return;
+    }
+    uint32_t seen;
+    while ((seen = flag.load(std::memory_order_acquire)) < v) futexCall(&flag, FUTEX_WAIT_PRIVATE, seen);
+  };
+  auto set = [&](uint32_t v) {
+    flag.store(v, std::memory_order_release);
+    if (sleep) futexCall(&flag, FUTEX_WAKE_PRIVATE, 1);
+  };
+  std::thread peer([&] {
+    for (int i = 0; i < rounds; ++i) {
+      waitFor(2 * i + 1);
+      set(2 * i + 2);
+    }
+  });
+  double t0 = now();
+  for (int i = 0; i < rounds; ++i) {
+    set(2 * i + 1);
+    waitFor(2 * i + 2);
+  }
+  double t = now() - t0;
+  peer.join();
+  return t / (2.0 * rounds);
+}
+
+std::string defaultCachePath(const std::string& hostKey) {
+  std::string dir;
+  if (const char* x = readEnv("XDG_CACHE_HOME"); x != nullptr && x[0] != '\0') {
+    dir = std::string(x) + "/ferry";
+  } else if (const char* h = readEnv("HOME"); h != nullptr && h[0] != '\0') {
+    dir = std::string(h) + "/.cache/ferry";
+  } else {
+    return "";
+  }
+  size_t hash = std::hash<std::string>{}(hostKey);
+  char name[64];
+  std::snprintf(name, sizeof(name), "/host-model-%016zx.txt", hash);
+  return dir + name;
+}
+
+}  // namespace
+
+std::string HostModel::describe() const {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "flag hand-off %.2f us spinning, %.1f us sleeping; memcpy %.1f GB/s; float32 sum %.1f GB/s; "
+                "cross-memory read %.1f GB/s + %.2f us per call; L2 %lld KiB; %d cores",
+                syncSpin * 1e6, syncSleep * 1e6, copyBw / 1e9, reduceBw / 1e9, cmaBw / 1e9, cmaCall * 1e6,
+                static_cast<long long>(l2Bytes / 1024), cores);
+  return buf;
+}
+
+std::vector<uint8_t> HostModel::serialize() const {
+  std::ostringstream s;
+  s.precision(9);
+  s << "ferry-host-model " << kVersion << ' ' << syncSpin << ' ' << syncSleep << ' ' << copyBw << ' ' << reduceBw << ' '
+    << cmaBw << ' ' << cmaCall << ' ' << l2Bytes << ' ' << cores << '\n';
+  std::string t = s.str();
+  return {t.begin(), t.end()};
+}
+
+Result<HostModel> HostModel::deserialize(const std::vector<uint8_t>& bytes) {
+  std::istringstream s(std::string(bytes.begin(), bytes.end()));
+  std::string magic;
+  int version = 0;
+  HostModel m;
+  s >> magic >> version >> m.syncSpin >> m.syncSleep >> m.copyBw >> m.reduceBw >> m.cmaBw >> m.cmaCall >> m.l2Bytes >>
+      m.cores;
+  if (!s || magic != "ferry-host-model" || version != kVersion || m.copyBw <= 0 || m.reduceBw <= 0 || m.cores <= 0) {
+    return makeError(ErrorCode::kInternalError, "not a ferry host model (version %d)", kVersion);
+  }
+  return m;
+}
+
+HostModel measureHostModel() {
+  HostModel m;
+  cpu_set_t set;
+  m.cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  auto topo = discoverTopology();
+  m.l2Bytes = topo.isOk() && topo->l2Bytes > 0 ? static_cast<int64_t>(topo->l2Bytes) : 1 << 20;
+  // Larger than any L2 and most of an L3 share: what bandwidth-bound collectives see.
+  const size_t bytes = size_t{64} << 20;
+  auto* a = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  auto* b = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  auto* c = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  if (a == nullptr || b == nullptr || c == nullptr) {
+    std::free(a);
+    std::free(b);
+    std::free(c);
+    m.copyBw = m.reduceBw = m.cmaBw = 5e9;
+    m.cmaCall = 2e-6;
+    m.syncSpin = 2e-7;
+    m.syncSleep = 1e-5;
+    return m;
+  }
+  std::memset(a, 1, bytes);
+  std::memset(b, 2, bytes);
+  std::memset(c, 3, bytes);
+  m.copyBw = bytes / bestOf(3, [&] { std::memcpy(b, a, bytes); });
+  const size_t floats = bytes / 4;
+  std::fill_n(reinterpret_cast<float*>(a), floats, 1.0f);
+  std::fill_n(reinterpret_cast<float*>(b), floats, 2.0f);
+  m.reduceBw = bytes / bestOf(3, [&] { kernels::reduce(DataType::kFloat32, RedOp::kSum, c, a, b, floats); });
+  // Cross-memory attach from this process to itself, in 256 KiB calls (what the algorithms use)
+  // and in 4 KiB calls (dominated by the per-call cost).
+  const pid_t self = getpid();
+  auto cma = [&](size_t chunk, size_t total) {
+    for (size_t off = 0; off < total; off += chunk) {
+      iovec l{c + off, chunk}, r{a + off, chunk};
+      if (process_vm_readv(self, &l, 1, &r, 1, 0) != static_cast<ssize_t>(chunk)) return false;
+    }
+    return true;
+  };
+  bool cmaOk = cma(4096, 4096);
+  if (cmaOk) {
+    double big = bestOf(3, [&] { cma(256 * 1024, bytes); });
+    double small = bestOf(3, [&] { cma(4096, 4096 * 256); }) / 256;
+    m.cmaBw = bytes / big;
+    m.cmaCall = std::max(0.0, small - 4096 / m.cmaBw);
+  } else {
+    m.cmaBw = m.copyBw / 2;
+    m.cmaCall = 5e-6;
+  }
+  std::free(a);
+  std::free(b);
+  std::free(c);
+  m.syncSleep = handOff(true, 200);
+  m.syncSpin = m.cores >= 2 ? handOff(false, 2000) : m.syncSleep;
+  return m;
+}
+
+HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& cacheFile) {
+  std::string path = cacheFile.empty() ? defaultCachePath(hostKey) : cacheFile;
+  if (path == "none") path.clear();
+  if (!path.empty()) {
+    std::ifstream f(path);
+    std::string line, key;
+    if (std::getline(f, key) && key == hostKey && std::getline(f, line)) {
+      auto m = HostModel::deserialize(std::vector<uint8_t>(line.begin(), line.end()));
+      if (m.isOk()) {
+        FERRY_INFO(log::kTune, "host model from %s: %s", path.c_str(), m->describe().c_str());
+        return *m;
+      }
+    }
+  }
+  double t0 = now();
+  HostModel m = measureHostModel();
+  FERRY_INFO(log::kTune, "host model measured in %.0f ms: %s", (now() - t0) * 1e3, m.describe().c_str());
+  if (!path.empty()) {
+    std::string dir = path.substr(0, path.rfind('/'));
+    if (!dir.empty()) {
+      std::string parent = dir.substr(0, dir.rfind('/'));
+      ::mkdir(parent.c_str(), 0700);
+      ::mkdir(dir.c_str(), 0700);
+    }
+    std::string tmp = path + "." + std::to_string(getpid());
+    {
+      std::ofstream out(tmp);
+      auto bytes = m.serialize();
+      out << hostKey << '\n' << std::string(bytes.begin(), bytes.end());
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+  }
+  return m;
+}
+
+}  // namespace ferry

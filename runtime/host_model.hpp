@@ -1,0 +1,41 @@
+// The measured cost constants of this host, for the tuner's alpha-beta-gamma model.
+//
+// Measured once per host (about 0.2 s) the first time a communicator with several ranks on one
+// host is built, and cached in a small text file keyed by the host's identity; rank 0 measures or
+// loads it and hands it to every rank at init, so all ranks of a communicator plan with the same
+// numbers (they must: a plan is a protocol between them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ferry/status.hpp"
+
+namespace ferry {
+
+struct HostModel {
+  double syncSpin = 0;   ///< seconds for a flag store to be seen by a spinning peer on another core
+  double syncSleep = 0;  ///< seconds for a flag store to wake a peer sleeping in the kernel
+  double copyBw = 0;     ///< memcpy, bytes per second, buffers larger than the caches
+  double reduceBw = 0;   ///< float32 sum of two inputs into an output, output bytes per second
+  double cmaBw = 0;      ///< cross-memory attach reads, bytes per second
+  double cmaCall = 0;    ///< seconds per cross-memory attach call, beyond its bytes
+  int64_t l2Bytes = 0;   ///< per-core cache the read-and-reduce chunks should fit
+  int cores = 0;         ///< cores this process may run on
+
+  /// "sync 0.2/8.1 us, copy 17.9 GB/s, reduce 12.0 GB/s, cma 15.1 GB/s + 1.2 us, L2 2 MiB, 2 cores".
+  std::string describe() const;
+  std::vector<uint8_t> serialize() const;
+  static Result<HostModel> deserialize(const std::vector<uint8_t>& bytes);
+};
+
+/// The cached model for `hostKey`, or a fresh measurement (then cached). `cacheFile` as the
+/// FERRY_TUNE_FILE knob: empty for the default location, "none" to skip the cache.
+HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& cacheFile);
+
+/// Measure now (tests, ferry-config).
+HostModel measureHostModel();
+
+}  // namespace ferry

@@ -1,0 +1,223 @@
+#include "runtime/tuner.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+#include "runtime/base/log.hpp"
+
+namespace ferry {
+
+using coll::Algorithm;
+using coll::OpKind;
+using coll::Plan;
+using coll::Protocol;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// The transport algorithms are not modelled: on one host the arena ones always move fewer bytes
+// with fewer hand-offs; they run where there is no arena, or when FERRY_ALGO asks for them.
+constexpr double kUnmodelled = 1e9;
+
+std::string lower(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c != '_' && c != '-' && c != ' ') out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) parts.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+int kindIndex(const std::string& name) {
+  static const std::pair<const char*, OpKind> kNames[] = {
+      {"allreduce", OpKind::kAllReduce}, {"reducescatter", OpKind::kReduceScatter}, {"allgather", OpKind::kAllGather},
+      {"alltoall", OpKind::kAllToAll},   {"broadcast", OpKind::kBroadcast},         {"reduce", OpKind::kReduce}};
+  for (auto& [n, k] : kNames) {
+    if (name == n) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+int algorithmValue(const std::string& name) {
+  for (int a = 1; a <= 6; ++a) {
+    if (name == coll::algorithmName(static_cast<Algorithm>(a))) return a;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Result<Tuner> Tuner::create(const TunerInputs& in, const std::string& algo, const std::string& proto,
+                            int64_t chunkBytes) {
+  Tuner t;
+  t.in_ = in;
+  // Chunks: two staged operands, the output and the local operand should share the L2.
+  int64_t l2 = in.model.l2Bytes > 0 ? in.model.l2Bytes : (1 << 20);
+  t.chunk_ = chunkBytes > 0 ? static_cast<size_t>(chunkBytes)
+                            : static_cast<size_t>(std::clamp<int64_t>(l2 / 8, 32 * 1024, 1024 * 1024));
+  for (const std::string& group : split(lower(algo), ';')) {
+    int kind = 0;
+    std::string list = group;
+    if (size_t colon = group.find(':'); colon != std::string::npos) {
+      kind = kindIndex(group.substr(0, colon));
+      if (kind < 0) {
+        return makeError(ErrorCode::kInvalidArgument,
+                         "FERRY_ALGO='%s': '%s' is not a collective (expected allreduce, reducescatter, allgather, "
+                         "alltoall, broadcast or reduce)",
+                         algo.c_str(), group.substr(0, colon).c_str());
+      }
+      list = group.substr(colon + 1);
+    }
+    for (const std::string& name : split(list, ',')) {
+      int a = algorithmValue(name);
+      if (a < 0) {
+        // NCCL_ALGO values ferry does not have (tree, collnet, nvls, pat) fall through to the tuner.
+        FERRY_WARN(log::kTune, "FERRY_ALGO/NCCL_ALGO: '%s' is not a ferry algorithm (ring, chain, pairwise, oneshot, "
+                   "twoshot, direct); ignored", name.c_str());
+        continue;
+      }
+      t.algoMask_[kind] |= 1u << a;
+    }
+  }
+  for (const std::string& name : split(lower(proto), ',')) {
+    if (name == "shm") {
+      t.protoMask_ |= 1u << static_cast<int>(Protocol::kShm);
+    } else if (name == "cma") {
+      t.protoMask_ |= 1u << static_cast<int>(Protocol::kCma);
+    } else if (name == "messages") {
+      t.protoMask_ |= 1u << static_cast<int>(Protocol::kMessages);
+    } else {
+      FERRY_WARN(log::kTune, "FERRY_PROTO/NCCL_PROTO: '%s' is not a ferry protocol (shm, cma, messages); ignored",
+                 name.c_str());
+    }
+  }
+  return t;
+}
+
+bool Tuner::allowed(OpKind kind, Algorithm a, Protocol p) const {
+  uint32_t mask = algoMask_[static_cast<int>(kind)] | algoMask_[0];
+  if (mask != 0 && (mask & (1u << static_cast<int>(a))) == 0) return false;
+  // Transport algorithms always move messages; FERRY_PROTO restricts the single-host ones.
+  if (protoMask_ != 0 && p != Protocol::kMessages && (protoMask_ & (1u << static_cast<int>(p))) == 0) return false;
+  return true;
+}
+
+std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const {
+  // bytes: the vector for all-reduce, broadcast, reduce; one rank's block for the others.
+  const HostModel& m = in_.model;
+  const double n = in_.ranks;
+  const bool over = in_.ranksOnHost > m.cores;
+  const double f = over ? static_cast<double>(in_.ranksOnHost) / m.cores : 1.0;  // work sharing a core
+  const double S = over ? m.syncSleep : m.syncSpin;
+  const double c = 1.0 / m.copyBw, g = 1.0 / m.reduceBw, k = 1.0 / m.cmaBw;
+  const double mb = static_cast<double>(in_.mailboxBytes);
+  const double B = static_cast<double>(bytes);
+  auto calls = [&](double b) { return std::ceil(b / static_cast<double>(chunk_)); };
+  // Cross-memory reads of b bytes, in chunks.
+  auto cma = [&](double b) { return b * k + calls(b) * m.cmaCall; };
+  std::vector<Candidate> out;
+  auto add = [&](Algorithm a, Protocol p, bool applicable, double seconds) {
+    out.push_back({Plan{a, p, chunk_}, applicable ? seconds : kInf, allowed(kind, a, p)});
+  };
+  const bool shm = in_.arena, rd = in_.arena && in_.cma;
+  switch (kind) {
+    case OpKind::kAllReduce: {
+      double E = B / n;
+      add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * B * g));
+      add(Algorithm::kTwoShot, Protocol::kShm, shm && 2 * B <= mb,
+          2 * S + f * (B * c + (n - 1) * E * g + E * c + (n - 1) * E * c));
+      add(Algorithm::kTwoShot, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g + (n - 1) * cma(E)));
+      add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      break;
+    }
+    case OpKind::kReduceScatter:
+      add(Algorithm::kDirect, Protocol::kShm, shm && n * B <= mb, S + f * (n * B * c + (n - 1) * B * g));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + (n - 1) * B * g));
+      add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      break;
+    case OpKind::kAllGather:
+      add(Algorithm::kDirect, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * B * c));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B)));
+      add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      break;
+    case OpKind::kAllToAll:
+      add(Algorithm::kDirect, Protocol::kShm, shm && n * B <= mb, S + f * (2 * n * B * c));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + B * c));
+      add(Algorithm::kPairwise, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      break;
+    case OpKind::kBroadcast:
+      add(Algorithm::kDirect, Protocol::kShm, shm && B <= mb, S + B * c + f * B * c);
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * cma(B));
+      add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      break;
+    case OpKind::kReduce: {
+      double E = B / n;
+      add(Algorithm::kDirect, Protocol::kShm, shm && 2 * B <= mb,
+          2 * S + f * (B * c + (n - 1) * E * g + E * c) + (n - 1) * E * c);
+      add(Algorithm::kDirect, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g) + (n - 1) * cma(E));
+      add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      break;
+    }
+    default:
+      add(Algorithm::kPairwise, Protocol::kMessages, true, 0);
+      break;
+  }
+  return out;
+}
+
+Plan Tuner::choose(const coll::OpDesc& d) {
+  size_t bytes = d.count * dataTypeSize(d.type);
+  auto key = std::make_pair(static_cast<int>(d.kind), bytes);
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  auto cands = candidates(d.kind, bytes);
+  const Candidate* best = nullptr;
+  for (const Candidate& c : cands) {
+    if (c.allowed && c.seconds < kInf && (best == nullptr || c.seconds < best->seconds)) best = &c;
+  }
+  bool forcedOut = best == nullptr;
+  if (forcedOut) {  // FERRY_ALGO/PROTO excluded every applicable candidate: ignore them here
+    for (const Candidate& c : cands) {
+      if (c.seconds < kInf && (best == nullptr || c.seconds < best->seconds)) best = &c;
+    }
+  }
+  Plan plan = best->plan;
+  if (log::enabled(log::Level::kInfo, log::kTune)) {
+    std::string why;
+    for (const Candidate& c : cands) {
+      char buf[96];
+      if (c.seconds == kUnmodelled) {
+        std::snprintf(buf, sizeof(buf), "%s/%s not modelled%s", coll::algorithmName(c.plan.algorithm),
+                      coll::protocolName(c.plan.protocol), c.allowed ? "" : " (excluded)");
+      } else if (c.seconds == kInf) {
+        std::snprintf(buf, sizeof(buf), "%s/%s n/a", coll::algorithmName(c.plan.algorithm),
+                      coll::protocolName(c.plan.protocol));
+      } else {
+        std::snprintf(buf, sizeof(buf), "%s/%s %.1f us%s", coll::algorithmName(c.plan.algorithm),
+                      coll::protocolName(c.plan.protocol), c.seconds * 1e6, c.allowed ? "" : " (excluded)");
+      }
+      why += why.empty() ? buf : std::string(", ") + buf;
+    }
+    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks: %s/%s, chunk %zu B%s [predicted: %s]", coll::opKindName(d.kind),
+               bytes, in_.ranks, coll::algorithmName(plan.algorithm), coll::protocolName(plan.protocol),
+               plan.chunkBytes, forcedOut ? " (FERRY_ALGO/FERRY_PROTO allow nothing that applies: ignored)" : "",
+               why.c_str());
+  }
+  if (cache_.size() > 4096) cache_.clear();
+  cache_.emplace(key, plan);
+  return plan;
+}
+
+}  // namespace ferry

@@ -1,0 +1,81 @@
+// The one-sided interface the single-host collectives are written against.
+//
+// An Arena joins the ranks of one host. Each rank owns:
+//   - a progress counter that only it advances (post) and every peer can wait on (wait); the
+//     collectives encode (call sequence number, phase) in it, so "peer p finished phase k of call
+//     s" is one comparison;
+//   - two call headers (one per parity of the call sequence number) saying which call the rank is
+//     in and which of its buffers peers may read;
+//   - two mailboxes (one per parity) of slotBytes() that peers read directly, for small messages;
+//   - with canRead(), its whole address space readable by peers with read() (a single copy from
+//     the owner's buffer into the reader's, e.g. cross-memory attach).
+// Double buffering by parity is what lets a rank start call s+1 while a slower peer still reads
+// what it published for call s: before a rank can reach call s+2 it has waited in call s+1 for
+// every peer to arrive there, which they do only after finishing call s.
+//
+// Memory ordering: everything a rank writes to its header and mailbox before post() is visible to
+// a peer whose wait() for that post returned (release on post, acquire in wait).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "runtime/base/deadline.hpp"
+
+namespace ferry::transport {
+
+/// Which call a rank is in, and the buffers of its own address space it lets peers read.
+/// Written by its owner before it posts phase 1 of the call.
+struct CallHeader {
+  std::atomic<uint64_t> seq;  ///< call sequence number; written last (release), read first (acquire)
+  uint32_t kind;              ///< the caller's description of the call, compared across ranks
+  uint32_t type;
+  uint32_t op;
+  int32_t root;
+  uint64_t count;
+  uint32_t algorithm;
+  uint32_t protocol;
+  uint64_t addr[2];           ///< e.g. the send and the receive buffer
+};
+
+/// The peers of one host as shared memory.
+class Arena {
+ public:
+  virtual ~Arena() = default;
+
+  /// Bytes other ranks need to attach to this rank (exchanged through the bootstrap).
+  virtual std::vector<uint8_t> localAddress() const = 0;
+  /// Attach to every rank's arena; addrs[r] is rank r's localAddress() (own entry ignored).
+  virtual Status connect(const std::vector<std::vector<uint8_t>>& addrs) = 0;
+  /// Every rank has attached: remove names that only setup needed.
+  virtual void sealed() = 0;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Bytes of one mailbox.
+  virtual size_t slotBytes() const = 0;
+  /// Whether read() works between these ranks (checked by connect()).
+  virtual bool canRead() const = 0;
+
+  /// Rank `r`'s mailbox for calls of parity `parity`: writable for its owner, readable by all.
+  virtual void* slot(int r, int parity) = 0;
+  /// Rank `r`'s header for calls of parity `parity`.
+  virtual CallHeader& header(int r, int parity) = 0;
+
+  /// Advance this rank's counter to `value` (monotonic) and wake peers waiting for it.
+  virtual void post(uint64_t value) = 0;
+  /// Rank `r`'s counter now.
+  virtual uint64_t posted(int r) const = 0;
+  /// Wait until rank `r`'s counter reaches `target`. Spins briefly, then sleeps in the kernel;
+  /// every millisecond or so checks `deadline` (kTimeout) and calls `poll` (its error ends the wait).
+  virtual Status wait(int r, uint64_t target, Deadline deadline, const std::function<Status()>& poll) = 0;
+
+  /// Copy `bytes` from address `remote` of rank `r`'s process into `local`.
+  virtual Status read(int r, uint64_t remote, void* local, size_t bytes) = 0;
+};
+
+}  // namespace ferry::transport

@@ -1,0 +1,26 @@
+// The shared-memory Arena: one segment per rank (counter, headers, mailboxes), futex wake-ups for
+// sleeping waiters, and cross-memory attach (process_vm_readv) for single-copy reads.
+#pragma once
+
+#include <memory>
+
+#include "transports/arena.hpp"
+
+namespace ferry::transport::shm {
+
+struct ArenaOptions {
+  int rank = 0;
+  int size = 1;
+  /// Unique per communicator and identical on all ranks (segment names derive from it).
+  uint64_t commId = 0;
+  /// Bytes of each of a rank's two mailboxes (rounded up to a page).
+  size_t slotBytes = size_t{1} << 20;
+  /// How long a wait spins before it sleeps in the kernel. Spinning wins when every rank has a
+  /// core; when ranks outnumber cores it only burns the time of the peer being waited for.
+  int64_t spinNs = 20000;
+};
+
+/// All ranks must run on this host in one pid namespace. Segment names are unlinked by sealed().
+Result<std::unique_ptr<Arena>> createShmArena(const ArenaOptions& options);
+
+}  // namespace ferry::transport::shm
