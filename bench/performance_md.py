@@ -206,15 +206,14 @@ def machine_section(run):
 
 
 def libraries_section(run):
-    lines = ["## Libraries and settings", "", "| library | version | launched as |", "| --- | --- | --- |"]
-    seen = set()
-    for r in run.record["runs"]:
-        if r["key"] in seen or (r["nranks"], r["key"]) not in run.docs:
-            continue
-        seen.add(r["key"])
-        d = run.docs[(r["nranks"], r["key"])]
+    lines = ["## Libraries and settings", "", "| library | version | ranks | launched as |", "| --- | --- | ---: | --- |"]
+    for r in sorted(run.record["runs"], key=lambda r: (LIBRARY_ORDER.index(r["key"]) if r["key"] in LIBRARY_ORDER
+                                                       else 99, r["nranks"])):
+        d = run.docs.get((r["nranks"], r["key"]))
+        library = d["library"] if d else r["key"]
         launcher = r["launcher"].replace("|", "\\|")
-        lines.append(f"| {compare_table.short_name(d['library'])} | {d['library']} | `{launcher}` |")
+        failed = f" (exit status {r['status']})" if r["status"] else ""
+        lines.append(f"| {compare_table.short_name(library)} | {library} | {r['nranks']} | `{launcher}`{failed} |")
     env = run.record.get("settings", {}).get("env", {})
     if env:
         lines += ["", "Environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(env.items())) + "."]
