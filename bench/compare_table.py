@@ -32,11 +32,10 @@ def load(path):
 
 
 def short_name(library):
-    """'Open MPI 4.1.4' -> 'Open MPI', 'Gloo (torch 1.13.1)' -> 'Gloo', 'ferry 0.1.0' -> 'ferry'."""
-    name = re.sub(r"\s*\([^)]*\)", "", library).strip()
-    words = name.split(" ")
-    if len(words) > 1 and re.match(r"v?\d", words[-1]):
-        words.pop()
+    """'Open MPI 4.1.4' -> 'Open MPI', 'Gloo (torch 1.13.1)' -> 'Gloo', 'ferry 0.1.0' -> 'ferry',
+    'Open MPI 4.1.4 (no CMA)' -> 'Open MPI (no CMA)': versions go, other labels stay."""
+    name = re.sub(r"\s*\([^)]*\d[^)]*\)", "", library)
+    words = [w for w in name.split() if not re.fullmatch(r"v?\d[\w.+~-]*", w)]
     return " ".join(words) or library
 
 
@@ -100,7 +99,8 @@ def main():
             raise SystemExit(f"compare_table.py: {f} has {d['nranks']} ranks, {a.files[0]} {docs[0]['nranks']}: "
                              f"compare like with like")
     names = [short_name(d["library"]) for d in docs]
-    width = max(10, max(len(n) for n in names) + 6)
+    widths = [max(10, len(n) + 5) for n in names]
+    best_width = max(9, max(len(n) for n in names[1:]))
     print(f"# {' vs '.join(d['library'] for d in docs)} on {docs[0]['host']}, {docs[0]['nranks']} ranks, "
           f"{placement.replace('_', '-')}")
     print(f"# ratio = {names[0]} busbw / busbw of the best peer at that size (> 1: {names[0]} faster); "
@@ -110,17 +110,17 @@ def main():
         what = " ".join(x for x in (coll, typ, op if op != "none" else "", f"root {root}" if root >= 0 else "") if x)
         print(f"#\n# {what}")
         head = f"# {'size':>10}"
-        for n in names:
-            head += f"  {n + ' us':>{width}}  {n + ' GB/s':>{width}}"
-        print(head + f"  {'best peer':>10}  {'ratio':>6}")
+        for n, w in zip(names, widths):
+            head += f"  {n + ' us':>{w}}  {n + ' GB/s':>{w}}"
+        print(head + f"  {'best peer':>{best_width}}  {'ratio':>6}")
         for size, _, ms in lines:
             text = f"{size:>12}"
-            for m in ms:
-                text += (f"  {m['time']:>{width}.2f}  {m['bus_bw']:>{width}.3f}" if m is not None
-                         else f"  {'-':>{width}}  {'-':>{width}}")
+            for m, w in zip(ms, widths):
+                text += (f"  {m['time']:>{w}.2f}  {m['bus_bw']:>{w}.3f}" if m is not None
+                         else f"  {'-':>{w}}  {'-':>{w}}")
             i, peer = best_peer(ms)
             r = ratio(ms[0], peer, size)
-            text += f"  {names[i] if i else '-':>10}  {(f'{r:.2f}' if r else '-'):>6}"
+            text += f"  {names[i] if i else '-':>{best_width}}  {(f'{r:.2f}' if r else '-'):>6}"
             print(text + ("  WRONG VALUES" if wrong(ms) else ""))
     if not groups:
         print("# no rows in the first file")
