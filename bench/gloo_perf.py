@@ -475,7 +475,7 @@ def rank_main(a, argv):
         print(f"gloo-perf: rank {rank}: {bench.errors[-1]}", file=sys.stderr)
     wrong = sum(s["errors"] for s in bench.summaries)
     if rank == 0:
-        bench.print(f"#\n{'' if bench.errors else chr(10)}", )
+        bench.print("#" if bench.errors else "#\n")
         if a.output_file:
             try:
                 write_json(a, bench, argv, start, library, devices)
