@@ -218,6 +218,31 @@ def libraries_section(run):
     return lines + [""]
 
 
+SUMMARY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+
+
+def summary_lines(run):
+    """ferry / best peer per rank count, collective and a few sizes: the page at a glance."""
+    out = ["## Summary", "", "ferry's bus bandwidth over the best peer's (above 1: ferry is faster; bold below 1; "
+           "`-`: not in this run):", ""]
+    for n in run.record["ranks"]:
+        keys, groups = run.tables(n)
+        if not groups:
+            continue
+        out += [f"| {n} ranks |" + "".join(f" {size_label(s)} |" for s in SUMMARY_SIZES),
+                "| --- |" + " ---: |" * len(SUMMARY_SIZES)]
+        for (coll, typ, op, root), lines in groups:
+            by_size = {size: ms for size, _, ms in lines}
+            cells = []
+            for size in SUMMARY_SIZES:
+                ms = by_size.get(size)
+                r = compare_table.ratio(ms[0], compare_table.best_peer(ms)[1], size) if ms else None
+                cells.append("-" if r is None else f"**{r:.2f}**" if r < 1 else f"{r:.2f}")
+            out.append(f"| {coll} |" + "".join(f" {c} |" for c in cells))
+        out.append("")
+    return out
+
+
 def table_lines(run, n):
     keys, groups = run.tables(n)
     names = [compare_table.short_name(run.docs[(n, k)]["library"]) for k in keys]
@@ -258,7 +283,7 @@ def write_page(run, path, chart_dir, checks):
              "```sh", rec["command"], "```", "",
              f"Sweep: `{' '.join(rec['sweep'])}` at {', '.join(map(str, rec['ranks']))} ranks "
              "(`bench/compare` passes it unchanged to every library).", ""]
-    lines += machine_section(run) + libraries_section(run)
+    lines += summary_lines(run) + machine_section(run) + libraries_section(run)
     lines += ["## Issue 4's targets", "", "Checked by `bench/performance_md.py` against this run:", ""]
     lines += [f"- **{v}** {t}" for v, t in checks] + [""]
     lines += ["## What stands between ferry and the memory limit", "", PLACEHOLDER, ""]
