@@ -87,8 +87,13 @@ class MpiBackend final : public ferry::perf::Backend {
     int len = 0;
     MPI_Get_library_version(version, &len);
     library_ = version;
-    library_ = library_.substr(0, library_.find_first_of(",\n"));  // "Open MPI v4.1.4"
-    if (const size_t v = library_.find(" v"); v != std::string::npos) library_.erase(v + 1, 1);
+    library_ = library_.substr(0, library_.find_first_of(",\n"));  // "Open MPI v4.1.4", "MPICH Version:\t4.0.2"
+    if (library_.rfind("MPICH Version:", 0) == 0) {
+      const size_t v = library_.find_first_not_of(" \t", 14);
+      library_ = "MPICH " + (v == std::string::npos ? std::string("?") : library_.substr(v));
+    } else if (const size_t v = library_.find(" v"); v != std::string::npos) {
+      library_.erase(v + 1, 1);
+    }
   }
 
   int rank() const override { return rank_; }

@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Charts of ferry-perf / mpi-perf results: bus bandwidth and time against size, log-scaled.
 
-  bench/plot.py [-o PREFIX] [--placement out|in] RESULTS.json [RESULTS.json ...]
+  bench/plot.py [-o PREFIX] [--placement out|in] [--ceiling GBPS[:LABEL] ...] RESULTS.json [RESULTS.json ...]
 
 Writes PREFIX-busbw.png and PREFIX-time.png (default PREFIX: the first file without .json).
 One results file (one run): one panel, one line per collective. Several runs (other libraries,
 rank counts or hosts) of one collective: one panel, one line per run. Several runs of several
 collectives: one panel per collective, one line per run. Titles name the host(s), rank count(s)
 and type(s). Sizes with no time or zero bandwidth (0-byte rows) cannot sit on a log axis and are
-left out. Needs Debian's python3-matplotlib; docs/BENCHMARKS.md has examples.
+left out. --ceiling draws a dashed horizontal line on the bandwidth chart (bench/compare marks one
+core's memcpy rate with it). Needs Debian's python3-matplotlib; docs/BENCHMARKS.md has examples.
 """
 import argparse
 import json
@@ -86,7 +87,15 @@ def title(docs, metric, placement):
             f"{', '.join(types)} ({placement.replace('_', '-')})")
 
 
-def draw(plt, data, docs, metric, placement, path):
+def parse_ceiling(text):
+    value, _, label = text.partition(":")
+    try:
+        return float(value), label or f"{float(value):g} GB/s"
+    except ValueError:
+        raise SystemExit(f"plot.py: --ceiling '{text}' is not GBPS[:LABEL]")
+
+
+def draw(plt, data, docs, metric, placement, path, ceilings=()):
     single_run = len(docs) == 1
     panels = [None] if single_run or len(data) == 1 else list(data)
     cols = 1 if len(panels) == 1 else min(3, len(panels))
@@ -97,6 +106,9 @@ def draw(plt, data, docs, metric, placement, path):
         lines = [s for c in data for s in data[c]] if panel is None else data[panel]
         for label, sizes, busbw, time_us in lines:
             ax.plot(sizes, busbw if metric == "busbw" else time_us, marker="o", markersize=3, label=label)
+        if metric == "busbw":
+            for value, label in ceilings:
+                ax.axhline(value, linestyle="--", color="gray", linewidth=1, label=label)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ticks = sorted({s for _, sizes, _, _ in lines for s in sizes})
@@ -122,6 +134,8 @@ def main():
     p.add_argument("files", nargs="+", metavar="RESULTS.json")
     p.add_argument("-o", "--output", metavar="PREFIX", help="output prefix (default: first file without .json)")
     p.add_argument("--placement", choices=["out", "in"], default="out", help="out-of-place (default) or in-place")
+    p.add_argument("--ceiling", action="append", default=[], metavar="GBPS[:LABEL]",
+                   help="a dashed line at this bandwidth on the busbw chart (repeatable)")
     a = p.parse_args()
     docs = [load(f) for f in a.files]
     try:
@@ -137,7 +151,7 @@ def main():
     prefix = a.output or os.path.splitext(a.files[0])[0]
     for metric in ("busbw", "time"):
         path = f"{prefix}-{metric}.png"
-        draw(plt, data, docs, metric, placement, path)
+        draw(plt, data, docs, metric, placement, path, [parse_ceiling(c) for c in a.ceiling])
         print(path)
     return 0
 

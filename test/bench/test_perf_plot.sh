@@ -15,7 +15,10 @@ sed 's/"ferry 0.0.0"/"Open MPI 4.1.4"/' "$TMP/a.json" >"$TMP/b.json"
 # One run: one line per collective. Two runs: one panel per collective, one line per run.
 /usr/bin/python3 "$PLOT" -o "$TMP/one" "$TMP/a.json" >"$TMP/out" 2>&1 || fail "plot one run: $(cat "$TMP/out")"
 /usr/bin/python3 "$PLOT" -o "$TMP/two" "$TMP/a.json" "$TMP/b.json" >"$TMP/out" 2>&1 || fail "plot two runs: $(cat "$TMP/out")"
-for f in one-busbw.png one-time.png two-busbw.png two-time.png; do
+/usr/bin/python3 "$PLOT" -o "$TMP/ceil" --ceiling "9.5:memcpy, one core" "$TMP/a.json" "$TMP/b.json" >"$TMP/out" 2>&1 ||
+  fail "plot with --ceiling: $(cat "$TMP/out")"
+/usr/bin/python3 "$PLOT" -o "$TMP/bad" --ceiling fast "$TMP/a.json" >"$TMP/out" 2>&1 && fail "--ceiling fast must fail"
+for f in one-busbw.png one-time.png two-busbw.png two-time.png ceil-busbw.png; do
   [[ $(head -c 8 "$TMP/$f" 2>/dev/null | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || fail "$f is not a PNG"
 done
 /usr/bin/python3 "$PLOT" -o "$TMP/bad" /nonexistent.json >"$TMP/out" 2>&1 && fail "a missing file must fail"

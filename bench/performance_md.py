@@ -1,0 +1,327 @@
+#!/usr/bin/python3
+"""Writes docs/PERFORMANCE.md from one bench/compare run, and checks issue 4's targets.
+
+  bench/performance_md.py [RESULTS_DIR] [-o docs/PERFORMANCE.md] [--charts docs/perf] [--strict]
+
+RESULTS_DIR (default bench/results) is where bench/compare left compare-run.json, the runs' JSON
+files, the memcpy rates and the charts. The page gets: the machine (lscpu, kernel, memory, as
+recorded by that run), the libraries and their versions and settings, one core's memcpy rate
+measured at the start and end of the run, the exact command, one table per rank count and
+collective with every library and ferry's ratio to the best peer, the charts (copied to
+--charts, linked relatively), a section for the lead to fill in, and the targets of issue 4, each
+PASS or FAIL with its numbers (also printed on stdout; --strict exits 1 when one fails). Standard
+library only; the table logic is bench/compare_table.py's.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_table  # noqa: E402  (bench/ is not a package)
+
+LIBRARY_ORDER = ["ferry", "ompi", "ompi-nocma", "mpich", "gloo"]
+PLACEHOLDER = "_To be written: where the time goes at each size, measured, and what ferry changes next._"
+
+
+def load_json(path, what):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"performance_md.py: cannot read {what} {path}: {e}")
+
+
+def size_label(b):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
+def lscpu_fields(text):
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def memcpy_rate(doc, size=256 << 20):
+    """Best GB/s at `size` (else at the largest size measured), or None."""
+    if not doc:
+        return None
+    rows = doc.get("results", [])
+    exact = [r for r in rows if r["size"] == size] or sorted(rows, key=lambda r: r["size"])[-1:]
+    return exact[0]["best_gbps"] if exact else None
+
+
+class Run:
+    """One bench/compare run: the record, the per-library documents per rank count."""
+
+    def __init__(self, results):
+        self.dir = results
+        self.record = load_json(os.path.join(results, "compare-run.json"), "the run record")
+        self.docs = {}  # (nranks, key) -> ferry-perf/1 document
+        for r in self.record["runs"]:
+            path = os.path.join(results, r["json"])
+            if os.path.exists(path):
+                self.docs[(r["nranks"], r["key"])] = compare_table.load(path)
+        self.memcpy = {}
+        for when, name in self.record["memcpy"].items():
+            path = os.path.join(results, name)
+            self.memcpy[when] = load_json(path, "memcpy rate") if os.path.exists(path) else None
+        rates = [memcpy_rate(d) for d in self.memcpy.values() if d]
+        self.rate = max(rates) if rates else None  # the machine's best: the strictest ceiling
+
+    def keys(self, n):
+        return [k for k in LIBRARY_ORDER if (n, k) in self.docs]
+
+    def tables(self, n):
+        """compare_table.side_by_side for rank count n, ferry first; ([keys], groups)."""
+        keys = self.keys(n)
+        if not keys or keys[0] != "ferry" or len(keys) < 2:
+            return keys, []
+        return keys, compare_table.side_by_side([self.docs[(n, k)] for k in keys])
+
+
+# -- issue 4's targets ---------------------------------------------------------------------------
+def find(run, n, coll, size):
+    """(ferry measurement, best peer name, best peer measurement, ratio) at rank count n, or None."""
+    keys, groups = run.tables(n)
+    for (c, _, _, _), lines in groups:
+        if c != coll:
+            continue
+        for s, _, ms in lines:
+            if s == size:
+                i, peer = compare_table.best_peer(ms)
+                name = compare_table.short_name(run.docs[(n, keys[i])]["library"]) if i else None
+                return ms[0], name, peer, compare_table.ratio(ms[0], peer, size)
+    return None
+
+
+def rows_at_least(run, n, coll, min_size):
+    keys, groups = run.tables(n)
+    out = []
+    for (c, _, _, _), lines in groups:
+        if c == coll:
+            for s, _, ms in lines:
+                if s >= min_size and s > 0:
+                    i, peer = compare_table.best_peer(ms)
+                    out.append((s, compare_table.ratio(ms[0], peer, s)))
+    return out
+
+
+def targets(run):
+    """[(verdict, text)]: PASS, FAIL or MISSING (the run has no such data)."""
+    out = []
+
+    def ratio_target(n, coll, size, want):
+        f = find(run, n, coll, size)
+        what = f"{n} ranks {coll} {size_label(size)}: ferry busbw / best peer >= {want}"
+        if f is None or f[3] is None:
+            out.append(("MISSING", what + " (no such row with a peer in this run)"))
+            return
+        ferry, name, peer, r = f
+        out.append(("PASS" if r >= want else "FAIL",
+                    f"{what}: {r:.2f} (ferry {ferry['bus_bw']:.3f} GB/s, {name} {peer['bus_bw']:.3f} GB/s)"))
+
+    def range_target(n, coll, min_size, want, what):
+        rows = [(s, r) for s, r in rows_at_least(run, n, coll, min_size) if r is not None]
+        if not rows:
+            out.append(("MISSING", f"{what} (no rows with a peer in this run)"))
+            return
+        worst = min(rows, key=lambda x: x[1])
+        ok = all(r >= want for _, r in rows)
+        out.append(("PASS" if ok else "FAIL",
+                    f"{what}: worst {worst[1]:.2f} at {size_label(worst[0])} over {len(rows)} sizes"))
+
+    for size, want in ((256 << 20, 3.0), (16 << 20, 2.0), (1 << 20, 1.5)):
+        ratio_target(2, "all_reduce", size, want)
+    f = find(run, 2, "all_reduce", 8)
+    what = "2 ranks all_reduce 8 B: ferry time <= Open MPI's"
+    ompi = [r["out_of_place"]["time"] for k in run.keys(2) if k.startswith("ompi")
+            for r in run.docs[(2, k)]["results"] if r["collective"] == "all_reduce" and r["size"] == 8]
+    if f is None or not ompi:
+        out.append(("MISSING", what + " (no 8 B row of ferry or Open MPI)"))
+    else:
+        t, o = f[0]["time"], min(ompi)  # Open MPI's better setup
+        out.append(("PASS" if t <= o else "FAIL", f"{what}: ferry {t:.2f} us, Open MPI {o:.2f} us"))
+    for coll in ("all_gather", "reduce_scatter", "alltoall", "broadcast"):
+        range_target(2, coll, 16 << 20, 2.0, f"2 ranks {coll} >= 16 MiB: ferry / best peer >= 2 at every size")
+    for coll in compare_table.ORDER[:6]:
+        range_target(4, coll, 1 << 20, 1.5, f"4 ranks {coll} >= 1 MiB: ferry / best peer >= 1.5 at every size")
+        range_target(4, coll, 1, 1 / 1.1,
+                     f"4 ranks {coll}, every size: ferry at most 10% slower than the best peer (ratio >= 0.91)")
+    f = find(run, 2, "all_reduce", 256 << 20)
+    what = "2 ranks all_reduce 256 MiB: ferry busbw >= 40% of one core's memcpy rate"
+    if f is None or run.rate is None:
+        out.append(("MISSING", what + " (no 256 MiB row or no memcpy rate)"))
+    else:
+        bw = f[0]["bus_bw"]
+        out.append(("PASS" if bw >= 0.4 * run.rate else "FAIL",
+                    f"{what}: {bw:.3f} GB/s = {100 * bw / run.rate:.0f}% of {run.rate:.2f} GB/s"))
+    return out
+
+
+# -- the page ------------------------------------------------------------------------------------
+def machine_section(run):
+    m = run.record.get("machine", {})
+    cpu = lscpu_fields(m.get("lscpu", ""))
+    lines = ["## The machine", ""]
+    rows = [("CPU", cpu.get("Model name", "?")),
+            ("cores", f"{cpu.get('CPU(s)', '?')} CPUs: {cpu.get('Socket(s)', '?')} socket(s) x "
+                      f"{cpu.get('Core(s) per socket', '?')} core(s) x {cpu.get('Thread(s) per core', '?')} "
+                      f"thread(s)"),
+            ("caches", ", ".join(f"{k} {cpu[k]}" for k in ("L1d cache", "L1i cache", "L2 cache", "L3 cache")
+                                 if k in cpu) or "?"),
+            ("NUMA nodes", cpu.get("NUMA node(s)", "?")),
+            ("hypervisor", cpu.get("Hypervisor vendor", "none")),
+            ("memory", m.get("memory", "?")),
+            ("kernel", m.get("kernel", "?")),
+            ("system", m.get("system", "?")),
+            ("load average", "start {start}, end {end} (1, 5, 15 min; other work on the machine slows every "
+                             "library)".format(**m["load_average"]) if "load_average" in m else "?")]
+    lines += ["| | |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in rows] + [""]
+    lines += ["One core's memcpy rate (`bench/memcpy_rate.cpp`: best of repeated copies between two pre-faulted "
+              "buffers; GB/s = 10⁹ bytes copied per second, the memory moves twice that), measured at the start "
+              "and the end of the run:", "", "| size | start | end |", "| --- | --- | --- |"]
+    sizes = sorted({r["size"] for d in run.memcpy.values() if d for r in d["results"]})
+    for s in sizes:
+        cells = []
+        for when in ("start", "end"):
+            d = run.memcpy.get(when)
+            r = next((x for x in d["results"] if x["size"] == s), None) if d else None
+            cells.append(f"{r['best_gbps']:.2f} GB/s (median {r['median_gbps']:.2f})" if r else "-")
+        lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} |")
+    if run.rate:
+        lines += ["", f"The memory limit used below: **{run.rate:.2f} GB/s** (256 MiB, the better of the two)."]
+    return lines + [""]
+
+
+def libraries_section(run):
+    lines = ["## Libraries and settings", "", "| library | version | ranks | launched as |", "| --- | --- | ---: | --- |"]
+    for r in sorted(run.record["runs"], key=lambda r: (LIBRARY_ORDER.index(r["key"]) if r["key"] in LIBRARY_ORDER
+                                                       else 99, r["nranks"])):
+        d = run.docs.get((r["nranks"], r["key"]))
+        library = d["library"] if d else r["key"]
+        launcher = r["launcher"].replace("|", "\\|")
+        failed = f" (exit status {r['status']})" if r["status"] else ""
+        lines.append(f"| {compare_table.short_name(library)} | {library} | {r['nranks']} | `{launcher}`{failed} |")
+    env = run.record.get("settings", {}).get("env", {})
+    if env:
+        lines += ["", "Environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(env.items())) + "."]
+    lines += ["", "docs/BENCHMARKS.md (*Side by side*) says why each library runs with these settings: each gets "
+              "the best shared-memory setup that works on this machine."]
+    return lines + [""]
+
+
+SUMMARY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+
+
+def summary_lines(run):
+    """ferry / best peer per rank count, collective and a few sizes: the page at a glance."""
+    out = ["## Summary", "", "ferry's bus bandwidth over the best peer's (above 1: ferry is faster; bold below 1; "
+           "`-`: not in this run):", ""]
+    for n in run.record["ranks"]:
+        keys, groups = run.tables(n)
+        if not groups:
+            continue
+        out += [f"| {n} ranks |" + "".join(f" {size_label(s)} |" for s in SUMMARY_SIZES),
+                "| --- |" + " ---: |" * len(SUMMARY_SIZES)]
+        for (coll, typ, op, root), lines in groups:
+            by_size = {size: ms for size, _, ms in lines}
+            cells = []
+            for size in SUMMARY_SIZES:
+                ms = by_size.get(size)
+                r = compare_table.ratio(ms[0], compare_table.best_peer(ms)[1], size) if ms else None
+                cells.append("-" if r is None else f"**{r:.2f}**" if r < 1 else f"{r:.2f}")
+            out.append(f"| {coll} |" + "".join(f" {c} |" for c in cells))
+        out.append("")
+    return out
+
+
+def table_lines(run, n):
+    keys, groups = run.tables(n)
+    names = [compare_table.short_name(run.docs[(n, k)]["library"]) for k in keys]
+    out = []
+    for (coll, typ, op, root), lines in groups:
+        what = " ".join(x for x in (coll, typ, op if op != "none" else "", f"root {root}" if root >= 0 else "") if x)
+        out += [f"### {n} ranks: {what}", ""]
+        head = "| size |" + "".join(f" {nm} µs | {nm} GB/s |" for nm in names) + " best peer | ferry / best |"
+        out += [head, "|" + " ---: |" * (1 + 2 * len(names)) + " --- | ---: |"]
+        for size, _, ms in lines:
+            if size == 0:
+                continue
+            cells = [size_label(size)]
+            for m in ms:
+                cells += ([f"{m['time']:.2f}", f"{m['bus_bw']:.3f}"] if m is not None else ["-", "-"])
+            i, peer = compare_table.best_peer(ms)
+            r = compare_table.ratio(ms[0], peer, size)
+            cells += [names[i] if i else "-", (f"**{r:.2f}**" if r is not None and r < 1 else f"{r:.2f}")
+                      if r is not None else "-"]
+            if compare_table.wrong(ms):
+                cells[-1] += " WRONG VALUES"
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
+def write_page(run, path, chart_dir, checks):
+    rec = run.record
+    rel = os.path.relpath(chart_dir, os.path.dirname(os.path.abspath(path)))
+    lines = ["# Performance", "",
+             "<!-- Generated by bench/performance_md.py from one bench/compare run; edit only the section "
+             "\"What stands between ferry and the memory limit\", or regenerate. -->", "",
+             f"ferry against Open MPI, MPICH and Gloo on one host, every figure from the one side-by-side run of "
+             f"{rec['start_time']} to {rec['end_time']}. Out-of-place times per operation in µs, bus bandwidth "
+             f"in GB/s (10⁹ bytes/s) with nccl-tests' factors (docs/BENCHMARKS.md); *ferry / best* is ferry's bus "
+             f"bandwidth over that of the fastest peer at that size (above 1: ferry is faster; bold below 1). "
+             f"Every row was checked element by element; a wrong value would be marked.", "",
+             "```sh", rec["command"], "```", "",
+             f"Sweep: `{' '.join(rec['sweep'])}` at {', '.join(map(str, rec['ranks']))} ranks "
+             "(`bench/compare` passes it unchanged to every library).", ""]
+    lines += summary_lines(run) + machine_section(run) + libraries_section(run)
+    lines += ["## Issue 4's targets", "", "Checked by `bench/performance_md.py` against this run:", ""]
+    lines += [f"- **{v}** {t}" for v, t in checks] + [""]
+    lines += ["## What stands between ferry and the memory limit", "", PLACEHOLDER, ""]
+    lines += ["## Charts", ""]
+    for n in rec["ranks"]:
+        for metric in ("busbw", "time"):
+            name = f"compare-{n}ranks-{metric}.png"
+            if os.path.exists(os.path.join(chart_dir, name)):
+                what = "bus bandwidth" if metric == "busbw" else "time per operation"
+                lines += [f"![{n} ranks, {what}]({rel}/{name})", ""]
+    lines += ["## Tables", ""]
+    for n in rec["ranks"]:
+        lines += table_lines(run, n)
+    with open(path, "w") as f:
+        f.write("\n".join(lines).rstrip("\n") + "\n")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", nargs="?", default="bench/results", metavar="RESULTS_DIR")
+    p.add_argument("-o", "--output", default="docs/PERFORMANCE.md")
+    p.add_argument("--charts", default="docs/perf", help="where the charts are copied (default docs/perf)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target fails or is missing")
+    a = p.parse_args()
+    run = Run(a.results)
+    os.makedirs(a.charts, exist_ok=True)
+    for n in run.record["ranks"]:
+        for metric in ("busbw", "time"):
+            src = os.path.join(a.results, f"compare-{n}ranks-{metric}.png")
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(a.charts, os.path.basename(src)))
+    checks = targets(run)
+    write_page(run, a.output, a.charts, checks)
+    for verdict, text in checks:
+        print(f"{verdict:7} {text}")
+    print(f"performance_md.py: wrote {a.output}, charts in {a.charts}/")
+    return 1 if a.strict and any(v != "PASS" for v, _ in checks) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""bench/compare_table.py and bench/performance_md.py on a made-up bench/compare run whose ratios are
+known: the side-by-side table, the page, and every one of issue 4's targets, PASS and FAIL.
+
+  test_compare_scripts.py BENCH_DIR
+
+Standard library only (the charts are stand-in files: performance_md.py only copies them).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+COLLS = ["all_reduce", "reduce_scatter", "all_gather", "alltoall", "broadcast", "reduce"]
+SIZES = [8, 1 << 20, 16 << 20, 256 << 20]
+PEERS = {"ompi": ("Open MPI 4.1.4", 1.0), "ompi-nocma": ("Open MPI 4.1.4 (no CMA)", 1.2), "mpich": ("MPICH 4.0.2", 2.0),
+         "gloo": ("Gloo (torch 1.13.1)", 4.0)}
+FERRY_US = 1000.0  # ferry's time at every size but where SPEEDUP makes a peer faster
+MEMCPY_GBPS = 10.0
+
+
+def speedup(n, coll, size):
+    """ferry's speedup over Open MPI (the fastest peer: without CMA it takes 1.2x, MPICH 2x, Gloo 4x
+    Open MPI's time)."""
+    if n == 2 and coll == "all_reduce":
+        return {8: 2.0, 1 << 20: 1.6, 16 << 20: 1.5, 256 << 20: 3.5}[size]  # 16 MiB fails (wants 2)
+    if n == 2 and coll == "broadcast" and size == 256 << 20:
+        return 1.8  # fails: 2x wanted from 16 MiB
+    if n == 4 and coll == "reduce" and size == 8:
+        return 0.8  # more than 10% slower than the best peer
+    return 0.95 if size == 8 else 2.5
+
+
+def factor(coll, n):
+    return 2 * (n - 1) / n if coll == "all_reduce" else (n - 1) / n if coll in COLLS[1:4] else 1.0
+
+
+def measurement(coll, n, size, us):
+    nbytes = size  # made-up rows: size is the whole array
+    alg = nbytes / 1e9 / (us * 1e-6)
+    return {"time": us, "alg_bw": alg, "bus_bw": alg * factor(coll, n), "nwrong": 0, "wrong_per_rank": [0] * n,
+            "iterations": 1, "warmup_iterations": 1}
+
+
+def doc(library, n, time_of):
+    rows = []
+    for coll in COLLS:
+        for size in SIZES:
+            us = time_of(coll, size)
+            if us is None:
+                continue
+            m = measurement(coll, n, size, us)
+            rows.append({"collective": coll, "size": size, "count": size // 4, "type": "float",
+                         "redop": "sum" if coll in ("all_reduce", "reduce_scatter", "reduce") else "none",
+                         "root": 0 if coll in ("broadcast", "reduce") else -1, "out_of_place": m, "in_place": m})
+    return {"schema": "ferry-perf/1", "library": library, "host": "testhost", "nranks": n, "results": rows}
+
+
+def ferry_us(n, coll, size):
+    if n == 2 and coll == "all_reduce" and size == 256 << 20:
+        # busbw = 45% of the memcpy rate: 256 MiB x 1 (the 2-rank factor) / 0.45 x 10 GB/s
+        return (256 << 20) / (0.45 * MEMCPY_GBPS * 1e9) * 1e6
+    return FERRY_US
+
+
+def make_run(d):
+    runs = []
+    for n in (2, 4):
+        docs = {"ferry": doc("ferry 0.1.0", n, lambda c, s: ferry_us(n, c, s))}
+        for key, (library, slower) in PEERS.items():
+            docs[key] = doc(library, n, lambda c, s: None if key == "gloo" and c == "reduce_scatter"
+                            else ferry_us(n, c, s) * speedup(n, c, s) * slower)
+        for key, body in docs.items():
+            with open(os.path.join(d, f"compare-{key}-{n}ranks.json"), "w") as f:
+                json.dump(body, f)
+            runs.append({"key": key, "nranks": n, "json": f"compare-{key}-{n}ranks.json",
+                         "txt": f"compare-{key}-{n}ranks.txt", "status": 0, "launcher": f"launch {key} -n {n}"})
+        for metric in ("busbw", "time"):
+            with open(os.path.join(d, f"compare-{n}ranks-{metric}.png"), "wb") as f:
+                f.write(b"\x89PNG\r\n\x1a\n")
+    for when, gbps in (("start", MEMCPY_GBPS), ("end", MEMCPY_GBPS - 1)):
+        with open(os.path.join(d, f"compare-memcpy-{when}.json"), "w") as f:
+            json.dump({"schema": "ferry-memcpy/1", "results": [
+                {"size": 256 << 20, "repeats": 8, "best_seconds": 1, "median_seconds": 1, "best_gbps": gbps,
+                 "median_gbps": gbps - 0.5}]}, f)
+    record = {"schema": "ferry-compare/1", "command": "bench/compare", "start_time": "t0", "end_time": "t1",
+              "machine": {"lscpu": "Model name: Test CPU\nCPU(s): 2\nL2 cache: 4 MiB\n", "kernel": "Linux 6",
+                          "memory": "1 GiB", "system": "Debian", "load_average": {"start": "0.1 0.2 0.3",
+                                                                                   "end": "0.4 0.5 0.6"}},
+              "ranks": [2, 4], "peers": ["ompi", "mpich", "gloo"], "sweep": ["all_reduce", "-b", "8"],
+              "memcpy": {"start": "compare-memcpy-start.json", "end": "compare-memcpy-end.json"},
+              "settings": {"env": {"UCX_NET_DEVICES": "lo"}}, "runs": runs}
+    with open(os.path.join(d, "compare-run.json"), "w") as f:
+        json.dump(record, f)
+
+
+EXPECTED = [
+    ("PASS", "2 ranks all_reduce 256 MiB: ferry busbw / best peer >= 3.0: 3.50"),
+    ("FAIL", "2 ranks all_reduce 16 MiB: ferry busbw / best peer >= 2.0: 1.50"),
+    ("PASS", "2 ranks all_reduce 1 MiB: ferry busbw / best peer >= 1.5: 1.60"),
+    ("PASS", "2 ranks all_reduce 8 B: ferry time <= Open MPI's"),
+    ("PASS", "2 ranks all_gather >= 16 MiB"),
+    ("PASS", "2 ranks reduce_scatter >= 16 MiB"),
+    ("PASS", "2 ranks alltoall >= 16 MiB"),
+    ("FAIL", "2 ranks broadcast >= 16 MiB: ferry / best peer >= 2 at every size: worst 1.80 at 256 MiB"),
+    ("PASS", "4 ranks reduce >= 1 MiB"),
+    ("FAIL", "4 ranks reduce, every size: ferry at most 10% slower than the best peer (ratio >= 0.91): worst 0.80"),
+    ("PASS", "4 ranks all_reduce, every size"),
+    ("PASS", "2 ranks all_reduce 256 MiB: ferry busbw >= 40% of one core's memcpy rate: 4.500 GB/s = 45% of 10.00"),
+]
+
+
+def main():
+    bench = sys.argv[1]
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        make_run(d)
+        files = [os.path.join(d, f"compare-{k}-2ranks.json") for k in ["ferry"] + list(PEERS)]
+        table = subprocess.run([sys.executable, os.path.join(bench, "compare_table.py")] + files,
+                               capture_output=True, text=True)
+        out = table.stdout
+        if table.returncode != 0:
+            failures.append(f"compare_table.py exit {table.returncode}: {table.stderr}")
+        for want in ("Open MPI us", "Open MPI (no CMA) GB/s", "MPICH GB/s", "Gloo us", "best peer", "3.50", "1.50"):
+            if want not in out:
+                failures.append(f"compare_table.py output lacks {want!r}:\n{out}")
+        rs = [line for line in out.splitlines() if line.startswith("    16777216") and "-  " in line]
+        if not rs:
+            failures.append("compare_table.py must show '-' where Gloo has no reduce_scatter row")
+        mixed = subprocess.run([sys.executable, os.path.join(bench, "compare_table.py"), files[0],
+                                os.path.join(d, "compare-ompi-4ranks.json")], capture_output=True, text=True)
+        if mixed.returncode == 0 or "compare like with like" not in mixed.stderr:
+            failures.append(f"compare_table.py must refuse different rank counts: {mixed.stderr}")
+
+        page = os.path.join(d, "PERFORMANCE.md")
+        charts = os.path.join(d, "perf")
+        gen = subprocess.run([sys.executable, os.path.join(bench, "performance_md.py"), d, "-o", page,
+                              "--charts", charts], capture_output=True, text=True)
+        if gen.returncode != 0:
+            failures.append(f"performance_md.py exit {gen.returncode}: {gen.stderr}")
+        lines = gen.stdout.splitlines()
+        for verdict, start in EXPECTED:
+            hit = [line for line in lines if start in line]
+            if not hit or not hit[0].startswith(verdict):
+                failures.append(f"target {start!r}: expected {verdict}, got {hit}")
+        if any(line.startswith("MISSING") for line in lines):
+            failures.append("no target may be MISSING from a complete run:\n" + gen.stdout)
+        text = open(page).read() if os.path.exists(page) else ""
+        for want in ("## What stands between ferry and the memory limit", "| Test CPU |", "### 4 ranks: reduce",
+                     "](perf/compare-2ranks-busbw.png)", "**0.80**", "10.00 GB/s", "`launch mpich -n 4`",
+                     "0.1 0.2 0.3", "| all_reduce | 2.00 | - | 1.60 | 1.50 | 3.50 |", "| reduce | **0.80** | - | 2.50 |"):
+            if want not in text:
+                failures.append(f"PERFORMANCE.md lacks {want!r}")
+        if not os.path.exists(os.path.join(charts, "compare-4ranks-time.png")):
+            failures.append("performance_md.py must copy the charts")
+        strict = subprocess.run([sys.executable, os.path.join(bench, "performance_md.py"), d, "-o", page,
+                                 "--charts", charts, "--strict"], capture_output=True, text=True)
+        if strict.returncode != 1:
+            failures.append(f"--strict must exit 1 when a target fails, got {strict.returncode}")
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        print("compare_table.py, performance_md.py: all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
