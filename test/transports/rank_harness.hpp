@@ -36,10 +36,16 @@ TransportProbe probeTransport(const std::string& name);
 /// A rank's view of the run.
 class RankContext {
  public:
-  RankContext(int rank, int size, transport::Transport* t) : rank_(rank), size_(size), t_(t) {}
+  RankContext(int rank, int size, std::unique_ptr<transport::Transport>* owner)
+      : rank_(rank), size_(size), owner_(owner) {}
   int rank() const { return rank_; }
   int size() const { return size_; }
-  transport::Transport& transport() { return *t_; }
+  transport::Transport& transport() { return **owner_; }
+  /// Destroy the transport now (for checks of teardown itself); nothing else may use it afterwards.
+  void destroyTransport() {
+    owner_->reset();
+    finalBarrierOff_ = true;
+  }
 
   /// Progress until no request in [reqs, reqs+count) is pending; "" or a description of the wait
   /// that ran out of time (`what` names it).
@@ -58,7 +64,7 @@ class RankContext {
  private:
   int rank_;
   int size_;
-  transport::Transport* t_;
+  std::unique_ptr<transport::Transport>* owner_;
   bool finalBarrierOff_ = false;
 };
 

@@ -46,6 +46,11 @@ std::string checkSent(const Request& r, const std::string& what) {
 
 bool runAndCheck(int n, const TransportBody& body, double timeoutSeconds, const std::vector<int>& expected) {
   auto outcomes = runTransportRanks(gName, n, body, timeoutSeconds);
+  if (std::getenv("FERRY_TEST_VERBOSE") != nullptr) {  // every rank's output, passing or not
+    for (size_t r = 0; r < outcomes.size(); ++r) {
+      std::printf("--- rank %zu (exit %d)\n%s", r, outcomes[r].exitCode, outcomes[r].output.c_str());
+    }
+  }
   bool allSkipped = true;
   for (const auto& o : outcomes) allSkipped &= o.exitCode == 77;
   if (allSkipped) {
@@ -87,6 +92,9 @@ TEST_CASE("every payload size from 0 B to 16 MiB arrives intact, both directions
       std::vector<uint8_t> out(bytes), in(bytes + kCanary, 0xEE);
       fillPattern(out.data(), bytes, seedOf(c.rank(), peer, tag, 0));
       Request reqs[2];
+      // The caller's cookie survives the whole operation.
+      reqs[0].cookie = 0xC0FFEE00 + k;
+      reqs[1].cookie = 0xC0FFEE80 + k;
       // Alternate which side is posted first, so both expected and unexpected arrivals occur.
       for (int i = 0; i < 2; ++i) {
         Status s = (i == int(k % 2)) ? t.postRecv(peer, tag, kTagMask, in.data(), bytes, &reqs[0])
@@ -98,6 +106,9 @@ TEST_CASE("every payload size from 0 B to 16 MiB arrives intact, both directions
       if (err.empty()) err = checkSent(reqs[1], what);
       if (err.empty()) err = checkPattern(in.data(), bytes, seedOf(peer, c.rank(), tag, 0), what);
       if (err.empty()) err = checkUntouched(in.data(), bytes, bytes + kCanary, 0xEE, what);
+      if (err.empty() && (reqs[0].cookie != 0xC0FFEE00 + k || reqs[1].cookie != 0xC0FFEE80 + k)) {
+        err = what + ": the transport changed a request's cookie";
+      }
       if (!err.empty()) return err;
     }
     return "";
@@ -212,6 +223,54 @@ TEST_CASE("a receive from any peer reports source and sender's tag and keeps eac
   }
 }
 
+TEST_CASE("receives naming the sender and any-peer receives match in the order they were posted", "[p2p][order]") {
+  runAndCheck(2, [](RankContext& c) -> std::string {
+    auto& t = c.transport();
+    constexpr uint64_t kTag = 4242;
+    constexpr int kCount = 8;
+    // Receive i names the sender when i is even and any peer when odd. Half of the messages are
+    // sent before the receives exist (phase 0), half after (phase 1); either way message i must
+    // land in receive i, whatever its kind and size.
+    for (int phase = 0; phase < 2; ++phase) {
+      std::vector<std::vector<uint8_t>> bufs(kCount, std::vector<uint8_t>(kMixedMax));
+      std::vector<Request> reqs(kCount);
+      const bool sendsFirst = phase == 0;
+      auto postAll = [&]() -> std::string {
+        for (int i = 0; i < kCount; ++i) {
+          const uint64_t seq = uint64_t(phase) * kCount + i;
+          Status s;
+          if (c.rank() == 0) {
+            fillPattern(bufs[i].data(), mixedSize(seq), seedOf(0, 1, kTag, seq));
+            s = t.postSend(1, kTag, bufs[i].data(), mixedSize(seq), &reqs[i]);
+          } else {
+            s = t.postRecv(i % 2 ? kAnyPeer : 0, kTag, kTagMask, bufs[i].data(), kMixedMax, &reqs[i]);
+          }
+          if (!s.isOk()) return "post failed: " + s.toString();
+        }
+        return "";
+      };
+      const bool postsBeforeBarrier = (c.rank() == 0) == sendsFirst;
+      std::string err = postsBeforeBarrier ? postAll() : "";
+      if (err.empty()) err = c.barrier();
+      if (err.empty() && !postsBeforeBarrier) err = postAll();
+      if (err.empty()) err = c.waitAll(reqs.data(), kCount, 20, "mixed receives");
+      for (int i = 0; err.empty() && i < kCount; ++i) {
+        const uint64_t seq = uint64_t(phase) * kCount + i;
+        std::string what = std::string(sendsFirst ? "sent first" : "received first") + ", " +
+                           (i % 2 ? "any-peer" : "named") + " receive #" + std::to_string(i);
+        if (c.rank() == 0) {
+          err = checkSent(reqs[i], what);
+        } else {
+          err = checkReceived(reqs[i], 0, kTag, mixedSize(seq), what);
+          if (err.empty()) err = checkPattern(bufs[i].data(), mixedSize(seq), seedOf(0, 1, kTag, seq), what);
+        }
+      }
+      if (!err.empty()) return err;
+    }
+    return "";
+  });
+}
+
 TEST_CASE("different tags never match each other; the mask decides which bits count", "[p2p][tags]") {
   runAndCheck(2, [](RankContext& c) -> std::string {
     auto& t = c.transport();
@@ -219,7 +278,8 @@ TEST_CASE("different tags never match each other; the mask decides which bits co
     const uint64_t tags[] = {0, 1, 2, uint64_t{1} << 39, (uint64_t{1} << 39) | 1, kTagMask - 1};
     constexpr size_t kN = std::size(tags);
     constexpr uint64_t kNeverSent = 3;
-    constexpr uint64_t kMasked = 0xAB00, kMaskedSent = 0xAB42, kOther = 0xAC42;
+    // The masked receive's own low byte (0x77) lies outside its mask and must not matter.
+    constexpr uint64_t kMasked = 0xAB77, kMaskedSent = 0xAB42, kOther = 0xAC42;
     constexpr size_t kBytes = 24;
     if (c.rank() == 0) {
       // In tag order, then the masked pair: 0xAC42 first, which the masked receive must not take.

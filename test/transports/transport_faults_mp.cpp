@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "test/transports/conformance.hpp"
 
@@ -180,6 +181,59 @@ TEST_CASE("cancel ends a pending receive as failed, and the canceled receive tak
   });
 }
 
+// A send that cancel() reports failed must never be delivered with whatever the caller puts in its
+// buffer afterwards: either the message is gone, or (if the transport could not cancel in time)
+// the send ends kDone and the receiver gets the original bytes. Sizes above every eager limit, so
+// the bytes are still in the sender's buffer when the cancel comes.
+TEST_CASE("a canceled send ends, and is never delivered with bytes written after the cancel", "[edges]") {
+  runAndCheck(2, [](RankContext& c) -> std::string {
+    auto& t = c.transport();
+    constexpr uint64_t kTag = 310;
+    constexpr size_t kBytes = 256 << 10;
+    std::vector<uint8_t> buf(kBytes);
+    if (c.rank() == 0) {
+      fillPattern(buf.data(), kBytes, seedOf(0, 1, kTag, 0));
+      Request send;
+      Status s = t.postSend(1, kTag, buf.data(), kBytes, &send);
+      if (!s.isOk()) return "postSend failed: " + s.toString();
+      c.spin(0.2);  // the peer has seen the message, not matched it
+      if (!send.pending()) return "an unmatched " + std::to_string(kBytes) + "-byte send ended before any receive: " + stateName(send);
+      t.cancel(&send);
+      std::string err = c.wait(send, 3, "canceled send");
+      std::printf("rank 0: canceled send: %s\n", stateName(send).c_str());
+      std::fflush(stdout);
+      if (send.state == Request::State::kFailed) std::memset(buf.data(), 0xDD, kBytes);  // the caller's again
+      std::string berr = c.barrier();
+      if (!err.empty()) {
+        // Not ended by cancel: let the receive below take it, so both ranks finish.
+        c.wait(send, 10, "");
+        err += " (cancel() did not end it; after the peer received it: " + stateName(send) + ")";
+      }
+      if (berr.empty()) berr = c.barrier();  // the buffer lives until rank 1 has tried its receive
+      return err.empty() ? berr : err;
+    }
+    c.spin(0.1);
+    std::string err = c.barrier();  // rank 0 has canceled, and maybe reused its buffer
+    if (!err.empty()) return err;
+    Request recv;
+    Status s = t.postRecv(0, kTag, kTagMask, buf.data(), kBytes, &recv);
+    if (!s.isOk()) return "postRecv failed: " + s.toString();
+    c.wait(recv, 1, "");
+    if (recv.pending()) {
+      t.cancel(&recv);
+      err = c.wait(recv, 3, "canceling the receive nobody sends to");
+    }
+    std::printf("rank 1: the receive for the canceled send: %s, %zu bytes\n", stateName(recv).c_str(), recv.received);
+    std::fflush(stdout);
+    if (err.empty() && recv.state == Request::State::kDone) {  // a failed receive delivers nothing
+      err = checkPattern(buf.data(), recv.received, seedOf(0, 1, kTag, 0), "the canceled send's message");
+      if (!err.empty()) err += " (delivered after the sender's cancel reported it failed)";
+    }
+    std::string berr = c.barrier();
+    return err.empty() ? berr : err;
+  });
+}
+
 // A forced close must fail everything in flight (transport.hpp: "so none touches its buffers
 // afterwards"); a flushing close must still return within its time limit. The requests live on
 // the heap and are never freed, so a transport that does touch them later cannot corrupt the test.
@@ -211,29 +265,25 @@ TEST_CASE("close with requests in flight returns in time, and a forced close fai
       t.close(limit, force);
       double took = secondsSince(t0);
       if (took > limit + 1.0) return "close(" + std::to_string(limit) + " s) took " + std::to_string(took) + " s";
-      if (!force) {
-        // What follows is the harness destroying the transport with these requests still posted.
-        std::printf("rank 0: close(%.1f s, flush) returned after %.2f s; destroying the transport\n", limit, took);
-        std::fflush(stdout);
-        return "";
-      }
-      std::string still;
-      for (int i = 0; i < 4; ++i) {
-        if (reqs[i].pending()) still += " #" + std::to_string(i);
-      }
-      if (!still.empty()) {
+      std::string err;
+      if (force) {
         // Allow progress() to deliver the failures, then name what is still pending.
-        std::string err = c.waitAll(reqs, 4, 2, "after a forced close");
+        err = c.waitAll(reqs, 4, 2, "after a forced close");
+        std::string states;
+        for (int i = 0; i < 4; ++i) states += " #" + std::to_string(i) + " " + stateName(reqs[i]) + ";";
         if (!err.empty()) {
-          std::string states;
-          for (int i = 0; i < 4; ++i) states += " #" + std::to_string(i) + " " + stateName(reqs[i]) + ";";
-          return "a forced close left requests pending (recv from 1, any-peer recv, 1 MiB send, 64 B send):" + states;
+          err = "a forced close left requests pending (recv from 1, any-peer recv, 1 MiB send, 64 B send):" + states;
+        }
+        for (int i = 0; err.empty() && i < 3; ++i) {
+          if (reqs[i].state != Request::State::kFailed) err = "after a forced close request #" + std::to_string(i) + " is " + stateName(reqs[i]);
         }
       }
-      for (int i = 0; i < 3; ++i) {
-        if (reqs[i].state != Request::State::kFailed) return "after a forced close request #" + std::to_string(i) + " is " + stateName(reqs[i]);
-      }
-      return "";
+      // Destroying the transport afterwards must not crash, whatever is still posted.
+      std::printf("rank 0: close(%.1f s, %s) returned after %.2f s; destroying the transport\n", limit,
+                  force ? "force" : "flush", took);
+      std::fflush(stdout);
+      c.destroyTransport();
+      return err;
     }, 20);
   }
 }
