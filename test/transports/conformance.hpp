@@ -18,6 +18,8 @@ namespace ferry::test {
 /// The transport this run of the suite covers, and what its probe found.
 const std::string& transportUnderTest();
 const TransportProbe& probeUnderTest();
+/// Set once by main(), before any test runs: probes `name` in a process of its own.
+const TransportProbe& setTransportUnderTest(const std::string& name);
 
 /// Seed of the message `seq` from `from` to `to` on `tag`.
 inline uint64_t seedOf(int from, int to, uint64_t tag, uint64_t seq) {

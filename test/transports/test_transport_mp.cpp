@@ -1,9 +1,11 @@
 // Transport conformance suite: the contract of transports/transport.hpp, checked on real processes
-// over one transport per run (`--transport ucx|shm`, or FERRY_TEST_TRANSPORT). The ranks bootstrap
-// the transport themselves (rank_harness.hpp). This file holds the data path: sizes, ordering,
-// any-peer receives, tags and many requests at once; transport_faults_mp.cpp holds the edges
-// (truncation, self-sends, cancel, close, a peer that dies). Checks a transport does not claim in
-// its capabilities are skipped with a warning.
+// over one transport per run (`--transport ucx|ucx-local|shm`, or FERRY_TEST_TRANSPORT; meson
+// declares one test per transport). The ranks bootstrap the transport themselves
+// (rank_harness.hpp). This file holds main() and the data path: sizes, ordering, any-peer receives,
+// tags and many requests at once; transport_faults_mp.cpp holds the edges (truncation, self-sends,
+// cancel, close, a peer that dies); conformance.cpp the shared checks. Checks a transport does not
+// claim in its capabilities are skipped with a warning. FERRY_TEST_VERBOSE=1 prints every rank's
+// output, passing or not.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -20,49 +22,6 @@ using transport::kAnyPeer;
 using transport::kTagMask;
 using transport::Request;
 
-namespace ferry::test {
-namespace {
-std::string gName;
-TransportProbe gProbe;
-}  // namespace
-
-const std::string& transportUnderTest() { return gName; }
-const TransportProbe& probeUnderTest() { return gProbe; }
-
-std::string checkReceived(const Request& r, int source, uint64_t tag, size_t bytes, const std::string& what) {
-  if (r.state != Request::State::kDone) return what + ": receive ended " + (r.pending() ? "pending" : "failed: " + r.error);
-  if (r.source != source) return what + ": source " + std::to_string(r.source) + ", expected " + std::to_string(source);
-  if (r.peerTag != tag) return what + ": peerTag " + std::to_string(r.peerTag) + ", expected " + std::to_string(tag);
-  if (r.received != bytes) {
-    return what + ": received " + std::to_string(r.received) + " bytes, expected " + std::to_string(bytes);
-  }
-  return "";
-}
-
-std::string checkSent(const Request& r, const std::string& what) {
-  if (r.state == Request::State::kDone) return "";
-  return what + ": send ended " + (r.pending() ? "pending" : "failed: " + r.error);
-}
-
-bool runAndCheck(int n, const TransportBody& body, double timeoutSeconds, const std::vector<int>& expected) {
-  auto outcomes = runTransportRanks(gName, n, body, timeoutSeconds);
-  if (std::getenv("FERRY_TEST_VERBOSE") != nullptr) {  // every rank's output, passing or not
-    for (size_t r = 0; r < outcomes.size(); ++r) {
-      std::printf("--- rank %zu (exit %d)\n%s", r, outcomes[r].exitCode, outcomes[r].output.c_str());
-    }
-  }
-  bool allSkipped = true;
-  for (const auto& o : outcomes) allSkipped &= o.exitCode == 77;
-  if (allSkipped) {
-    WARN("skipped on " << gName << ": " << outcomes[0].output);
-    return false;
-  }
-  INFO(gName << ", " << n << " ranks");
-  CHECK(summarize(outcomes, expected) == "");
-  return true;
-}
-
-}  // namespace ferry::test
 
 namespace {
 
@@ -417,31 +376,31 @@ TEST_CASE("hundreds of concurrent requests to and from every peer, in a shuffled
 int main(int argc, char** argv) {
   // `--transport NAME` (or FERRY_TEST_TRANSPORT) picks the transport; the rest goes to Catch.
   std::vector<char*> rest;
+  std::string name;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--transport" && i + 1 < argc) {
-      gName = argv[++i];
+      name = argv[++i];
     } else if (a.rfind("--transport=", 0) == 0) {
-      gName = a.substr(12);
+      name = a.substr(12);
     } else {
       rest.push_back(argv[i]);
     }
   }
-  if (gName.empty() && std::getenv("FERRY_TEST_TRANSPORT") != nullptr) gName = std::getenv("FERRY_TEST_TRANSPORT");
+  if (name.empty() && std::getenv("FERRY_TEST_TRANSPORT") != nullptr) name = std::getenv("FERRY_TEST_TRANSPORT");
   const auto& names = transportNames();
-  if (std::find(names.begin(), names.end(), gName) == names.end()) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
     std::fprintf(stderr, "usage: %s --transport NAME [catch options]; NAME is one of:", argv[0]);
     for (const auto& n : names) std::fprintf(stderr, " %s", n.c_str());
     std::fprintf(stderr, "\n");
     return 2;
   }
-  gProbe = probeTransport(gName);
-  if (!gProbe.available) {
-    std::printf("transport %s is not available here: %s\n", gName.c_str(), gProbe.why.c_str());
+  const TransportProbe& probe = setTransportUnderTest(name);
+  if (!probe.available) {
+    std::printf("transport %s is not available here: %s\n", name.c_str(), probe.why.c_str());
     return 77;  // meson: SKIP
   }
-  std::printf("transport %s (name() \"%s\"): zeroCopy %d, deviceMemory %d, detectsPeerDeath %d\n", gName.c_str(),
-              gProbe.name.c_str(),
-              gProbe.caps.zeroCopy, gProbe.caps.deviceMemory, gProbe.caps.detectsPeerDeath);
+  std::printf("transport %s (name() \"%s\"): zeroCopy %d, deviceMemory %d, detectsPeerDeath %d\n", name.c_str(),
+              probe.name.c_str(), probe.caps.zeroCopy, probe.caps.deviceMemory, probe.caps.detectsPeerDeath);
   return Catch::Session().run(static_cast<int>(rest.size()), rest.data());
 }
