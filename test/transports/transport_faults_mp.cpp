@@ -197,8 +197,9 @@ TEST_CASE("a canceled send ends, and is never delivered with bytes written after
       Status s = t.postSend(1, kTag, buf.data(), kBytes, &send);
       if (!s.isOk()) return "postSend failed: " + s.toString();
       c.spin(0.2);  // the peer has seen the message, not matched it
-      if (!send.pending()) return "an unmatched " + std::to_string(kBytes) + "-byte send ended before any receive: " + stateName(send);
-      t.cancel(&send);
+      // A transport that completes such a send on its own has nothing to cancel: the receive
+      // below must then simply get the original bytes.
+      if (send.pending()) t.cancel(&send);
       std::string err = c.wait(send, 3, "canceled send");
       std::printf("rank 0: canceled send: %s\n", stateName(send).c_str());
       std::fflush(stdout);
@@ -330,21 +331,26 @@ TEST_CASE("a peer killed with SIGKILL is reported and fails its requests within 
     err = c.waitAll(reqs, 3, kBound - reported + 1, "requests involving the dead rank");
     std::string states = " (recv from it: " + stateName(reqs[0]) + "; 4 MiB send: " + stateName(reqs[1]) +
                          "; send after the report: " + stateName(reqs[2]) + ")";
-    if (!err.empty()) return err + states;
-    for (const Request& r : reqs) {
-      if (r.state != Request::State::kFailed) return "a request involving the dead rank did not fail" + states;
+    if (!err.empty()) err += states;
+    for (int i = 0; err.empty() && i < 3; ++i) {
+      if (reqs[i].state != Request::State::kFailed) err = "a request involving the dead rank did not fail" + states;
     }
-    if (!t.peerError(1 - c.rank()).isOk()) return "the living peer is reported failed: " + t.peerError(1 - c.rank()).toString();
-    // The survivors still talk.
+    // Whatever happened above, the survivors must still reach each other.
+    if (!t.peerError(1 - c.rank()).isOk()) {
+      return err + "; the living peer is reported failed: " + t.peerError(1 - c.rank()).toString();
+    }
     Request pair[2];
     uint8_t a[8] = {1}, b[8] = {};
     s = t.postRecv(1 - c.rank(), 510, kTagMask, b, sizeof(b), &pair[0]);
     if (s.isOk()) s = t.postSend(1 - c.rank(), 510, a, sizeof(a), &pair[1]);
-    if (!s.isOk()) return "post between survivors failed: " + s.toString();
-    err = c.waitAll(pair, 2, 10, "survivors' exchange");
-    if (err.empty() && (pair[0].state != Request::State::kDone || pair[1].state != Request::State::kDone)) {
-      err = "survivors' exchange failed: " + stateName(pair[0]) + ", " + stateName(pair[1]);
+    if (!s.isOk()) return err + "; post between survivors failed: " + s.toString();
+    std::string pairErr = c.waitAll(pair, 2, 10, "survivors' exchange");
+    if (pairErr.empty() && (pair[0].state != Request::State::kDone || pair[1].state != Request::State::kDone)) {
+      pairErr = "survivors' exchange failed: " + stateName(pair[0]) + ", " + stateName(pair[1]);
     }
+    std::printf("rank %d: survivors' exchange: %s\n", c.rank(), pairErr.empty() ? "ok" : pairErr.c_str());
+    std::fflush(stdout);
+    if (!pairErr.empty()) err += (err.empty() ? "" : "; ") + pairErr;
     return err;
   }, 40, {0, 0, 128 + SIGKILL});
 }
