@@ -31,6 +31,35 @@ size_t chunkElems(const Exec& ex, const Plan& plan, size_t es) {
   return std::max<size_t>(bytes / es, 1);
 }
 
+// Pipelined mailbox layout: each of a rank's mailboxes (one per call parity) holds two halves,
+// alternated by chunk step; a half has n areas of `k` bytes: area p carries this rank's
+// contribution to segment p (p != rank), area `rank` this rank's reduced chunk.
+struct Pipe {
+  size_t ke;     // elements per chunk step
+  size_t kb;     // bytes per area
+  size_t steps;  // chunk steps
+  uint8_t* area(Exec& ex, int owner, size_t step, int p) const {
+    return ex.slot(owner) + ((step & 1) * static_cast<size_t>(ex.size()) + static_cast<size_t>(p)) * kb;
+  }
+};
+
+// `longest` is the element count of the longest segment.
+Pipe makePipe(const Exec& ex, const Plan& plan, size_t es, size_t longest) {
+  const size_t areas = 2 * static_cast<size_t>(ex.size());
+  size_t kb = std::min(chunkElems(ex, plan, es) * es, ex.context().arena->slotBytes() / areas);
+  kb = std::max<size_t>(kb / 64 * 64, es);
+  Pipe p{kb / es, 0, 0};
+  p.kb = p.ke * es;
+  p.steps = longest == 0 ? 0 : (longest + p.ke - 1) / p.ke;
+  return p;
+}
+
+// Elements [j*ke, ...) of a segment of `len` elements at chunk step j.
+inline size_t stepLen(const Pipe& pp, size_t len, size_t j) {
+  size_t b = j * pp.ke;
+  return b >= len ? 0 : std::min(pp.ke, len - b);
+}
+
 // Combine step i (1..n-1) of a reduction over ranks 0..n-1: dst = acc op src, where the last step
 // of an average divides by n.
 void combine(DataType type, RedOp op, void* dst, const void* acc, const void* src, size_t count, int i, int n) {
@@ -120,6 +149,121 @@ Status leave(Exec& ex, int phase) {
   return ex.awaitAll(phase);
 }
 
+// Two-shot all-reduce through the mailboxes, pipelined in chunk steps j = 0, 1, ...:
+//   (a) rank r copies chunk j of every other segment p of its input into its area p; posts 2j+1;
+//   (b) after everyone's 2j+1, reduces chunk j of segment r from its own input and every peer's
+//       area r into its own area r, copies that to its output; posts 2j+2;
+//   (c) copies chunk j of every other segment from its owner's area once the owner posted 2j+2.
+// Each byte is copied into shared memory once by its owner and read once by whoever needs it; the
+// reads of (b) and (c) hit data a peer wrote moments before, still in the shared cache. Areas
+// alternate between two halves by step: a rank rewrites half (j & 1) at step j+2 only after every
+// peer posted 2(j+1)+1, which it does after finishing step j. The first post is the entry barrier.
+Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
+                          RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type);
+  const auto* i0 = static_cast<const uint8_t*>(in);
+  const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
+  const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  const int steps = static_cast<int>(pp.steps);
+  for (size_t j = 0; j < pp.steps; ++j) {
+    const int phase = static_cast<int>(2 * j);
+    ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      size_t len = stepLen(pp, segmentCount(count, n, p), j);
+      if (len > 0) std::memcpy(pp.area(ex, r, j, p), i0 + (segmentBegin(count, n, p) + j * pp.ke) * es, len * es);
+    }
+    ex.post(phase + 1);
+    FERRY_TRY(ex.awaitAll(phase + 1));
+    const size_t myLen = stepLen(pp, segN, j);
+    uint8_t* mine = pp.area(ex, r, j, r);
+    if (myLen > 0) {
+      const uint8_t* local = i0 + (segB + j * pp.ke) * es;
+      FERRY_TRY(reduceFromAll(
+          ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, mine, myLen, type, op));
+      std::memcpy(out + (segB + j * pp.ke) * es, mine, myLen * es);
+    }
+    ex.post(phase + 2);
+    ex.setPhase("all-gather", static_cast<int>(j), steps);
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      size_t len = stepLen(pp, segmentCount(count, n, p), j);
+      if (len == 0) continue;
+      FERRY_TRY(ex.await(p, phase + 2));
+      std::memcpy(out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
+    }
+  }
+  return Status::ok();
+}
+
+// Reduce-scatter through the mailboxes, pipelined: at step j rank r copies chunk j of every other
+// block p of its input into its area p and posts j+1; after everyone's j+1 it reduces chunk j of
+// block r from its own input and every peer's area r straight into its output. One hand-off per
+// step; areas alternate halves as in pipelinedAllReduce.
+Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount,
+                              DataType type, RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type);
+  const auto* i0 = static_cast<const uint8_t*>(in);
+  const Pipe pp = makePipe(ex, plan, es, recvCount);
+  const int steps = static_cast<int>(pp.steps);
+  for (size_t j = 0; j < pp.steps; ++j) {
+    ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
+    const size_t len = stepLen(pp, recvCount, j), at = j * pp.ke;
+    for (int p = 0; p < n; ++p) {
+      if (p != r) std::memcpy(pp.area(ex, r, j, p), i0 + (p * recvCount + at) * es, len * es);
+    }
+    ex.post(static_cast<int>(j) + 1);
+    FERRY_TRY(ex.awaitAll(static_cast<int>(j) + 1));
+    const uint8_t* local = i0 + (r * recvCount + at) * es;
+    FERRY_TRY(reduceFromAll(
+        ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, out + at * es, len, type, op));
+  }
+  return Status::ok();
+}
+
+// Reduce to root through the mailboxes, pipelined: steps (a) and (b) of pipelinedAllReduce, the
+// root reducing its segment straight into its output; then (c) on the root only.
+Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
+                       RedOp op, int root) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type);
+  const auto* i0 = static_cast<const uint8_t*>(in);
+  const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
+  const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  const int steps = static_cast<int>(pp.steps);
+  for (size_t j = 0; j < pp.steps; ++j) {
+    const int phase = static_cast<int>(2 * j);
+    ex.setPhase("reduce", static_cast<int>(j), steps);
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      size_t len = stepLen(pp, segmentCount(count, n, p), j);
+      if (len > 0) std::memcpy(pp.area(ex, r, j, p), i0 + (segmentBegin(count, n, p) + j * pp.ke) * es, len * es);
+    }
+    ex.post(phase + 1);
+    FERRY_TRY(ex.awaitAll(phase + 1));
+    const size_t myLen = stepLen(pp, segN, j);
+    if (myLen > 0) {
+      const uint8_t* local = i0 + (segB + j * pp.ke) * es;
+      uint8_t* dst = r == root ? out + (segB + j * pp.ke) * es : pp.area(ex, r, j, r);
+      FERRY_TRY(reduceFromAll(
+          ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, dst, myLen, type, op));
+    }
+    ex.post(phase + 2);
+    if (r != root) continue;
+    ex.setPhase("gather", static_cast<int>(j), steps);
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      size_t len = stepLen(pp, segmentCount(count, n, p), j);
+      if (len == 0) continue;
+      FERRY_TRY(ex.await(p, phase + 2));
+      std::memcpy(out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 const char* algorithmName(Algorithm a) {
@@ -162,6 +306,9 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const size_t es = dataTypeSize(type), bytes = count * es;
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
+  if (plan.algorithm == Algorithm::kTwoShot && plan.protocol == Protocol::kShm) {
+    return pipelinedAllReduce(ex, plan, in, o, count, type, op);
+  }
   if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, bytes);
   FERRY_TRY(enter(ex));
   if (plan.algorithm == Algorithm::kOneShot) {
@@ -170,21 +317,6 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   }
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
   ex.setPhase("reduce-scatter", 0, 1);
-  if (plan.protocol == Protocol::kShm) {
-    FERRY_TRY(reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p) + segB * es, 0}; }, o + segB * es, segN,
-                            type, op));
-    std::memcpy(ex.slot(r) + bytes + segB * es, o + segB * es, segN * es);
-    ex.post(2);
-    ex.setPhase("all-gather", 0, n - 1);
-    for (int i = 1; i < n; ++i) {
-      int p = (r + i) % n;
-      ex.setPhase("all-gather", i - 1, n - 1);
-      FERRY_TRY(ex.await(p, 2));
-      size_t b = segmentBegin(count, n, p);
-      std::memcpy(o + b * es, ex.slot(p) + bytes + b * es, segmentCount(count, n, p) * es);
-    }
-    return Status::ok();
-  }
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {
@@ -203,21 +335,19 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
 }
 
 // Reduce-scatter (block r of every rank's input, reduced, lands in rank r's output).
-//   direct/shm: inputs in the mailboxes; rank r reduces block r from all of them. One barrier.
+//   direct/shm: pipelined through the mailboxes (pipelinedReduceScatter).
 //   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
 Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
                           RedOp op) {
-  const int n = ex.size(), r = ex.rank();
+  const int r = ex.rank();
   const size_t es = dataTypeSize(type), block = recvCount * es;
   announce(ex, plan, in, out);
-  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, block * n);
+  if (plan.protocol == Protocol::kShm) {
+    return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
+  }
   FERRY_TRY(enter(ex));
   ex.setPhase("reduce", 0, 1);
   const size_t at = static_cast<size_t>(r) * block;
-  if (plan.protocol == Protocol::kShm) {
-    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p) + at, 0}; }, static_cast<uint8_t*>(out),
-                         recvCount, type, op);
-  }
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {
@@ -319,31 +449,27 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
 Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op,
                    int root) {
   const int n = ex.size(), r = ex.rank();
-  const size_t es = dataTypeSize(type), bytes = count * es;
+  const size_t es = dataTypeSize(type);
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  if (plan.protocol == Protocol::kShm) {
+    announce(ex, plan, in, out);
+    return pipelinedReduce(ex, plan, in, static_cast<uint8_t*>(out), count, type, op, root);
+  }
   uint8_t* mine = nullptr;  // where this rank's reduced segment goes
   if (r == root) {
     mine = static_cast<uint8_t*>(out) + segB * es;
-  } else if (plan.protocol == Protocol::kShm) {
-    mine = ex.slot(r) + bytes + segB * es;
   } else {
     mine = static_cast<uint8_t*>(ex.context().scratch->get(std::max<size_t>(segN * es, 1)));
   }
   announce(ex, plan, in, mine);
-  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, bytes);
   FERRY_TRY(enter(ex));
   ex.setPhase("reduce", 0, 1);
-  if (plan.protocol == Protocol::kShm) {
-    FERRY_TRY(reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p) + segB * es, 0}; }, mine, segN, type, op));
-  } else {
-    FERRY_TRY(reduceFromAll(
-        ex, plan,
-        [&](int p) {
-          return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0}
-                        : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
-        },
-        mine, segN, type, op));
-  }
+  FERRY_TRY(reduceFromAll(
+      ex, plan,
+      [&](int p) {
+        return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0} : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
+      },
+      mine, segN, type, op));
   ex.post(2);
   if (r == root) {
     auto* o = static_cast<uint8_t*>(out);
@@ -352,18 +478,11 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
       ex.setPhase("gather", i - 1, n - 1);
       FERRY_TRY(ex.await(p, 2));
       size_t b = segmentBegin(count, n, p), len = segmentCount(count, n, p);
-      if (len == 0) continue;
-      if (plan.protocol == Protocol::kShm) {
-        std::memcpy(o + b * es, ex.slot(p) + bytes + b * es, len * es);
-      } else {
-        FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 1), o + b * es, len * es));
-      }
+      if (len > 0) FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 1), o + b * es, len * es));
     }
-    if (plan.protocol == Protocol::kShm) return Status::ok();
     ex.post(3);
     return Status::ok();
   }
-  if (plan.protocol == Protocol::kShm) return Status::ok();
   // Peers read our input until their 2; the root reads our scratch until its 3.
   FERRY_TRY(ex.awaitAll(2));
   ex.setPhase("departure", 0, 1);

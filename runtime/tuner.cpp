@@ -128,6 +128,11 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
   auto calls = [&](double b) { return std::ceil(b / static_cast<double>(chunk_)); };
   // Cross-memory reads of b bytes, in chunks.
   auto cma = [&](double b) { return b * k + calls(b) * m.cmaCall; };
+  // Chunk steps of the algorithms pipelined through the mailboxes (b bytes per segment).
+  auto pipeSteps = [&](double b) {
+    double k = static_cast<double>(std::min(chunk_, in_.mailboxBytes / (2 * static_cast<size_t>(in_.ranks))));
+    return std::max(1.0, std::ceil(b / k));
+  };
   std::vector<Candidate> out;
   auto add = [&](Algorithm a, Protocol p, bool applicable, double seconds) {
     out.push_back({Plan{a, p, chunk_}, applicable ? seconds : kInf, allowed(kind, a, p)});
@@ -137,14 +142,15 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
     case OpKind::kAllReduce: {
       double E = B / n;
       add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * B * g));
-      add(Algorithm::kTwoShot, Protocol::kShm, shm && 2 * B <= mb,
-          2 * S + f * (B * c + (n - 1) * E * g + E * c + (n - 1) * E * c));
+      // Pipelined in chunk steps through the mailboxes: two hand-offs per step.
+      add(Algorithm::kTwoShot, Protocol::kShm, shm,
+          2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g + E * c + (n - 1) * E * c));
       add(Algorithm::kTwoShot, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g + (n - 1) * cma(E)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     }
     case OpKind::kReduceScatter:
-      add(Algorithm::kDirect, Protocol::kShm, shm && n * B <= mb, S + f * (n * B * c + (n - 1) * B * g));
+      add(Algorithm::kDirect, Protocol::kShm, shm, pipeSteps(B) * S + f * ((n - 1) * B * c + (n - 1) * B * g));
       add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + (n - 1) * B * g));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
@@ -165,8 +171,8 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       break;
     case OpKind::kReduce: {
       double E = B / n;
-      add(Algorithm::kDirect, Protocol::kShm, shm && 2 * B <= mb,
-          2 * S + f * (B * c + (n - 1) * E * g + E * c) + (n - 1) * E * c);
+      add(Algorithm::kDirect, Protocol::kShm, shm,
+          2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g) + (n - 1) * E * c);
       add(Algorithm::kDirect, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g) + (n - 1) * cma(E));
       add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
