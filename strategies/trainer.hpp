@@ -28,6 +28,10 @@ struct TrainConfig {
   size_t bucketBytes = 1024;  ///< DDP: gradient bytes per all-reduce bucket
   size_t ffn = 0;             ///< FFN model (tp, sp, pp): inner width, 0 for 4 × hidden
   size_t microBatches = 4;    ///< pipeline: micro-batches per step (divides globalBatch)
+  size_t experts = 4;         ///< MoE: experts (divisible by the ranks)
+  size_t topK = 1;            ///< MoE: experts per token (1 or 2)
+  float capacityFactor = 1.25f;  ///< MoE: expert capacity = ⌈factor · tokens · k / experts⌉ per group
+  float auxWeight = 0.01f;    ///< MoE: weight of the load-balancing loss
   bool offload = false;       ///< FSDP: optimizer state in a separate host arena
   bool prefetch = true;       ///< FSDP: start the next layer's all-gather before computing this one
 };

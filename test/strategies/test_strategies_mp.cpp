@@ -14,6 +14,7 @@
 #include "strategies/cost.hpp"
 #include "strategies/ddp.hpp"
 #include "strategies/fsdp.hpp"
+#include "strategies/moe.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/tensor_parallel.hpp"
 #include "strategies/param_server.hpp"
@@ -313,3 +314,58 @@ TEST_CASE("sp", "[mp]") { runTensorParallel(true); }
 TEST_CASE("pp-gpipe", "[mp]") { runPipeline(PipelineSchedule::kGPipe); }
 
 TEST_CASE("pp-1f1b", "[mp]") { runPipeline(PipelineSchedule::kOneFOneB); }
+
+// MoE: each rank's replicated parameters and experts against the single-process layer holding all
+// experts (routing the global batch in the same n groups); the same tokens dropped; the bytes
+// against the formula evaluated on the reference's routing counts.
+TEST_CASE("moe", "[mp]") {
+  std::vector<TrainConfig> configs(3, baseConfig());
+  for (TrainConfig& c : configs) {
+    c.shape.hidden = 12;
+    c.ffn = 24;
+    c.experts = 4;
+  }
+  configs[0].capacityFactor = 1.0f;  // top-1, tight capacity: some tokens dropped
+  configs[1].topK = 2;
+  configs[1].capacityFactor = 1.25f;
+  configs[2].topK = 2;
+  configs[2].capacityFactor = 4.0f;  // nothing dropped
+  configs[2].optimizer = "momentum";
+  configs[2].loss = LossKind::kMeanSquaredError;
+  configs[2].lr = 0.05f;
+  for (int n : kWorlds) {
+    INFO("moe on " << n << " ranks");
+    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
+      for (const TrainConfig& config : configs) {
+        MoeModel model(config, c.rank(), n);
+        MoeRouting mine;
+        auto steps = trainMoe(c, config, model, nullptr, &mine);
+        if (!steps.isOk()) return "moe failed: " + steps.status().toString();
+        MoeRouting ref;
+        const std::vector<float> full = trainMoeSingle(config, n, &ref);
+        const std::vector<float> expected = model.extract(full), got = model.flat();
+        const double diff = relativeDifference(got.data(), expected.data(), got.size());
+        const uint64_t sent = moeBytes(ref.counts, config.experts, config.shape.hidden, model.shared().size(), n,
+                                       c.rank(), false);
+        const uint64_t received = moeBytes(ref.counts, config.experts, config.shape.hidden, model.shared().size(), n,
+                                           c.rank(), true);
+        const StepStats& last = steps->back();
+        std::printf("moe (top-%zu, capacity factor %.2f, %zu experts) n=%d rank %d: relative difference %.3g; "
+                    "dropped %" PRIu64 " (one process %" PRIu64 "); bytes/step sent %" PRIu64 " (formula %" PRIu64
+                    "), received %" PRIu64 " (formula %" PRIu64 ")\n",
+                    config.topK, static_cast<double>(config.capacityFactor), config.experts, n, c.rank(), diff,
+                    mine.dropped, ref.dropped, last.bytesSent, sent, last.bytesReceived, received);
+        std::fflush(stdout);
+        if (!(diff < kTolerance)) return "moe: parameters differ from one process by " + std::to_string(diff);
+        if (mine.dropped != ref.dropped) return "moe: dropped tokens differ from one process";
+        for (size_t e = 0; e < config.experts; ++e)
+          if (mine.counts[e] != ref.counts[static_cast<size_t>(c.rank()) * config.experts + e])
+            return "moe: routing differs from one process";
+        if (last.bytesSent != sent || last.bytesReceived != received) return "moe: bytes differ from the formula";
+      }
+      return "";
+    }, 60);
+    for (const RankOutcome& o : outcomes) std::cout << o.output;
+    CHECK(summarize(outcomes) == "");
+  }
+}
