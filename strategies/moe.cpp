@@ -407,52 +407,57 @@ Result<std::vector<StepStats>> trainMoe(Comm& comm, const TrainConfig& config, M
   return all;
 }
 
-std::vector<float> trainMoeSingle(const TrainConfig& config, int groups, MoeRouting* routing, std::vector<float>* losses) {
-  MoeModel model(config, 0, 1);
+float moeGradients(const TrainConfig& config, MoeModel& model, Batch& global, int groups, MoeRouting* routing) {
   const size_t E = model.experts(), h = model.hidden(), G = static_cast<size_t>(groups);
-  const size_t rows = config.globalBatch / G;
-  SyntheticTask task(model.in(), model.out(), config.seed);
-  auto sharedOpt = configOptimizer(config), expertOpt = configOptimizer(config);
+  const size_t rows = global.rows() / G;
   const float scale = 1.0f / static_cast<float>(groups);
   std::vector<std::vector<float>> groupGrads(G, std::vector<float>(model.shared().size()));
+  std::vector<Batch> parts;
+  std::vector<std::unique_ptr<Group>> gs;
+  std::vector<ExpertNet> nets;
+  for (size_t e = 0; e < E; ++e) nets.emplace_back(model, e);
+  std::vector<Tensor> blocks(G * E);
+  for (size_t g = 0; g < G; ++g) {
+    parts.push_back(global.slice(g * rows, rows));
+    gs.push_back(std::make_unique<Group>(model, groupGrads[g], config));
+    std::vector<Tensor> r = gs[g]->dispatch(parts[g].x);
+    for (size_t e = 0; e < E; ++e) blocks[g * E + e] = r[e];
+  }
+  std::vector<Tensor> outs = runExperts(nets, blocks, G, h, false), dOuts(G * E);
+  double lossSum = 0;
+  uint64_t dropped = 0;
+  if (routing) routing->counts.assign(G * E, 0);
+  for (size_t g = 0; g < G; ++g) {
+    Tensor y = gs[g]->combine(std::vector<Tensor>(outs.begin() + static_cast<long>(g * E),
+                                                  outs.begin() + static_cast<long>((g + 1) * E)));
+    LossResult loss = batchLoss(y, parts[g], config.loss);
+    lossSum += loss.loss + gs[g]->auxLoss();
+    for (size_t i = 0; i < loss.grad.size(); ++i) loss.grad.data()[i] *= scale;
+    std::vector<Tensor> d = gs[g]->backwardToExperts(loss.grad, scale);
+    for (size_t e = 0; e < E; ++e) {
+      dOuts[g * E + e] = d[e];
+      if (routing) routing->counts[g * E + e] = gs[g]->tokens()[e].size();
+    }
+    dropped += gs[g]->dropped();
+  }
+  std::vector<Tensor> dIns = runExperts(nets, dOuts, G, h, true);
+  std::fill(model.sharedGrad().begin(), model.sharedGrad().end(), 0.0f);
+  for (size_t g = 0; g < G; ++g) {
+    gs[g]->finish(std::vector<Tensor>(dIns.begin() + static_cast<long>(g * E), dIns.begin() + static_cast<long>((g + 1) * E)));
+    for (size_t i = 0; i < groupGrads[g].size(); ++i) model.sharedGrad()[i] += groupGrads[g][i];
+  }
+  if (routing) routing->dropped = dropped;
+  return static_cast<float>(lossSum / static_cast<double>(G));
+}
+
+std::vector<float> trainMoeSingle(const TrainConfig& config, int groups, MoeRouting* routing, std::vector<float>* losses) {
+  MoeModel model(config, 0, 1);
+  SyntheticTask task(model.in(), model.out(), config.seed);
+  auto sharedOpt = configOptimizer(config), expertOpt = configOptimizer(config);
   for (int step = 0; step < config.steps; ++step) {
     Batch global = task.batch(static_cast<uint64_t>(step), config.globalBatch);
-    std::vector<Batch> parts;
-    std::vector<std::unique_ptr<Group>> gs;
-    std::vector<ExpertNet> nets;
-    for (size_t e = 0; e < E; ++e) nets.emplace_back(model, e);
-    std::vector<Tensor> blocks(G * E);
-    for (size_t g = 0; g < G; ++g) {
-      parts.push_back(global.slice(g * rows, rows));
-      gs.push_back(std::make_unique<Group>(model, groupGrads[g], config));
-      std::vector<Tensor> r = gs[g]->dispatch(parts[g].x);
-      for (size_t e = 0; e < E; ++e) blocks[g * E + e] = r[e];
-    }
-    std::vector<Tensor> outs = runExperts(nets, blocks, G, h, false), dOuts(G * E);
-    double lossSum = 0;
-    uint64_t dropped = 0;
-    if (routing) routing->counts.assign(G * E, 0);
-    for (size_t g = 0; g < G; ++g) {
-      Tensor y = gs[g]->combine(std::vector<Tensor>(outs.begin() + static_cast<long>(g * E),
-                                                    outs.begin() + static_cast<long>((g + 1) * E)));
-      LossResult loss = batchLoss(y, parts[g], config.loss);
-      lossSum += loss.loss + gs[g]->auxLoss();
-      for (size_t i = 0; i < loss.grad.size(); ++i) loss.grad.data()[i] *= scale;
-      std::vector<Tensor> d = gs[g]->backwardToExperts(loss.grad, scale);
-      for (size_t e = 0; e < E; ++e) {
-        dOuts[g * E + e] = d[e];
-        if (routing) routing->counts[g * E + e] = gs[g]->tokens()[e].size();
-      }
-      dropped += gs[g]->dropped();
-    }
-    std::vector<Tensor> dIns = runExperts(nets, dOuts, G, h, true);
-    std::fill(model.sharedGrad().begin(), model.sharedGrad().end(), 0.0f);
-    for (size_t g = 0; g < G; ++g) {
-      gs[g]->finish(std::vector<Tensor>(dIns.begin() + static_cast<long>(g * E), dIns.begin() + static_cast<long>((g + 1) * E)));
-      for (size_t i = 0; i < groupGrads[g].size(); ++i) model.sharedGrad()[i] += groupGrads[g][i];
-    }
-    if (routing) routing->dropped = dropped;
-    if (losses) losses->push_back(static_cast<float>(lossSum / static_cast<double>(G)));
+    const float loss = moeGradients(config, model, global, groups, routing);
+    if (losses) losses->push_back(loss);
     sharedOpt->step(model.shared().data(), model.sharedGrad().data(), model.shared().size());
     expertOpt->step(model.expertParams().data(), model.expertGrads().data(), model.expertParams().size());
   }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
+#include "strategies/data.hpp"
 #include "strategies/trainer.hpp"
 
 namespace ferry::train {
@@ -78,6 +79,11 @@ struct MoeRouting {
 /// last step's counts of this rank's group (E entries) and the dropped total over all ranks.
 Result<std::vector<StepStats>> trainMoe(Comm& comm, const TrainConfig& config, MoeModel& model,
                                         const StepCallback& onStep = nullptr, MoeRouting* routing = nullptr);
+
+/// One process, the whole model (built with rank 0 of 1): the mean over `groups` groups of each
+/// group's loss (cross-entropy or MSE, plus the load-balancing loss) on `global`, whose gradients
+/// land in sharedGrad() and expertGrads(). Returns the loss.
+float moeGradients(const TrainConfig& config, MoeModel& model, Batch& global, int groups, MoeRouting* routing = nullptr);
 
 /// The single-process reference: all experts, the global batch routed in `groups` groups. Returns
 /// MoeModel::flat() of the trained model; `routing` gets the last step's counts of every group.
