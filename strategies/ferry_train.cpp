@@ -107,9 +107,11 @@ void printStep(const StepStats& s) {
   std::printf("  step %8.3f ms  comm %8.3f ms  exposed %8.3f ms", s.stepSeconds * 1e3, s.commSeconds * 1e3,
               s.exposedSeconds * 1e3);
   if (s.buckets > 0) std::printf("  overlap %5.1f%%  buckets %d", s.overlapFraction * 100, s.buckets);
+  if (s.offloadBytes > 0 || (s.peakStateBytes > s.stateBytes))
+    std::printf("  overlap %5.1f%%  state %" PRIu64 " B  peak %" PRIu64 " B", s.overlapFraction * 100, s.stateBytes,
+                s.peakStateBytes);
   if (s.peakActivationBytes > 0 && s.bubbleFraction > 0)
     std::printf("  bubble %5.1f%%  activations %" PRIu64 " B", s.bubbleFraction * 100, s.peakActivationBytes);
-  if (s.offloadBytes > 0) std::printf("  offloaded %" PRIu64 " B", s.offloadBytes);
   std::printf("  sent %" PRIu64 " B  received %" PRIu64 " B\n", s.bytesSent, s.bytesReceived);
   std::fflush(stdout);
 }
@@ -122,6 +124,7 @@ struct Outcome {
   std::function<uint64_t(int rank)> formulaOf;  // every rank's formula, for the job total
   std::function<double()> check;
   uint64_t ddpStateBytes = 0;  // FSDP: what DDP would hold
+  std::vector<PipelineEvent> timeline;  // pipeline: this stage's last step
   double bubbleTheory = -1;    // pipeline: (p-1)/(m+p-1)
 };
 
@@ -206,7 +209,7 @@ Result<Outcome> run(Comm& comm, const Options& o) {
                   cfg.optimizer.c_str());
     if (pipeline) {
       const auto schedule = o.strategy == "pp-gpipe" ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
-      FERRY_TRY(take(trainPipeline(comm, cfg, schedule, *model, printStep)));
+      FERRY_TRY(take(trainPipeline(comm, cfg, schedule, *model, printStep, &out.timeline)));
       out.formulaOf = [cfg, shape, n](int r) { return pipelineBytesSent(cfg.globalBatch, shape.hidden, r, n); };
       out.bubbleTheory = static_cast<double>(n - 1) / static_cast<double>(cfg.microBatches + static_cast<size_t>(n) - 1);
     } else {
@@ -224,6 +227,30 @@ Result<Outcome> run(Comm& comm, const Options& o) {
   }
   out.formulaSent = out.formulaOf(rank);
   return out;
+}
+
+// Every stage's timeline of the last step as JSON: per stage a list of [forward, micro, start_ms,
+// end_ms], times from that stage's own start of the step (ranks start a step within a message's
+// latency of each other, since the previous step ended in their exchanges). A collective call.
+Result<std::string> timelineJson(Comm& comm, const std::vector<PipelineEvent>& events) {
+  const size_t n = static_cast<size_t>(comm.size()), k = events.size() * 4;
+  std::vector<double> mine, all(k * n);
+  for (const PipelineEvent& e : events)
+    mine.insert(mine.end(), {e.action.forward ? 1.0 : 0.0, static_cast<double>(e.action.micro), e.start * 1e3, e.end * 1e3});
+  FERRY_TRY(comm.allGather(mine.data(), all.data(), k, DataType::kFloat64));
+  std::string json = "\"timeline\": [";
+  char buf[96];
+  for (size_t r = 0; r < n; ++r) {
+    json += r ? ",\n    [" : "\n    [";
+    for (size_t i = 0; i < events.size(); ++i) {
+      const double* e = all.data() + r * k + i * 4;
+      std::snprintf(buf, sizeof buf, "%s[%d, %d, %.4f, %.4f]", i ? ", " : "", static_cast<int>(e[0]),
+                    static_cast<int>(e[1]), e[2], e[3]);
+      json += buf;
+    }
+    json += "]";
+  }
+  return json + "]";
 }
 
 }  // namespace
@@ -254,14 +281,24 @@ int main(int argc, char** argv) {
   // MoE's bytes follow the routing, which changes every step: its formula is for the last step.
   RankSummary mine = summarizeRank(outcome->steps, outcome->formulaSent, diff, outcome->ddpStateBytes,
                                    outcome->bubbleTheory, /*lastStepOnly=*/o.strategy == "moe");
+  mine.rank = rank;
   auto everyone = gatherSummaries(comm, mine, outcome->steps);
   if (!everyone.isOk()) {
     std::fprintf(stderr, "ferry-train: %s\n", everyone.status().toString().c_str());
     return 1;
   }
   printSummary(o.strategy, mine, *everyone, formulaTotal);
+  std::string extra;
+  if (!outcome->timeline.empty()) {
+    auto t = timelineJson(comm, outcome->timeline);
+    if (!t.isOk()) {
+      std::fprintf(stderr, "ferry-train: %s\n", t.status().toString().c_str());
+      return 1;
+    }
+    extra = *t;
+  }
   if (rank == 0 && !o.json.empty()) {
-    Status s = writeJson(o.json, o.strategy, o.config, n, *everyone, formulaTotal);
+    Status s = writeJson(o.json, o.strategy, o.config, n, *everyone, formulaTotal, extra);
     if (!s.isOk()) {
       std::fprintf(stderr, "ferry-train: %s\n", s.toString().c_str());
       return 1;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 
 #include "strategies/cost.hpp"
@@ -34,6 +35,26 @@ struct FullCopy {
   std::vector<float> data;
   std::shared_ptr<Work> work;
 };
+
+// When something ran. Collectives write theirs on the progress thread; the training thread reads
+// them only after Work::wait() returned, which orders the two.
+struct Interval {
+  Clock::time_point start, end;
+};
+
+// Queues `op` on the progress thread (what allGatherAsync and reduceScatterAsync do), recording
+// when it ran so the step can tell how much of it the computation hid.
+std::shared_ptr<Work> timed(Comm& comm, std::vector<std::shared_ptr<Interval>>& log,
+                            std::function<Status(Comm&)> op) {
+  auto t = std::make_shared<Interval>();
+  log.push_back(t);
+  return comm.enqueue([t, op = std::move(op)](Comm& c) {
+    t->start = Clock::now();
+    Status s = op(c);
+    t->end = Clock::now();
+    return s;
+  });
+}
 
 }  // namespace
 
@@ -118,12 +139,18 @@ Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, 
       return s;
     };
     std::vector<FullCopy> paramCopy(U), gradCopy(U);
+    std::vector<std::shared_ptr<Interval>> commLog;
+    std::vector<Interval> computeLog;
     auto gather = [&](size_t u) {
       const size_t padded = shard[u] * static_cast<size_t>(n);
       paramCopy[u].data.assign(padded, 0.0f);
       mem.hold(padded);
-      paramCopy[u].work = comm.allGatherAsync(params.data() + local[u], paramCopy[u].data.data(), shard[u],
-                                              DataType::kFloat32);
+      const float* from = params.data() + local[u];
+      float* to = paramCopy[u].data.data();
+      const size_t count = shard[u];
+      paramCopy[u].work = timed(comm, commLog, [from, to, count](Comm& c) {
+        return c.allGather(from, to, count, DataType::kFloat32);
+      });
       st.bytesSent += ringGatherBytesSent(shard[u], n);
       st.bytesReceived += ringGatherBytesSent(shard[u], n);
     };
@@ -138,7 +165,9 @@ Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, 
         const size_t u = order[j];
         FERRY_TRY(wait(paramCopy[u].work));
         if (config.prefetch && j + 1 < order.size()) gather(order[j + 1]);
+        const auto c0 = Clock::now();
         compute(u);
+        computeLog.push_back({c0, Clock::now()});
         release(u);
         if (!config.prefetch && j + 1 < order.size()) gather(order[j + 1]);
       }
@@ -175,8 +204,12 @@ Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, 
         d = fc[i].backward(act[i].backward(norm[i].backward(d)), i > 0);
       }
       // Average over ranks straight into this rank's gradient shard, while earlier units compute.
-      gradCopy[u].work = comm.reduceScatterAsync(gradCopy[u].data.data(), grads.data() + local[u], shard[u],
-                                                 DataType::kFloat32, RedOp::kAvg);
+      const float* from = gradCopy[u].data.data();
+      float* to = grads.data() + local[u];
+      const size_t count = shard[u];
+      gradCopy[u].work = timed(comm, commLog, [from, to, count](Comm& c) {
+        return c.reduceScatter(from, to, count, DataType::kFloat32, RedOp::kAvg);
+      });
       st.bytesSent += ringGatherBytesSent(shard[u], n);
       st.bytesReceived += ringGatherBytesSent(shard[u], n);
     });
@@ -191,7 +224,17 @@ Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, 
     FERRY_TRY(first);
     opt->step(params.data(), grads.data(), S);
 
-    st.commSeconds = st.exposedSeconds;
+    // Busy time of the collectives, and the part of it that ran while a layer computed.
+    double busy = 0, hidden = 0;
+    for (const auto& t : commLog) {
+      busy += std::chrono::duration<double>(t->end - t->start).count();
+      for (const Interval& c : computeLog) {
+        const auto lo = std::max(t->start, c.start), hi = std::min(t->end, c.end);
+        if (hi > lo) hidden += std::chrono::duration<double>(hi - lo).count();
+      }
+    }
+    st.commSeconds = busy;
+    st.overlapFraction = busy > 0 ? hidden / busy : 0;
     st.stateBytes = static_cast<uint64_t>(S) * 2 * sizeof(float) + (arena ? 0 : S * opt->stateBytesPerParam());
     st.peakStateBytes = st.stateBytes + mem.peak;
     st.offloadBytes = arena ? arena->bytes() : 0;

@@ -10,10 +10,12 @@
 //            freed as soon as the layer has run. Forward gathers each unit in forward order and
 //            backward gathers it again, in backward order.
 //   prefetch while a unit computes, the all-gather of the next unit (in that pass's order) already
-//            runs on the communicator's progress thread (allGatherAsync).
+//            runs on the communicator's progress thread (Comm::enqueue, what allGatherAsync is built
+//            on; enqueue lets the strategy time the collective where it runs, as DDP does).
+//   overlap  the share of the collectives' busy time that fell inside a unit's computation.
 //
 // Backward writes a unit's full gradient into a temporary buffer and starts its reduce-scatter
-// (average) at once (reduceScatterAsync); rank r keeps the average of its shard. The optimizer then
+// (average) at once (queued the same way); rank r keeps the average of its shard. The optimizer then
 // steps on the shard alone: SGD and Adam are elementwise, so the sharded update equals the whole
 // one. With `offload` the optimizer state lives in a separate page-locked host arena (mmap + mlock,
 // best effort) instead of next to the parameters, as ZeRO-Offload keeps it in CPU memory.

@@ -128,7 +128,7 @@ Result<JobSummary> gatherSummaries(Comm& comm, const RankSummary& mine, const st
 
 void printSummary(const std::string& strategy, const RankSummary& s, const JobSummary& job, uint64_t formulaTotal) {
   std::printf("summary: mean step %.3f ms, comm %.3f ms, exposed %.3f ms", s.stepMs, s.commMs, s.exposedMs);
-  if (strategy == "ddp") std::printf(", overlap %.1f%%", s.overlap * 100);
+  if (strategy == "ddp" || strategy == "fsdp") std::printf(", overlap %.1f%%", s.overlap * 100);
   if (s.bubbleTheory >= 0)
     std::printf(", bubble %.1f%% (theory (p-1)/(m+p-1) = %.1f%%), peak activations %" PRIu64 " B", s.bubble * 100,
                 s.bubbleTheory * 100, s.peakActivationBytes);
@@ -150,7 +150,7 @@ void printSummary(const std::string& strategy, const RankSummary& s, const JobSu
 }
 
 Status writeJson(const std::string& path, const std::string& strategy, const TrainConfig& c, int ranks,
-                 const JobSummary& job, uint64_t formulaTotal) {
+                 const JobSummary& job, uint64_t formulaTotal, const std::string& extra) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return makeError(ErrorCode::kSystemError, "cannot write %s", path.c_str());
   std::fprintf(f,
@@ -189,7 +189,7 @@ Status writeJson(const std::string& path, const std::string& strategy, const Tra
     }
     std::fprintf(f, "]}%s\n", r + 1 < job.ranks.size() ? "," : "");
   }
-  std::fprintf(f, "  ]\n}\n");
+  std::fprintf(f, "  ]%s%s\n}\n", extra.empty() ? "" : ",\n  ", extra.c_str());
   return std::fclose(f) == 0 ? Status() : makeError(ErrorCode::kSystemError, "cannot write %s", path.c_str());
 }
 

@@ -43,8 +43,9 @@ Result<JobSummary> gatherSummaries(Comm& comm, const RankSummary& mine, const st
 /// This rank's summary line; rank 0 adds the loss curve and the job's totals.
 void printSummary(const std::string& strategy, const RankSummary& mine, const JobSummary& job, uint64_t formulaTotal);
 
-/// The whole job as JSON at `path`.
+/// The whole job as JSON at `path`; `extra`, when not empty, is added as more members of the top
+/// object (text such as `"timeline": [...]`).
 Status writeJson(const std::string& path, const std::string& strategy, const TrainConfig& config, int ranks,
-                 const JobSummary& job, uint64_t formulaTotal);
+                 const JobSummary& job, uint64_t formulaTotal, const std::string& extra = "");
 
 }  // namespace ferry::train
