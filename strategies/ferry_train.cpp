@@ -23,6 +23,7 @@
 #include "strategies/cost.hpp"
 #include "strategies/ddp.hpp"
 #include "strategies/fsdp.hpp"
+#include "strategies/grid3d.hpp"
 #include "strategies/moe.hpp"
 #include "strategies/param_server.hpp"
 #include "strategies/pipeline.hpp"
@@ -34,22 +35,25 @@ using namespace ferry::train;
 
 namespace {
 
-const char* const kStrategies[] = {"ps", "ddp", "fsdp", "tp", "sp", "pp-gpipe", "pp-1f1b", "moe"};
+const char* const kStrategies[] = {"ps", "ddp", "fsdp", "tp", "sp", "pp-gpipe", "pp-1f1b", "moe", "3d"};
 
 struct Options {
   std::string strategy = "ddp";
   TrainConfig config;
   bool check = false;
   std::string json;
+  Grid3d grid{2, 2, 2};             // 3d: data × tensor × pipeline
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;  // 3d
 };
 
 void usage() {
   std::fprintf(stderr,
-               "usage: ferry-train --strategy ps|ddp|fsdp|tp|sp|pp-gpipe|pp-1f1b|moe [--steps N] [--batch G]\n"
+               "usage: ferry-train --strategy ps|ddp|fsdp|tp|sp|pp-gpipe|pp-1f1b|moe|3d [--steps N] [--batch G]\n"
                "                   [--in N] [--hidden N] [--out N] [--blocks N] [--ffn N]\n"
                "                   [--loss ce|mse] [--optimizer sgd|momentum|adam] [--lr X] [--seed N]\n"
                "                   [--bucket-bytes N] [--offload] [--no-prefetch] [--micro-batches M]\n"
-               "                   [--experts E] [--top-k 1|2] [--capacity-factor X] [--json FILE] [--check]\n");
+               "                   [--experts E] [--top-k 1|2] [--capacity-factor X] [--grid D,T,P]\n"
+               "                   [--schedule gpipe|1f1b] [--json FILE] [--check]\n");
 }
 
 bool parse(int argc, char** argv, Options& o) {
@@ -81,7 +85,13 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--capacity-factor") o.config.capacityFactor = std::strtof(v, &end);
     else if (a == "--optimizer") o.config.optimizer = v;
     else if (a == "--lr") o.config.lr = std::strtof(v, &end);
-    else if (a == "--json") {
+    else if (a == "--grid") {
+      if (std::sscanf(v, "%d,%d,%d", &o.grid.data, &o.grid.tensor, &o.grid.pipeline) != 3) return false;
+      continue;
+    } else if (a == "--schedule" && (std::strcmp(v, "gpipe") == 0 || std::strcmp(v, "1f1b") == 0)) {
+      o.schedule = std::strcmp(v, "gpipe") == 0 ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
+      continue;
+    } else if (a == "--json") {
       o.json = v;
       continue;
     } else if (a == "--loss" && (std::strcmp(v, "ce") == 0 || std::strcmp(v, "mse") == 0)) {
@@ -188,6 +198,33 @@ Result<Outcome> run(Comm& comm, const Options& o) {
       std::vector<float> ref = model->extract(trainMoeSingle(cfg, n));
       std::vector<float> got = model->flat();
       return relativeDifference(got.data(), ref.data(), got.size());
+    };
+  } else if (o.strategy == "3d") {
+    const FfnShape shape = ffnShape(cfg);
+    const Grid3d grid = o.grid;
+    auto split = splitGrid(comm, grid);
+    FERRY_TRY(split);
+    auto comms = std::make_shared<GridComms>(std::move(*split));
+    auto model = std::make_shared<FfnModel>(shape, gridPart(shape, grid, comms->t, comms->s), cfg.seed);
+    if (rank == 0)
+      std::printf("ferry-train: 3d on %d ranks as %d data x %d tensor x %d pipeline (%s), FFN in %zu, %zu blocks of "
+                  "hidden %zu and ffn %zu, out %zu (%zu parameters, %zu on rank 0), global batch %zu in %zu "
+                  "micro-batches per replica, %d steps, %s\n",
+                  n, grid.data, grid.tensor, grid.pipeline,
+                  o.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B", shape.in, shape.blocks, shape.hidden,
+                  shape.ffn, shape.out, model->fullCount(), model->paramCount(), cfg.globalBatch, cfg.microBatches,
+                  cfg.steps, cfg.optimizer.c_str());
+    FERRY_TRY(take(train3d(*comms, cfg, o.schedule, *model, printStep)));
+    out.formulaOf = [cfg, shape, grid](int r) {
+      const int P = grid.pipeline, T = grid.tensor;
+      FfnModel part(shape, gridPart(shape, grid, (r / P) % T, r % P), cfg.seed);
+      return grid3dBytes(cfg, grid, part, r / (P * T), (r / P) % T, r % P, false);
+    };
+    out.bubbleTheory = static_cast<double>(grid.pipeline - 1) /
+                       static_cast<double>(cfg.microBatches + static_cast<size_t>(grid.pipeline) - 1);
+    out.check = [model, cfg, comms]() {
+      std::vector<float> ref = model->extract(trainFfnSingle(cfg));
+      return relativeDifference(model->paramData(), ref.data(), model->paramCount());
     };
   } else {
     const FfnShape shape = ffnShape(cfg);

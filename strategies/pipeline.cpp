@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "strategies/cost.hpp"
 #include "strategies/data.hpp"
 
 namespace ferry::train {
@@ -54,13 +55,15 @@ uint64_t pipelineBytesSent(size_t globalBatch, size_t hidden, int stage, int sta
 
 Result<std::vector<StepStats>> trainPipeline(Comm& comm, const TrainConfig& config, PipelineSchedule schedule,
                                              FfnModel& model, const StepCallback& onStep,
-                                             std::vector<PipelineEvent>* timeline) {
+                                             std::vector<PipelineEvent>* timeline, const PipelineGrid& grid) {
   const int p = comm.size(), s = comm.rank();
   const size_t m = config.microBatches;
-  if (m == 0 || config.globalBatch % m != 0)
-    return makeError(ErrorCode::kInvalidArgument, "global batch %zu is not divisible into %zu micro-batches",
-                     config.globalBatch, m);
-  const size_t rows = config.globalBatch / m, hid = model.shape().hidden;
+  const size_t replicas = grid.data ? static_cast<size_t>(grid.data->size()) : 1;
+  const size_t replica = grid.data ? static_cast<size_t>(grid.data->rank()) : 0;
+  if (m == 0 || config.globalBatch % (m * replicas) != 0)
+    return makeError(ErrorCode::kInvalidArgument, "global batch %zu is not divisible into %zu x %zu micro-batches",
+                     config.globalBatch, replicas, m);
+  const size_t share = config.globalBatch / replicas, rows = share / m, hid = model.shape().hidden;
   const bool first = s == 0, last = s == p - 1;
   const std::vector<PipelineAction> actions = pipelineActions(schedule, s, p, m);
   std::vector<float> scratch(model.paramCount());
@@ -71,6 +74,8 @@ Result<std::vector<StepStats>> trainPipeline(Comm& comm, const TrainConfig& conf
   for (int step = 0; step < config.steps; ++step) {
     StepStats st;
     st.step = step;
+    const TensorParallel tp{grid.tensor, false, &st};
+    const TensorParallel* tpp = grid.tensor ? &tp : nullptr;
     const auto t0 = Clock::now();
     Batch global = task.batch(static_cast<uint64_t>(step), config.globalBatch);
     std::fill(model.gradData(), model.gradData() + model.paramCount(), 0.0f);
@@ -107,10 +112,10 @@ Result<std::vector<StepStats>> trainPipeline(Comm& comm, const TrainConfig& conf
       pendingSend = Tensor();
 
       const auto tc = Clock::now();
-      Batch micro = global.slice(i * rows, rows);
+      Batch micro = global.slice(replica * share + i * rows, rows);
       if (a.forward) {
         passes[i] = std::make_unique<FfnPass>(model, scratch.data());
-        auto y = passes[i]->forward(first ? micro.x : input[i]);
+        auto y = passes[i]->forward(first ? micro.x : input[i], tpp);
         FERRY_TRY(y);
         input[i] = Tensor();
         if (last) {
@@ -126,7 +131,7 @@ Result<std::vector<StepStats>> trainPipeline(Comm& comm, const TrainConfig& conf
         liveActivations += passes[i]->savedBytes();
         st.peakActivationBytes = std::max(st.peakActivationBytes, liveActivations);
       } else {
-        auto dx = passes[i]->backward(outGrad[i]);
+        auto dx = passes[i]->backward(outGrad[i], tpp);
         FERRY_TRY(dx);
         for (size_t k = 0; k < scratch.size(); ++k) model.gradData()[k] += scratch[k];
         liveActivations -= passes[i]->savedBytes();
@@ -143,6 +148,14 @@ Result<std::vector<StepStats>> trainPipeline(Comm& comm, const TrainConfig& conf
     }
     if (pendingPeer >= 0)
       FERRY_TRY(exchange({P2pOp::send(pendingSend.data(), pendingSend.size(), DataType::kFloat32, pendingPeer)}));
+    if (grid.data && replicas > 1) {  // average this stage's gradients over the data-parallel replicas
+      const auto tc = Clock::now();
+      FERRY_TRY(grid.data->allReduce(model.gradData(), model.gradData(), model.paramCount(), DataType::kFloat32,
+                                     RedOp::kAvg));
+      st.commSeconds += seconds(tc, Clock::now());
+      st.bytesSent += ringAllReduceBytesSent(model.paramCount(), grid.data->size(), grid.data->rank());
+      st.bytesReceived += ringAllReduceBytesReceived(model.paramCount(), grid.data->size(), grid.data->rank());
+    }
     opt->step(model.paramData(), model.gradData(), model.paramCount());
 
     st.loss = last ? static_cast<float>(lossSum / static_cast<double>(m)) : std::numeric_limits<float>::quiet_NaN();

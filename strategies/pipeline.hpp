@@ -28,6 +28,16 @@
 
 namespace ferry::train {
 
+/// The other two dimensions of a 3D grid (grid3d.hpp) a pipeline stage may sit in.
+struct PipelineGrid {
+  /// This stage's tensor-parallel group: the model holds this rank's column/row slices and every
+  /// block all-reduces over it (tensor_parallel.hpp). Null: no tensor parallelism.
+  Comm* tensor = nullptr;
+  /// The same stage of the other data-parallel pipelines: each trains on its share of the global
+  /// batch, and the stage's gradients are averaged over them before the optimizer step. Null: one pipeline.
+  Comm* data = nullptr;
+};
+
 /// Pipeline schedules.
 enum class PipelineSchedule { kGPipe, kOneFOneB };
 
@@ -51,9 +61,11 @@ struct PipelineEvent {
 
 /// Train `model` (built with pipelinePart(shape, rank, n)) on `comm`, one stage per rank.
 /// `timeline`, when given, receives the events of the last step.
+/// With `grid`, the pipeline is one of several data-parallel replicas and its stages are tensor parallel.
 Result<std::vector<StepStats>> trainPipeline(Comm& comm, const TrainConfig& config, PipelineSchedule schedule,
                                              FfnModel& model, const StepCallback& onStep = nullptr,
-                                             std::vector<PipelineEvent>* timeline = nullptr);
+                                             std::vector<PipelineEvent>* timeline = nullptr,
+                                             const PipelineGrid& grid = {});
 
 /// Bytes stage `stage` of `stages` sends per step: G·h·4 to each neighbour.
 uint64_t pipelineBytesSent(size_t globalBatch, size_t hidden, int stage, int stages);

@@ -14,6 +14,7 @@
 #include "strategies/cost.hpp"
 #include "strategies/ddp.hpp"
 #include "strategies/fsdp.hpp"
+#include "strategies/grid3d.hpp"
 #include "strategies/moe.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/tensor_parallel.hpp"
@@ -362,6 +363,44 @@ TEST_CASE("moe", "[mp]") {
           if (mine.counts[e] != ref.counts[static_cast<size_t>(c.rank()) * config.experts + e])
             return "moe: routing differs from one process";
         if (last.bytesSent != sent || last.bytesReceived != received) return "moe: bytes differ from the formula";
+      }
+      return "";
+    }, 60);
+    for (const RankOutcome& o : outcomes) std::cout << o.output;
+    CHECK(summarize(outcomes) == "");
+  }
+}
+
+// 3D: 8 ranks as 2 data-parallel replicas × 2 tensor-parallel ranks × 2 pipeline stages (and 4 ranks
+// as 1 × 2 × 2 and 2 × 1 × 2); each rank's slice of its stage against one process.
+TEST_CASE("3d", "[mp]") {
+  std::vector<TrainConfig> configs = ffnConfigs();
+  const std::vector<Grid3d> grids = {{2, 2, 2}, {1, 2, 2}, {2, 1, 2}};
+  for (const Grid3d& grid : grids) {
+    INFO("3d grid " << grid.data << "x" << grid.tensor << "x" << grid.pipeline);
+    auto outcomes = runRanks(grid.size(), [&](Comm& world) -> std::string {
+      auto comms = splitGrid(world, grid);
+      if (!comms.isOk()) return "split failed: " + comms.status().toString();
+      for (size_t k = 0; k < configs.size(); ++k) {
+        const TrainConfig& config = configs[k];
+        const auto schedule = k == 0 ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
+        const FfnShape shape = ffnShape(config);
+        FfnModel model(shape, gridPart(shape, grid, comms->t, comms->s), config.seed);
+        auto steps = train3d(*comms, config, schedule, model);
+        if (!steps.isOk()) return "3d failed: " + steps.status().toString();
+        const std::vector<float> ref = model.extract(trainFfnSingle(config));
+        const double diff = relativeDifference(model.paramData(), ref.data(), model.paramCount());
+        const uint64_t sent = grid3dBytes(config, grid, model, comms->d, comms->t, comms->s, false);
+        const uint64_t received = grid3dBytes(config, grid, model, comms->d, comms->t, comms->s, true);
+        std::printf("3d %dx%dx%d (%s, %zu blocks) rank %d at (%d, %d, %d): %zu params, relative difference %.3g; "
+                    "bytes/step sent %" PRIu64 " (formula %" PRIu64 "), received %" PRIu64 " (formula %" PRIu64 ")\n",
+                    grid.data, grid.tensor, grid.pipeline, k == 0 ? "gpipe" : "1f1b", shape.blocks, world.rank(),
+                    comms->d, comms->t, comms->s, model.paramCount(), diff, steps->back().bytesSent, sent,
+                    steps->back().bytesReceived, received);
+        std::fflush(stdout);
+        if (!(diff < kTolerance)) return "3d: parameters differ from one process by " + std::to_string(diff);
+        for (const StepStats& st : *steps)
+          if (st.bytesSent != sent || st.bytesReceived != received) return "3d: bytes differ from the formula";
       }
       return "";
     }, 60);
