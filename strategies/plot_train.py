@@ -6,7 +6,10 @@
 Writes PREFIX-loss.png: the loss curve of every run, one line per file (label: strategy and rank
 count). For each run with a pipeline timeline, PREFIX-timeline-STRATEGY.png: per stage (one row
 each) the forward (light) and backward (dark) of every micro-batch of the last step, numbered,
-against time; each stage's clock starts at its own start of the step. Needs python3-matplotlib.
+against time; each stage's clock starts at its own start of the step. When the files hold one
+strategy at several rank counts (ps and ddp, say), PREFIX-scaling.png: per strategy against the
+rank count, the busiest rank's bytes sent per step and the slowest rank's mean step time.
+Needs python3-matplotlib.
 """
 import argparse
 import json
@@ -38,6 +41,31 @@ def main():
     fig.tight_layout()
     fig.savefig(args.prefix + "-loss.png", dpi=110)
     plt.close(fig)
+
+    by_strategy = {}
+    for r in runs:
+        by_strategy.setdefault(r["strategy"], []).append(r)
+    if any(len({r["ranks"] for r in rs}) > 1 for rs in by_strategy.values()):
+        fig, (bytes_ax, time_ax) = plt.subplots(1, 2, figsize=(10, 4))
+        for name, rs in sorted(by_strategy.items()):
+            rs = sorted(rs, key=lambda r: r["ranks"])
+            ranks = [r["ranks"] for r in rs]
+            bytes_ax.plot(ranks, [max(p["bytes_sent"] for p in r["per_rank"]) / 1e6 for r in rs], marker="o",
+                          label=name)
+            time_ax.plot(ranks, [max(p["step_ms"] for p in r["per_rank"]) for r in rs], marker="o", label=name)
+        all_ranks = sorted({r["ranks"] for r in runs})
+        bytes_ax.set_xticks(all_ranks)
+        time_ax.set_xticks(all_ranks)
+        bytes_ax.set_xlabel("ranks")
+        bytes_ax.set_ylabel("busiest rank's MB sent per step")
+        time_ax.set_xlabel("ranks")
+        time_ax.set_ylabel("slowest rank's mean step (ms)")
+        bytes_ax.legend()
+        time_ax.legend()
+        fig.suptitle("the same model and global batch as ranks grow")
+        fig.tight_layout()
+        fig.savefig(args.prefix + "-scaling.png", dpi=110)
+        plt.close(fig)
 
     for r in runs:
         if "timeline" not in r:
