@@ -56,6 +56,17 @@ std::shared_ptr<Work> timed(Comm& comm, std::vector<std::shared_ptr<Interval>>& 
   });
 }
 
+// Waits for every collective still attached to the copies when the step's scope ends (they fail
+// fast once the communicator's error is sticky), so none writes into freed memory.
+struct DrainOnExit {
+  std::vector<std::vector<FullCopy>*> copies;
+  ~DrainOnExit() {
+    for (auto* list : copies)
+      for (FullCopy& c : *list)
+        if (c.work) (void)c.work->wait();
+  }
+};
+
 }  // namespace
 
 std::vector<FsdpUnit> planFsdpUnits(const Mlp& model) {
@@ -139,6 +150,8 @@ Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, 
       return s;
     };
     std::vector<FullCopy> paramCopy(U), gradCopy(U);
+    // On an early error return, collectives still queued must finish before their buffers go.
+    DrainOnExit drain{{&paramCopy, &gradCopy}};
     std::vector<std::shared_ptr<Interval>> commLog;
     std::vector<Interval> computeLog;
     auto gather = [&](size_t u) {
