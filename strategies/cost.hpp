@@ -49,3 +49,16 @@ constexpr uint64_t psBytesTotal(size_t params, int workers) {
 }
 
 }  // namespace ferry::train
+
+namespace ferry::train {
+
+/// Bytes rank `rank` sends in a ring all-gather (or reduce-scatter) of `chunk` floats per rank:
+/// every step forwards one chunk, n-1 steps.
+constexpr uint64_t ringGatherBytesSent(size_t chunk, int n) {
+  return n <= 1 ? 0 : static_cast<uint64_t>(n - 1) * chunk * sizeof(float);
+}
+
+/// FSDP shard of a unit of `count` floats: ⌈count/n⌉.
+constexpr size_t fsdpShard(size_t count, int n) { return (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n); }
+
+}  // namespace ferry::train

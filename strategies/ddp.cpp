@@ -108,6 +108,8 @@ Result<std::vector<StepStats>> trainDdp(Comm& comm, const TrainConfig& config, M
     st.exposedSeconds = seconds(backwardEnd, commEnd);
     st.overlapFraction = busy > 0 ? hidden / busy : 0;
     opt->step(model.paramData(), model.gradData(), P);
+    // A whole replica of parameters, gradients and optimizer state, held all the time.
+    st.stateBytes = st.peakStateBytes = static_cast<uint64_t>(P) * (2 * sizeof(float) + opt->stateBytesPerParam());
     st.stepSeconds = seconds(t0, Clock::now());
     if (onStep) onStep(st);
     all.push_back(st);

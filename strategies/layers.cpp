@@ -8,9 +8,6 @@
 
 namespace ferry::train {
 
-namespace {
-
-// Column sums of `m` into the 1 × cols tensor `out`.
 void columnSums(const Tensor& m, Tensor& out) {
   std::vector<double> acc(m.cols(), 0.0);
   for (size_t r = 0; r < m.rows(); ++r) {
@@ -20,6 +17,8 @@ void columnSums(const Tensor& m, Tensor& out) {
   for (size_t c = 0; c < m.cols(); ++c) out.data()[c] = static_cast<float>(acc[c]);
 }
 
+namespace {
+
 constexpr float kGeluScale = 0.7978845608028654f;  // √(2/π)
 constexpr float kGeluCubic = 0.044715f;
 
@@ -28,9 +27,11 @@ constexpr float kGeluCubic = 0.044715f;
 Tensor Linear::forward(const Tensor& x) {
   x_ = x;
   Tensor y(x.rows(), w_.cols());
-  for (size_t r = 0; r < y.rows(); ++r) {
-    float* row = y.row(r);
-    for (size_t c = 0; c < y.cols(); ++c) row[c] = b_.data()[c];
+  if (b_.size() != 0) {
+    for (size_t r = 0; r < y.rows(); ++r) {
+      float* row = y.row(r);
+      for (size_t c = 0; c < y.cols(); ++c) row[c] = b_.data()[c];
+    }
   }
   gemm(false, false, 1.0f, x, w_, 1.0f, y);
   return y;
@@ -38,7 +39,7 @@ Tensor Linear::forward(const Tensor& x) {
 
 Tensor Linear::backward(const Tensor& dy, bool inputGrad) {
   gemm(true, false, 1.0f, x_, dy, 0.0f, dw_);
-  columnSums(dy, db_);
+  if (db_.size() != 0) columnSums(dy, db_);
   if (!inputGrad) return Tensor();
   Tensor dx(dy.rows(), w_.rows());
   gemm(false, true, 1.0f, dy, w_, 0.0f, dx);

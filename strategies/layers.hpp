@@ -13,12 +13,29 @@
 
 namespace ferry::train {
 
-/// y = x · W + b, with W of shape in × out and b of shape 1 × out.
+/// Column sums of `m` into the 1 × cols tensor `out`, accumulated in double (a bias gradient).
+void columnSums(const Tensor& m, Tensor& out);
+
+/// y = x · W + b, with W of shape in × out and b of shape 1 × out. An empty b (and db) means no
+/// bias: a row-parallel Linear adds its bias only after its partial outputs were summed.
 class Linear {
  public:
   Linear() = default;
   /// Views of the weight, bias and their gradients.
   Linear(Tensor w, Tensor b, Tensor dw, Tensor db) : w_(w), b_(b), dw_(dw), db_(db) {}
+
+  /// Point the layer at other parameter and gradient storage, keeping the saved input: FSDP
+  /// gathers a layer's parameters again before backward, into a fresh buffer.
+  void rebind(Tensor w, Tensor b, Tensor dw, Tensor db) {
+    w_ = w;
+    b_ = b;
+    dw_ = dw;
+    db_ = db;
+  }
+  /// Bytes of the activation saved for backward (the input).
+  size_t savedBytes() const { return x_.size() * sizeof(float); }
+  /// Drop the saved input (after backward).
+  void release() { x_ = Tensor(); }
 
   /// x: batch × in -> batch × out.
   Tensor forward(const Tensor& x);
@@ -36,6 +53,8 @@ class Gelu {
  public:
   Tensor forward(const Tensor& x);
   Tensor backward(const Tensor& dy);
+  size_t savedBytes() const { return x_.size() * sizeof(float); }
+  void release() { x_ = Tensor(); }
 
  private:
   Tensor x_;
@@ -51,6 +70,19 @@ class LayerNorm {
   /// Views of γ, β and their gradients.
   LayerNorm(Tensor gamma, Tensor beta, Tensor dgamma, Tensor dbeta)
       : gamma_(gamma), beta_(beta), dgamma_(dgamma), dbeta_(dbeta) {}
+
+  /// As Linear::rebind: new parameter and gradient storage, same saved values.
+  void rebind(Tensor gamma, Tensor beta, Tensor dgamma, Tensor dbeta) {
+    gamma_ = gamma;
+    beta_ = beta;
+    dgamma_ = dgamma;
+    dbeta_ = dbeta;
+  }
+  size_t savedBytes() const { return (xhat_.size() + invStd_.size()) * sizeof(float); }
+  void release() {
+    xhat_ = Tensor();
+    invStd_.clear();
+  }
 
   Tensor forward(const Tensor& x);
   /// Writes dγ = Σ_rows dy·x̂ and dβ = Σ_rows dy; returns

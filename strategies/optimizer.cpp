@@ -10,25 +10,25 @@ void Sgd::step(float* params, const float* grads, size_t n) {
     for (size_t i = 0; i < n; ++i) params[i] -= lr_ * grads[i];
     return;
   }
-  velocity_.resize(n, 0.0f);
+  float* velocity = state(own_, n);
   for (size_t i = 0; i < n; ++i) {
-    velocity_[i] = momentum_ * velocity_[i] + grads[i];
-    params[i] -= lr_ * velocity_[i];
+    velocity[i] = momentum_ * velocity[i] + grads[i];
+    params[i] -= lr_ * velocity[i];
   }
 }
 
 void Adam::step(float* params, const float* grads, size_t n) {
-  m_.resize(n, 0.0f);
-  v_.resize(n, 0.0f);
+  float* m = state(own_, 2 * n);
+  float* v = m + n;
   ++steps_;
   const double c1 = 1.0 - std::pow(static_cast<double>(beta1_), static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(static_cast<double>(beta2_), static_cast<double>(steps_));
   const float stepSize = static_cast<float>(lr_ / c1);
   const float rootC2 = static_cast<float>(std::sqrt(c2));
   for (size_t i = 0; i < n; ++i) {
-    m_[i] = beta1_ * m_[i] + (1.0f - beta1_) * grads[i];
-    v_[i] = beta2_ * v_[i] + (1.0f - beta2_) * grads[i] * grads[i];
-    params[i] -= stepSize * m_[i] / (std::sqrt(v_[i]) / rootC2 + epsilon_);
+    m[i] = beta1_ * m[i] + (1.0f - beta1_) * grads[i];
+    v[i] = beta2_ * v[i] + (1.0f - beta2_) * grads[i] * grads[i];
+    params[i] -= stepSize * m[i] / (std::sqrt(v[i]) / rootC2 + epsilon_);
   }
 }
 

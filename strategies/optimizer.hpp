@@ -20,6 +20,21 @@ class Optimizer {
   virtual void step(float* params, const float* grads, size_t n) = 0;
   /// Bytes of optimizer state per parameter (for memory reports).
   virtual size_t stateBytesPerParam() const = 0;
+  /// Keep the state in `state` (stateBytesPerParam() · n bytes, zero-filled, owned by the caller)
+  /// instead of in the optimizer: FSDP's offload puts it in a separate host arena this way.
+  /// Called before the first step.
+  void bindState(float* state) { external_ = state; }
+
+ protected:
+  /// The state array of `floats` floats: the bound one, else `own` resized on first use.
+  float* state(std::vector<float>& own, size_t floats) {
+    if (external_) return external_;
+    own.resize(floats, 0.0f);
+    return own.data();
+  }
+
+ private:
+  float* external_ = nullptr;
 };
 
 /// p -= lr · v, with v = momentum · v + g (v = g when momentum is 0).
@@ -31,7 +46,7 @@ class Sgd : public Optimizer {
 
  private:
   float lr_, momentum_;
-  std::vector<float> velocity_;
+  std::vector<float> own_;
 };
 
 /// Adam (Kingma & Ba) with bias correction: m, v moving averages of g and g².
@@ -45,7 +60,7 @@ class Adam : public Optimizer {
  private:
   float lr_, beta1_, beta2_, epsilon_;
   long steps_ = 0;
-  std::vector<float> m_, v_;
+  std::vector<float> own_;  // m then v
 };
 
 /// "sgd", "momentum" (SGD, momentum 0.9) or "adam" with learning rate `lr`; null for another name.

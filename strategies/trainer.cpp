@@ -6,10 +6,13 @@
 
 namespace ferry::train {
 
+LossResult batchLoss(const Tensor& y, Batch& batch, LossKind loss) {
+  return loss == LossKind::kCrossEntropy ? softmaxCrossEntropy(y, batch.labels) : meanSquaredError(y, batch.targets);
+}
+
 float localGradients(Mlp& model, Batch& batch, LossKind loss, const Mlp::GradReady& ready) {
   Tensor y = model.forward(batch.x);
-  LossResult r = loss == LossKind::kCrossEntropy ? softmaxCrossEntropy(y, batch.labels)
-                                                 : meanSquaredError(y, batch.targets);
+  LossResult r = batchLoss(y, batch, loss);
   model.backward(r.grad, ready);
   return r.loss;
 }

@@ -6,10 +6,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "strategies/data.hpp"
 #include "strategies/ddp.hpp"
+#include "strategies/ffn.hpp"
+#include "strategies/moe.hpp"
+#include "strategies/pipeline.hpp"
 #include "strategies/trainer.hpp"
 
 using namespace ferry::train;
@@ -120,4 +125,86 @@ TEST_CASE("the mean of shard gradients is the whole batch's gradient", "[unit]")
     std::vector<float> meanF(mean.begin(), mean.end());
     CHECK(relativeDifference(meanF.data(), full.data(), full.size()) < 1e-6);
   }
+}
+
+namespace {
+
+// Central differences of `loss` over every third float of `params` against `analytic`.
+void checkGradients(const char* what, float* params, const std::vector<float>& analytic, size_t n,
+                    const std::function<float()>& loss) {
+  for (size_t i = 0; i < n; i += 3) {
+    const float h = 1e-2f, saved = params[i];
+    params[i] = saved + h;
+    const float up = loss();
+    params[i] = saved - h;
+    const float down = loss();
+    params[i] = saved;
+    const double numeric = (static_cast<double>(up) - down) / (2.0 * h);
+    INFO(what << " float " << i);
+    CHECK(std::abs(numeric - analytic[i]) <= 2e-3 + 2e-2 * std::abs(numeric));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("FFN model backward matches finite differences", "[unit]") {
+  FfnShape shape{5, 6, 8, 3, 2};
+  FfnModel m(shape, FfnPart{}, 5);
+  for (size_t i = 0; i < m.paramCount(); ++i) m.paramData()[i] += 0.05f * std::sin(static_cast<float>(i));
+  SyntheticTask task(shape.in, shape.out, 3);
+  Batch b = task.batch(0, 4);
+  auto loss = [&](bool backward) {
+    FfnPass pass(m, m.gradData());
+    LossResult r = softmaxCrossEntropy(*pass.forward(b.x), b.labels);
+    if (backward) (void)pass.backward(r.grad);
+    return r.loss;
+  };
+  loss(true);
+  std::vector<float> analytic(m.gradData(), m.gradData() + m.paramCount());
+  checkGradients("ffn", m.paramData(), analytic, m.paramCount(), [&] { return loss(false); });
+}
+
+TEST_CASE("MoE layer backward matches finite differences", "[unit]") {
+  for (size_t k : {size_t{1}, size_t{2}}) {
+    TrainConfig c;
+    c.shape = {5, 6, 3};
+    c.ffn = 8;
+    c.experts = 4;
+    c.topK = k;
+    c.capacityFactor = 1.0f;  // some tokens dropped
+    c.auxWeight = 0.1f;
+    MoeModel m(c, 0, 1);
+    SyntheticTask task(5, 3, 3);
+    Batch b = task.batch(0, 16);
+    MoeRouting routing;
+    moeGradients(c, m, b, 2, &routing);
+    CHECK(routing.dropped > 0);
+    std::vector<float> shared = m.sharedGrad(), experts = m.expertGrads();
+    auto loss = [&] { return moeGradients(c, m, b, 2); };
+    checkGradients(k == 1 ? "moe top-1 shared" : "moe top-2 shared", m.shared().data(), shared, shared.size(), loss);
+    checkGradients(k == 1 ? "moe top-1 experts" : "moe top-2 experts", m.expertParams().data(), experts,
+                   experts.size(), loss);
+  }
+}
+
+TEST_CASE("pipeline schedules", "[unit]") {
+  // 1F1B on stage 0 of 3 with 4 micro-batches: two warm-up forwards, then alternate, then drain.
+  std::string s;
+  for (const PipelineAction& a : pipelineActions(PipelineSchedule::kOneFOneB, 0, 3, 4))
+    s += (a.forward ? "F" : "B") + std::to_string(a.micro) + " ";
+  CHECK(s == "F0 F1 F2 B0 F3 B1 B2 B3 ");
+  s.clear();
+  for (const PipelineAction& a : pipelineActions(PipelineSchedule::kGPipe, 2, 3, 2))
+    s += (a.forward ? "F" : "B") + std::to_string(a.micro) + " ";
+  CHECK(s == "F0 F1 B0 B1 ");
+  // Every schedule runs each micro-batch's forward once, before its backward.
+  for (auto sched : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB})
+    for (int stage = 0; stage < 4; ++stage) {
+      std::vector<int> seen(6, 0);
+      for (const PipelineAction& a : pipelineActions(sched, stage, 4, 6)) {
+        if (a.forward) CHECK(seen[a.micro]++ == 0);
+        else CHECK(seen[a.micro]++ == 1);
+      }
+      for (int v : seen) CHECK(v == 2);
+    }
 }
