@@ -84,19 +84,30 @@ class Transport {
   virtual Status postRecv(int peer, uint64_t tag, uint64_t mask, void* buf, size_t bytes,
                           Request* req) = 0;
   /// Cancel a pending request; it ends kFailed (or kDone if it completed meanwhile) after progress().
+  /// A receive ends at once unless its message is already arriving. A send may be beyond recall
+  /// (UCX cannot withdraw a tag send): it then stays pending until its peer receives it, and ends
+  /// kDone with the bytes its buffer held while pending; a send that ends kFailed is never
+  /// delivered, and no transport reads its buffer afterwards. close() ends every send.
   virtual void cancel(Request* req) = 0;
   /// Advance every posted operation; returns true when something happened.
   virtual bool progress() = 0;
 
-  /// Ok while `peer` is reachable; the failure the transport saw otherwise.
+  /// Ok while `peer` is reachable; the failure the transport saw otherwise. Once it is not ok,
+  /// every request naming `peer` fails (after progress()), and so does every later one.
   virtual Status peerError(int peer) const = 0;
 
   /// Every rank has connected (the runtime's init barrier passed): release what only setup needed,
   /// such as the names of shared segments.
   virtual void sealed() {}
 
-  /// Close every connection, waiting at most `seconds`. Flushes first unless `force`; a forced
-  /// close fails every operation still in flight, so none touches its buffers afterwards.
+  /// Close every connection, waiting at most `seconds` (about that: a transport may take a little
+  /// longer rather than leave its library in a state it cannot tear down). Flushes sends first
+  /// unless `force`. Either way, when close() returns no request is pending any more: what did not
+  /// complete (every receive, and the sends a forced or timed-out flush left) ended kFailed, and
+  /// no transport touches those buffers afterwards, with one exception close() logs: a peer
+  /// that reads large messages straight from the sender's memory (shm; UCX between same-host
+  /// endpoints) and has neither taken nor refused one within the limit may still read it. Posting after close() is refused, progress()
+  /// touches no peer, and a second close() does nothing.
   virtual void close(double seconds, bool force) = 0;
 };
 

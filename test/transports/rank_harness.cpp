@@ -232,7 +232,9 @@ TransportProbe probeTransport(const std::string& name) {
   if (pid == 0) {
     close(p[0]);
     std::random_device rd;
-    auto created = createTransport(name, 0, 1, (uint64_t{rd()} << 32) | rd());
+    // Two ranks, never connected: capabilities may depend on how the peers are reached (UCX
+    // endpoints to same-host peers have no peer error handling), and a lone rank has no peers.
+    auto created = createTransport(name, 0, 2, (uint64_t{rd()} << 32) | rd());
     std::string msg;
     if (created.isOk()) {
       std::unique_ptr<Transport> t = std::move(*created);

@@ -7,6 +7,14 @@
 // process_vm_readv (one copy, no staging), then puts an acknowledgement in the sender's segment,
 // which completes the send.
 //
+// Withdrawing a rendezvous send (cancel(), close()) cannot just forget it: the receiver holds its
+// slot and would copy whatever the buffer holds later. The sender puts a withdrawal behind it in
+// the same ring and keeps the send pending; the receiver, reaching it, drops the message if it
+// has not taken it and answers with a refusal (an acknowledgement with status ECANCELED), or
+// ignores it if it has (its acknowledgement is already on the way). Either answer ends the send:
+// kFailed, or kDone with the bytes the buffer held while the send was pending. A receiver that
+// closes refuses every rendezvous message it holds, so no sender waits on it for ever.
+//
 // Memory ordering: the producer writes a slot, then publishes it with a release store of tail;
 // the consumer reads tail with acquire, reads the slot, then frees it with a release store of
 // head, which the producer reads with acquire before reusing the slot.
@@ -23,6 +31,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -31,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/base/deadline.hpp"
 #include "runtime/base/log.hpp"
 
 namespace ferry::transport::shm {
@@ -40,15 +50,19 @@ constexpr uint32_t kMagic = 0x48535246;  // "FRSH"
 constexpr int kSlots = 32;
 constexpr size_t kSlotBytes = 8192;
 
-enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3 };
+enum class Kind : uint32_t { kEager = 1, kRendezvous = 2, kAck = 3, kWithdraw = 4 };
+
+// Acknowledgement statuses besides 0 and the errno of a failed copy.
+constexpr int32_t kWithdrawn = ECANCELED;  // the receiver dropped a withdrawn message
+constexpr int32_t kRefused = ESHUTDOWN;    // the receiver closed before taking the message
 
 struct SlotHeader {
   uint32_t kind;
-  int32_t status;   // acks: 0, or the errno the receiver's copy failed with
+  int32_t status;   // acks: 0, kWithdrawn, kRefused, or the errno the receiver's copy failed with
   uint64_t tag;
   uint64_t bytes;
   uint64_t addr;    // rendezvous: the sender's buffer
-  uint64_t cookie;  // rendezvous and ack: the sender's id of the send
+  uint64_t cookie;  // rendezvous, ack and withdraw: the sender's id of the send
   uint8_t pad[24];
 };
 static_assert(sizeof(SlotHeader) == 64);
@@ -100,6 +114,12 @@ struct Outgoing {
   SlotHeader h;
   const void* payload;  // eager bytes, copied into the slot when it is written
   Request* req;         // eager sends complete when written; null for acks and rendezvous
+};
+
+// A rendezvous send written to its peer's ring, until the peer answers.
+struct AwaitingAck {
+  Request* req;
+  bool withdrawn;  // a withdrawal follows it
 };
 
 void succeed(Request* r) {
@@ -224,7 +244,7 @@ class ShmTransport final : public Transport {
       o.h.kind = static_cast<uint32_t>(Kind::kRendezvous);
       o.h.addr = reinterpret_cast<uint64_t>(buf);
       o.h.cookie = ++lastSendId_;
-      awaitingAck_[o.h.cookie] = req;
+      awaitingAck_[o.h.cookie] = AwaitingAck{req, false};
       req->handle = reinterpret_cast<void*>(o.h.cookie);
     }
     pending_[peer].push_back(o);
@@ -251,7 +271,7 @@ class ShmTransport final : public Transport {
   }
 
   void cancel(Request* req) override {
-    if (!req->pending()) return;
+    if (!req->pending() || closed_) return;
     if (!req->isSend) {
       for (auto& q : posted_) {
         for (auto it = q.begin(); it != q.end(); ++it) {
@@ -264,17 +284,13 @@ class ShmTransport final : public Transport {
       }
       return;
     }
-    if (req->handle != nullptr) awaitingAck_.erase(reinterpret_cast<uint64_t>(req->handle));
-    if (req->peer >= 0 && req->peer < size_) {
-      auto& q = pending_[req->peer];
-      for (auto it = q.begin(); it != q.end(); ++it) {
-        if (it->req == req || (req->handle != nullptr && it->h.cookie == reinterpret_cast<uint64_t>(req->handle))) {
-          q.erase(it);
-          break;
-        }
-      }
+    // Not written yet: it never reaches the peer.
+    if (unqueue(req)) {
+      fail(req, "canceled");
+      return;
     }
-    fail(req, "canceled");
+    // A rendezvous send the peer holds: withdraw it, and let the peer's answer end it.
+    if (req->handle != nullptr) withdraw(reinterpret_cast<uint64_t>(req->handle));
   }
 
   bool progress() override {
@@ -296,10 +312,55 @@ class ShmTransport final : public Transport {
 
   Status peerError(int) const override { return Status::ok(); }
 
-  void close(double, bool) override {
+  // Flushes (unless forced) until the limit, then fails the receives, withdraws the sends and
+  // refuses what peers offered, waits for the peers' answers until the limit, and fails whatever
+  // is left. Only then are the peers' segments unmapped.
+  void close(double seconds, bool force) override {
     if (closed_) return;
+    // A quarter of the time stays for the withdrawals a flush that ran out of time leaves.
+    Deadline flushBy = Deadline::after(std::max(seconds * 0.75, 1e-6));
+    Deadline deadline = Deadline::after(std::max(seconds, 1e-6));
+    Backoff backoff;
+    auto sendsInFlight = [&] {
+      if (!awaitingAck_.empty()) return true;
+      for (const auto& q : pending_) {
+        if (!q.empty()) return true;
+      }
+      return false;
+    };
+    while (!force && sendsInFlight() && !flushBy.expired()) {
+      if (!progress()) backoff.pause();
+    }
+    for (auto& q : posted_) {
+      for (Posted& p : q) fail(p.req, "canceled: the transport was closed");
+      q.clear();
+    }
+    for (int p = 0; p < size_; ++p) {
+      while (Request* r = firstQueuedSend(p)) {
+        unqueue(r);
+        fail(r, "canceled: the transport was closed");
+      }
+    }
+    std::vector<uint64_t> written;
+    for (const auto& [cookie, a] : awaitingAck_) written.push_back(cookie);
+    for (uint64_t cookie : written) withdraw(cookie);
+    refuseUnexpected();
+    while (sendsInFlight() && !deadline.expired()) {
+      if (!progress()) backoff.pause();
+      refuseUnexpected();  // offers that arrived meanwhile
+    }
+    for (auto& [cookie, a] : awaitingAck_) {
+      // The peer did not answer in time: it may still read the buffer if it takes the message
+      // before it reaches the withdrawal.
+      FERRY_WARN(log::kTransport, "rank %d: rank %d did not answer the withdrawal of a %zu-byte send in time", rank_,
+                 a.req->peer, a.req->bytes);
+      a.req->handle = nullptr;
+      fail(a.req, "canceled: the transport was closed before the receiver answered");
+    }
+    awaitingAck_.clear();
     closed_ = true;
     for (int p = 0; p < size_; ++p) {
+      pending_[p].clear();
       if (peerMaps_[p] != nullptr) munmap(peerMaps_[p], segmentBytes(size_));
       peerMaps_[p] = nullptr;
       out_[p] = nullptr;
@@ -307,6 +368,64 @@ class ShmTransport final : public Transport {
   }
 
  private:
+
+  // The first send still queued for `peer` (not yet in its ring), or null.
+  Request* firstQueuedSend(int peer) {
+    for (const Outgoing& o : pending_[peer]) {
+      if (o.req != nullptr) return o.req;
+      if (o.h.kind == static_cast<uint32_t>(Kind::kRendezvous)) return awaitingAck_.at(o.h.cookie).req;
+    }
+    return nullptr;
+  }
+
+  // Removes a send that is still queued (not in the peer's ring); false when it is not there.
+  bool unqueue(Request* req) {
+    if (req->peer < 0 || req->peer >= size_) return false;
+    const uint64_t cookie = reinterpret_cast<uint64_t>(req->handle);
+    auto& q = pending_[req->peer];
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      const bool rendezvous = it->h.kind == static_cast<uint32_t>(Kind::kRendezvous);
+      if (it->req == req || (rendezvous && req->handle != nullptr && it->h.cookie == cookie)) {
+        q.erase(it);
+        if (rendezvous) awaitingAck_.erase(cookie);
+        req->handle = nullptr;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Queues a withdrawal of the written rendezvous send `cookie` (once).
+  void withdraw(uint64_t cookie) {
+    auto it = awaitingAck_.find(cookie);
+    if (it == awaitingAck_.end() || it->second.withdrawn) return;
+    it->second.withdrawn = true;
+    const int peer = it->second.req->peer;
+    Outgoing w{};
+    w.h.kind = static_cast<uint32_t>(Kind::kWithdraw);
+    w.h.cookie = cookie;
+    pending_[peer].push_back(w);
+    flush(peer);
+  }
+
+  // Queues an acknowledgement with `status` for rendezvous send `cookie` of rank `to`.
+  void answer(int to, uint64_t cookie, int32_t status) {
+    if (out_[to] == nullptr) return;
+    Outgoing ack{};
+    ack.h.kind = static_cast<uint32_t>(Kind::kAck);
+    ack.h.status = status;
+    ack.h.cookie = cookie;
+    pending_[to].push_back(ack);
+    flush(to);
+  }
+
+  // Closing: refuse every rendezvous message peers offered that no receive took.
+  void refuseUnexpected() {
+    for (const Unexpected& m : unexpected_) {
+      if (m.kind == Kind::kRendezvous) answer(m.from, m.cookie, kRefused);
+    }
+    unexpected_.clear();
+  }
 
   // Writes queued slots to `peer`'s ring while it has room; true when something was written.
   bool flush(int peer) {
@@ -331,14 +450,30 @@ class ShmTransport final : public Transport {
     Kind kind = static_cast<Kind>(s.h.kind);
     if (kind == Kind::kAck) {
       auto it = awaitingAck_.find(s.h.cookie);
-      if (it == awaitingAck_.end()) return;  // canceled meanwhile
-      Request* r = it->second;
+      if (it == awaitingAck_.end()) return;  // failed by close() meanwhile
+      Request* r = it->second.req;
       awaitingAck_.erase(it);
       r->handle = nullptr;
       if (s.h.status == 0) {
         succeed(r);
+      } else if (s.h.status == kWithdrawn) {
+        fail(r, "canceled");
+      } else if (s.h.status == kRefused) {
+        fail(r, "rank " + std::to_string(from) + " closed its transport before receiving the message");
       } else {
         fail(r, std::string("rank ") + std::to_string(from) + " could not read the message: " + std::strerror(s.h.status));
+      }
+      return;
+    }
+    if (kind == Kind::kWithdraw) {
+      // Behind its message in the ring: the message was either taken (and acknowledged) or waits
+      // among the unexpected ones.
+      for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+        if (it->from == from && it->kind == Kind::kRendezvous && it->cookie == s.h.cookie) {
+          unexpected_.erase(it);
+          answer(from, s.h.cookie, kWithdrawn);
+          return;
+        }
       }
       return;
     }
@@ -426,14 +561,7 @@ class ShmTransport final : public Transport {
         fail(p.req, std::string("cannot copy from rank ") + std::to_string(m.from) + "'s buffer: " + std::strerror(err));
       }
     }
-    Outgoing ack{};
-    ack.h.kind = static_cast<uint32_t>(Kind::kAck);
-    ack.h.status = err;
-    ack.h.cookie = m.cookie;
-    if (out_[m.from] != nullptr) {
-      pending_[m.from].push_back(ack);
-      flush(m.from);
-    }
+    answer(m.from, m.cookie, err);
   }
 
   int rank_;
@@ -447,7 +575,7 @@ class ShmTransport final : public Transport {
   std::vector<std::deque<Outgoing>> pending_;
   std::vector<std::deque<Posted>> posted_;  // per peer, and [size_] for any peer
   std::list<Unexpected> unexpected_;
-  std::unordered_map<uint64_t, Request*> awaitingAck_;
+  std::unordered_map<uint64_t, AwaitingAck> awaitingAck_;  // by cookie
   uint64_t lastSendId_ = 0;
   uint64_t lastOrder_ = 0;
   bool closed_ = false;
