@@ -264,6 +264,36 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
   return Status::ok();
 }
 
+// Broadcast through the root's mailbox, pipelined after the entry barrier: the root copies chunk j
+// into half (j & 1) of its mailbox and posts j+2; every other rank copies it out once the root
+// posted j+2, then posts j+2 itself. Before writing chunk j >= 2 the root waits until every rank
+// posted j (finished chunk j-2, which used the same half). The root's copies and the readers'
+// run at the same time on different cores.
+Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t bytes, int root) {
+  const int r = ex.rank();
+  size_t k = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
+  k = std::max<size_t>(std::min(k, ex.context().arena->slotBytes() / 2) / 64 * 64, 64);
+  const size_t steps = (bytes + k - 1) / k;
+  const auto* src = static_cast<const uint8_t*>(in);
+  for (size_t j = 0; j < steps; ++j) {
+    const size_t off = j * k, len = std::min(k, bytes - off);
+    const int phase = static_cast<int>(j) + 2;
+    uint8_t* half = ex.slot(root) + (j & 1) * k;
+    ex.setPhase("broadcast", static_cast<int>(j), static_cast<int>(steps));
+    if (r == root) {
+      if (j >= 2) FERRY_TRY(ex.awaitAll(phase - 2));
+      std::memcpy(half, src + off, len);
+      ex.post(phase);
+      if (src != out) std::memcpy(out + off, src + off, len);
+    } else {
+      FERRY_TRY(ex.await(root, phase));
+      std::memcpy(out + off, half, len);
+      ex.post(phase);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 const char* algorithmName(Algorithm a) {
@@ -414,25 +444,20 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
 }
 
 // Broadcast: the root's buffer reaches every rank.
-//   direct/shm: the root's data in its mailbox; every other rank copies it out. One barrier.
+//   direct/shm: pipelined through the root's mailbox (pipelinedBroadcast).
 //   direct/cma: every other rank reads the root's buffer; they post 2 when done and the root
 //     waits for all of them before returning.
 Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, int root) {
   const int n = ex.size(), r = ex.rank();
   const size_t bytes = count * dataTypeSize(type);
   announce(ex, plan, r == root ? in : nullptr, out);
-  if (plan.protocol == Protocol::kShm && r == root) std::memcpy(ex.slot(r), in, bytes);
   FERRY_TRY(enter(ex));
+  if (plan.protocol == Protocol::kShm) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
   ex.setPhase("copy", 0, 1);
   if (r == root) {
     if (in != out) std::memcpy(out, in, bytes);
-    if (plan.protocol == Protocol::kShm) return Status::ok();
     ex.setPhase("departure", 0, 1);
     for (int i = 1; i < n; ++i) FERRY_TRY(ex.await((r + i) % n, 2));
-    return Status::ok();
-  }
-  if (plan.protocol == Protocol::kShm) {
-    std::memcpy(out, ex.slot(root), bytes);
     return Status::ok();
   }
   FERRY_TRY(ex.readPeer(root, ex.peerAddr(root, 0), out, bytes));

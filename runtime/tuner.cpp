@@ -165,7 +165,9 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       add(Algorithm::kPairwise, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kBroadcast:
-      add(Algorithm::kDirect, Protocol::kShm, shm && B <= mb, S + B * c + f * B * c);
+      // Pipelined: the root's copies (into its mailbox and its own output) overlap the readers'.
+      add(Algorithm::kDirect, Protocol::kShm, shm,
+          (1 + pipeSteps(B) * (over ? 1 : 0.5)) * S + f * 2 * B * c + static_cast<double>(chunk_) * c);
       add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * cma(B));
       add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;

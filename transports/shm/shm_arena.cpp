@@ -15,6 +15,7 @@
 #include "transports/shm/shm_arena.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -69,7 +70,7 @@ class ShmArena final : public Arena {
  public:
   explicit ShmArena(const ArenaOptions& o)
       : rank_(o.rank), size_(o.size), commId_(o.commId), slotBytes_((o.slotBytes + kPage - 1) & ~(kPage - 1)),
-        spinNs_(o.spinNs), maps_(o.size, nullptr), pids_(o.size, 0) {}
+        spinNs_(o.spinNs), yieldNs_(o.yieldNs), maps_(o.size, nullptr), pids_(o.size, 0) {}
 
   ~ShmArena() override {
     sealed();
@@ -216,6 +217,15 @@ class ShmArena final : public Arena {
       if (c->posted.load(std::memory_order_acquire) >= target) return Status::ok();
       if ((i & 63) == 0 && Clock::now() >= spinUntil) break;
     }
+    // Then yield for a while: when ranks outnumber cores the peer we wait for is often runnable
+    // on our own core, and yielding hands it the core at once, where sleeping would add a
+    // wake-up through the kernel. With a core per rank, sched_yield returns at once.
+    Clock::time_point yieldUntil = Clock::now() + std::chrono::nanoseconds(yieldNs_);
+    for (unsigned i = 1;; ++i) {
+      sched_yield();
+      if (c->posted.load(std::memory_order_acquire) >= target) return Status::ok();
+      if ((i & 7) == 0 && Clock::now() >= yieldUntil) break;
+    }
     Clock::time_point nextCheck = Clock::now();
     const timespec nap{0, 5'000'000};
     for (;;) {
@@ -268,6 +278,7 @@ class ShmArena final : public Arena {
   uint64_t commId_;
   size_t slotBytes_;
   int64_t spinNs_;
+  int64_t yieldNs_;
   std::vector<void*> maps_;
   std::vector<pid_t> pids_;
   std::string name_;

@@ -18,6 +18,8 @@ struct ArenaOptions {
   /// How long a wait spins before it sleeps in the kernel. Spinning wins when every rank has a
   /// core; when ranks outnumber cores it only burns the time of the peer being waited for.
   int64_t spinNs = 20000;
+  /// How long a wait then yields the core before it sleeps in the kernel.
+  int64_t yieldNs = 200000;
 };
 
 /// All ranks must run on this host in one pid namespace. Segment names are unlinked by sealed().
