@@ -55,12 +55,17 @@ TEST_CASE("small all-reduces go one-shot through the mailboxes, large ones two-s
   CHECK(large.chunkBytes == 256 * 1024);  // L2 / 8
 }
 
-TEST_CASE("without single-copy reads, large messages fall back to the transport ring", "[tuner]") {
+TEST_CASE("without single-copy reads, large messages are pipelined through the mailboxes or the ring", "[tuner]") {
   auto t = Tuner::create(inputs(4, true, false), "", "", 0);
   REQUIRE(t.isOk());
   auto large = plan(*t, OpKind::kAllReduce, 64 << 20);
-  CHECK(large.algorithm == Algorithm::kRing);
-  CHECK(large.protocol == Protocol::kMessages);
+  CHECK(large.algorithm == Algorithm::kTwoShot);
+  CHECK(large.protocol == Protocol::kShm);
+  CHECK(plan(*t, OpKind::kReduceScatter, 16 << 20).protocol == Protocol::kShm);
+  CHECK(plan(*t, OpKind::kBroadcast, 64 << 20).protocol == Protocol::kShm);
+  // All-gather and all-to-all have no pipelined mailbox variant: large ones take the ring.
+  CHECK(plan(*t, OpKind::kAllGather, 16 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, OpKind::kAllToAll, 16 << 20).algorithm == Algorithm::kPairwise);
   CHECK(plan(*t, OpKind::kAllGather, 16).protocol == Protocol::kShm);
 }
 
