@@ -130,7 +130,7 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
   h.seq.store(seq_, std::memory_order_release);
 }
 
-void Exec::post(int phase) { ctx_.arena->post(seq_ * 8 + static_cast<uint64_t>(phase)); }
+void Exec::post(int phase) { ctx_.arena->post((seq_ << kPhaseBits) + static_cast<uint64_t>(phase)); }
 
 Status Exec::checkPeerCall(int peer) {
   if (ctx_.arena == nullptr || !ctx_.checkMismatch) return Status::ok();
@@ -168,7 +168,7 @@ Status Exec::checkPeerCall(int peer) {
 
 Status Exec::await(int peer, int phase) {
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
-  const uint64_t target = seq_ * 8 + static_cast<uint64_t>(phase);
+  const uint64_t target = (seq_ << kPhaseBits) + static_cast<uint64_t>(phase);
   Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
     if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
     if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
@@ -177,11 +177,22 @@ Status Exec::await(int peer, int phase) {
   if (!st.isOk()) {
     if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
     if (st.code() == ErrorCode::kTimeout) {
+      // Where every rank stands, from the counters in shared memory: the ranks behind this call
+      // are the ones to look at.
+      std::string behind, all;
+      for (int r = 0; r < ctx_.size; ++r) {
+        uint64_t v = ctx_.arena->posted(r);
+        unsigned long long call = v >> kPhaseBits, ph = v & ((uint64_t{1} << kPhaseBits) - 1);
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%s%d at #%llu.%llu", all.empty() ? "" : ", ", r, call, ph);
+        all += buf;
+        if (call < seq_) behind += (behind.empty() ? "" : ", ") + std::to_string(r);
+      }
       return failure(peer, false,
-                     makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT); rank %d is at call #%llu "
-                               "phase %llu", secondsSince(start_), peer,
-                               static_cast<unsigned long long>(ctx_.arena->posted(peer) / 8),
-                               static_cast<unsigned long long>(ctx_.arena->posted(peer) % 8)));
+                     makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT); ranks that have not "
+                               "reached call #%llu: %s (each rank's last call.phase: %s)",
+                               secondsSince(start_), static_cast<unsigned long long>(seq_),
+                               behind.empty() ? "none" : behind.c_str(), all.c_str()));
     }
     return failure(peer, false, st);
   }
