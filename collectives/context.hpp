@@ -109,13 +109,14 @@ class Exec {
   Status wait(transport::Request* req);
   /// Wait for every request posted so far.
   Status waitAll();
-  // Single-host calls over the arena (ctx.arena != null). Phases are small integers (1..7) per
-  // call; the arena counter holds seq * 8 + phase.
+  // Single-host calls over the arena (ctx.arena != null). Phases count up from 1 within a call
+  // (pipelined algorithms use two per chunk); the arena counter holds (seq << kPhaseBits) + phase.
+  static constexpr int kPhaseBits = 24;
 
   /// Publish this call in the arena header with the algorithm and protocol the rank chose and two
   /// of its buffers that peers may read. No-op without an arena.
   void announce(uint32_t algorithm, uint32_t protocol, const void* addr0, const void* addr1);
-  /// This rank finished `phase` of the call.
+  /// This rank finished `phase` (1 .. 2^24-1) of the call.
   void post(int phase);
   /// Wait until `peer` finished `phase` of this call; at phase 1 also check that it runs the
   /// same call (kMismatch naming both sides otherwise).
