@@ -116,13 +116,19 @@ class Exec {
   /// Publish this call in the arena header with the algorithm and protocol the rank chose and two
   /// of its buffers that peers may read. No-op without an arena.
   void announce(uint32_t algorithm, uint32_t protocol, const void* addr0, const void* addr1);
-  /// This rank finished `phase` (1 .. 2^24-1) of the call.
+  /// This rank finished `phase` (1 .. 2^24-1) of the call; phase 0: it entered the call (posted
+  /// by the runtime for every collective call, whatever its algorithm).
   void post(int phase);
   /// Wait until `peer` finished `phase` of this call; at phase 1 also check that it runs the
   /// same call (kMismatch naming both sides otherwise).
   Status await(int peer, int phase);
   /// await() every other rank, starting with rank+1.
   Status awaitAll(int phase);
+  /// Before writing this call's mailbox: wait until every peer entered the previous call (so it
+  /// finished reading what this rank wrote there two calls ago). Usually costs n loads.
+  Status claimMailbox();
+  /// Wait until `peer`'s counter reaches `target`.
+  Status awaitCounter(int peer, uint64_t target);
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
   Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
   /// The buffer addresses `peer` announced for this call.

@@ -5,10 +5,11 @@
 // one copy (protocol kCma). Phases are numbered per call; "post k" says "I finished phase k",
 // "await p k" waits for peer p to say so.
 //
-// Every algorithm opens the same way: announce the call (kind, count, type, op, root, algorithm,
+// Most algorithms open the same way: announce the call (kind, count, type, op, root, algorithm,
 // protocol, buffers), fill the own mailbox if the protocol uses it, post 1, await everyone's 1.
-// That entry barrier is what makes the double-buffered mailboxes safe (arena.hpp) and what checks
-// that every rank runs the same call. Algorithms that read peers' own buffers end with one more
+// That entry barrier checks that every rank runs the same call. Before any rank writes its mailbox
+// it claims it (Exec::claimMailbox): every peer must have entered the previous call, so it finished
+// reading what was written there two calls ago; usually that is already true and costs n loads. Algorithms that read peers' own buffers end with one more
 // barrier, so no rank returns (and lets its caller reuse a buffer) while a peer still reads it.
 //
 // Reductions always combine rank 0's contribution with rank 1's, then rank 2's and so on, whoever
@@ -160,6 +161,7 @@ Status leave(Exec& ex, int phase) {
 // peer posted 2(j+1)+1, which it does after finishing step j. The first post is the entry barrier.
 Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
                           RedOp op) {
+  FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const auto* i0 = static_cast<const uint8_t*>(in);
@@ -203,6 +205,7 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 // step; areas alternate halves as in pipelinedAllReduce.
 Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount,
                               DataType type, RedOp op) {
+  FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const auto* i0 = static_cast<const uint8_t*>(in);
@@ -227,6 +230,7 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
 // root reducing its segment straight into its output; then (c) on the root only.
 Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
                        RedOp op, int root) {
+  FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const auto* i0 = static_cast<const uint8_t*>(in);
@@ -270,6 +274,7 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
 // posted j (finished chunk j-2, which used the same half). The root's copies and the readers'
 // run at the same time on different cores.
 Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t bytes, int root) {
+  FERRY_TRY(ex.claimMailbox());
   const int r = ex.rank();
   size_t k = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
   k = std::max<size_t>(std::min(k, ex.context().arena->slotBytes() / 2) / 64 * 64, 64);
@@ -339,7 +344,10 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   if (plan.algorithm == Algorithm::kTwoShot && plan.protocol == Protocol::kShm) {
     return pipelinedAllReduce(ex, plan, in, o, count, type, op);
   }
-  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, bytes);
+  if (plan.protocol == Protocol::kShm) {
+    FERRY_TRY(ex.claimMailbox());
+    std::memcpy(ex.slot(r), in, bytes);
+  }
   FERRY_TRY(enter(ex));
   if (plan.algorithm == Algorithm::kOneShot) {
     ex.setPhase("reduce", 0, 1);
@@ -395,7 +403,10 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const size_t block = sendCount * dataTypeSize(type);
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
-  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, block);
+  if (plan.protocol == Protocol::kShm) {
+    FERRY_TRY(ex.claimMailbox());
+    std::memcpy(ex.slot(r), in, block);
+  }
   FERRY_TRY(enter(ex));
   if (o + r * block != in) std::memcpy(o + r * block, in, block);
   for (int i = 1; i < n; ++i) {
@@ -420,7 +431,10 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   auto* o = static_cast<uint8_t*>(out);
   const auto* i0 = static_cast<const uint8_t*>(in);
   announce(ex, plan, in, out);
-  if (plan.protocol == Protocol::kShm) std::memcpy(ex.slot(r), in, block * n);
+  if (plan.protocol == Protocol::kShm) {
+    FERRY_TRY(ex.claimMailbox());
+    std::memcpy(ex.slot(r), in, block * n);
+  }
   FERRY_TRY(enter(ex));
   const bool inPlace = in == out;
   if (plan.protocol == Protocol::kShm) {
@@ -444,13 +458,33 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
 }
 
 // Broadcast: the root's buffer reaches every rank.
-//   direct/shm: pipelined through the root's mailbox (pipelinedBroadcast).
+//   direct/shm: up to one chunk, the root fills its mailbox and posts 1, the others copy it out
+//     when they see it: no barrier; larger, pipelined through the root's mailbox after the entry
+//     barrier (pipelinedBroadcast).
 //   direct/cma: every other rank reads the root's buffer; they post 2 when done and the root
 //     waits for all of them before returning.
 Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, int root) {
   const int n = ex.size(), r = ex.rank();
   const size_t bytes = count * dataTypeSize(type);
   announce(ex, plan, r == root ? in : nullptr, out);
+  // Small enough for one mailbox half: filled before the entry barrier, read right after it.
+  const bool single = plan.protocol == Protocol::kShm && bytes <= ex.context().arena->slotBytes() / 2 &&
+                      bytes <= (plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes);
+  if (single) {
+    // No barrier: the root only needs every peer past the call that last used this mailbox
+    // (claimMailbox), the others only need the root's data.
+    ex.setPhase("copy", 0, 1);
+    if (r == root) {
+      FERRY_TRY(ex.claimMailbox());
+      std::memcpy(ex.slot(r), in, bytes);
+      ex.post(1);
+      if (in != out) std::memcpy(out, in, bytes);
+      return Status::ok();
+    }
+    FERRY_TRY(ex.await(root, 1));
+    std::memcpy(out, ex.slot(root), bytes);
+    return Status::ok();
+  }
   FERRY_TRY(enter(ex));
   if (plan.protocol == Protocol::kShm) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
   ex.setPhase("copy", 0, 1);

@@ -167,8 +167,23 @@ Status Exec::checkPeerCall(int peer) {
 }
 
 Status Exec::await(int peer, int phase) {
+  FERRY_TRY(awaitCounter(peer, (seq_ << kPhaseBits) + static_cast<uint64_t>(phase)));
+  if (phase == 1) return checkPeerCall(peer);
+  return Status::ok();
+}
+
+Status Exec::claimMailbox() {
+  if (seq_ < 2) return Status::ok();
+  const uint64_t target = (seq_ - 1) << kPhaseBits;
+  for (int i = 1; i < ctx_.size; ++i) {
+    int p = (ctx_.rank + i) % ctx_.size;
+    if (ctx_.arena->posted(p) < target) FERRY_TRY(awaitCounter(p, target));
+  }
+  return Status::ok();
+}
+
+Status Exec::awaitCounter(int peer, uint64_t target) {
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
-  const uint64_t target = (seq_ << kPhaseBits) + static_cast<uint64_t>(phase);
   Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
     if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
     if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
@@ -197,7 +212,6 @@ Status Exec::await(int peer, int phase) {
     return failure(peer, false, st);
   }
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
-  if (phase == 1) return checkPeerCall(peer);
   return Status::ok();
 }
 

@@ -91,6 +91,8 @@ struct Comm::Impl {
     Status st;
     if (cls == coll::TagClass::kCollective) {
       Plan p = plan(desc);
+      // "Entered this call": what claimMailbox() waits for before a rank reuses a mailbox.
+      if (arena) ex.post(0);
       if (p.protocol == coll::Protocol::kMessages) {
         // Announced even when the data goes by messages, so a peer that chose differently (or
         // runs another call) is named at once by whichever side waits.
@@ -239,7 +241,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
       ao.size = size;
       ao.commId = impl->id;
       ao.slotBytes = static_cast<size_t>(std::clamp<int64_t>(config().mailboxBytes, 4096, int64_t{1} << 30));
-      ao.spinNs = config().spinNs >= 0 ? config().spinNs : size > cores ? 2000 : 20000;
+      ao.spinNs = config().spinNs >= 0 ? config().spinNs : size > cores ? 500 : 20000;
       auto a = transport::shm::createShmArena(ao);
       FERRY_TRY(a);
       impl->arena = std::move(*a);

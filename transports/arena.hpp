@@ -10,8 +10,8 @@
 //   - with canRead(), its whole address space readable by peers with read() (a single copy from
 //     the owner's buffer into the reader's, e.g. cross-memory attach).
 // Double buffering by parity is what lets a rank start call s+1 while a slower peer still reads
-// what it published for call s: before a rank can reach call s+2 it has waited in call s+1 for
-// every peer to arrive there, which they do only after finishing call s.
+// what it published for call s; before it rewrites that mailbox in call s+2 it waits until every
+// peer has entered call s+1 (their counters say so), which they do only after finishing call s.
 //
 // Memory ordering: everything a rank writes to its header and mailbox before post() is visible to
 // a peer whose wait() for that post returned (release on post, acquire in wait).
