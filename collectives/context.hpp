@@ -127,6 +127,8 @@ class Exec {
   /// Before writing this call's mailbox: wait until every peer entered the previous call (so it
   /// finished reading what this rank wrote there two calls ago). Usually costs n loads.
   Status claimMailbox();
+  /// Before writing ring slot `seq`: every peer entered call seq - depth + 1.
+  Status claimRing();
   /// Wait until `peer`'s counter reaches `target`.
   Status awaitCounter(int peer, uint64_t target);
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
@@ -135,6 +137,8 @@ class Exec {
   uint64_t peerAddr(int peer, int which);
   /// Mailbox of rank `r` for this call's parity.
   uint8_t* slot(int r) { return static_cast<uint8_t*>(ctx_.arena->slot(r, static_cast<int>(seq_ & 1))); }
+  /// Rank `r`'s ring slot for this call.
+  uint8_t* ringSlot(int r) { return static_cast<uint8_t*>(ctx_.arena->ringSlot(r, seq_)); }
   /// Ok unless `peer` announced this call with different arguments, algorithm or protocol.
   Status checkPeerCall(int peer);
 

@@ -471,18 +471,20 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const bool single = plan.protocol == Protocol::kShm && bytes <= ex.context().arena->slotBytes() / 2 &&
                       bytes <= (plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes);
   if (single) {
-    // No barrier: the root only needs every peer past the call that last used this mailbox
-    // (claimMailbox), the others only need the root's data.
+    // No barrier: the root only needs every peer past the call that last used the slot, the
+    // others only need the root's data. Small ones go through the root's ring of slots, so the
+    // root may run up to ringDepth() calls ahead of its slowest reader (as an eager send would).
     ex.setPhase("copy", 0, 1);
+    const bool ring = bytes <= ex.context().arena->ringSlotBytes();
     if (r == root) {
-      FERRY_TRY(ex.claimMailbox());
-      std::memcpy(ex.slot(r), in, bytes);
+      FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());
+      std::memcpy(ring ? ex.ringSlot(r) : ex.slot(r), in, bytes);
       ex.post(1);
       if (in != out) std::memcpy(out, in, bytes);
       return Status::ok();
     }
     FERRY_TRY(ex.await(root, 1));
-    std::memcpy(out, ex.slot(root), bytes);
+    std::memcpy(out, ring ? ex.ringSlot(root) : ex.slot(root), bytes);
     return Status::ok();
   }
   FERRY_TRY(enter(ex));

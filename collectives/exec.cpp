@@ -182,6 +182,17 @@ Status Exec::claimMailbox() {
   return Status::ok();
 }
 
+Status Exec::claimRing() {
+  const uint64_t depth = ctx_.arena->ringDepth();
+  if (seq_ < depth) return Status::ok();
+  const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
+  for (int i = 1; i < ctx_.size; ++i) {
+    int p = (ctx_.rank + i) % ctx_.size;
+    if (ctx_.arena->posted(p) < target) FERRY_TRY(awaitCounter(p, target));
+  }
+  return Status::ok();
+}
+
 Status Exec::awaitCounter(int peer, uint64_t target) {
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
   Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {

@@ -242,6 +242,8 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
       ao.commId = impl->id;
       ao.slotBytes = static_cast<size_t>(std::clamp<int64_t>(config().mailboxBytes, 4096, int64_t{1} << 30));
       ao.spinNs = config().spinNs >= 0 ? config().spinNs : size > cores ? 500 : 20000;
+      ao.yieldNs = config().yieldNs >= 0 ? config().yieldNs : size > cores ? 20000 : 200000;
+      ao.pollSleep = size > cores;
       auto a = transport::shm::createShmArena(ao);
       FERRY_TRY(a);
       impl->arena = std::move(*a);

@@ -7,6 +7,7 @@
 //   - two call headers (one per parity of the call sequence number) saying which call the rank is
 //     in and which of its buffers peers may read;
 //   - two mailboxes (one per parity) of slotBytes() that peers read directly, for small messages;
+//   - a ring of small slots, for small one-way messages a sender may post several calls ahead;
 //   - with canRead(), its whole address space readable by peers with read() (a single copy from
 //     the owner's buffer into the reader's, e.g. cross-memory attach).
 // Double buffering by parity is what lets a rank start call s+1 while a slower peer still reads
@@ -63,6 +64,11 @@ class Arena {
 
   /// Rank `r`'s mailbox for calls of parity `parity`: writable for its owner, readable by all.
   virtual void* slot(int r, int parity) = 0;
+  /// Rank `r`'s ring of small slots (ringDepth() of ringSlotBytes() each), for one-way calls whose
+  /// sender may run several calls ahead of its readers (small broadcasts): slot `index` mod depth.
+  virtual void* ringSlot(int r, uint64_t index) = 0;
+  virtual size_t ringDepth() const = 0;
+  virtual size_t ringSlotBytes() const = 0;
   /// Rank `r`'s header for calls of parity `parity`.
   virtual CallHeader& header(int r, int parity) = 0;
 

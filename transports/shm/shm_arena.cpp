@@ -4,7 +4,7 @@
 //   page 0: Control: magic and identity, the progress counter, the futex word and sleeper count,
 //           the two call headers, each on its own cache line so a spinning reader of one does not
 //           slow the writer of another;
-//   then:   two mailboxes of slotBytes, page aligned.
+//   then:   two mailboxes of slotBytes, page aligned, and a ring of kRingDepth small slots.
 //
 // Waking: a waiter that has spun long enough registers in `sleepers`, re-reads the counter and
 // sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter and, only when
@@ -25,7 +25,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <algorithm>
 #include <climits>
+#include <ctime>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -37,6 +39,8 @@ namespace {
 
 constexpr uint32_t kMagic = 0x41525246;  // "FRRA"
 constexpr size_t kPage = 4096;
+constexpr size_t kRingDepth = 128;
+constexpr size_t kRingSlotBytes = 4096;
 
 struct alignas(64) PaddedHeader {
   CallHeader h;
@@ -70,7 +74,7 @@ class ShmArena final : public Arena {
  public:
   explicit ShmArena(const ArenaOptions& o)
       : rank_(o.rank), size_(o.size), commId_(o.commId), slotBytes_((o.slotBytes + kPage - 1) & ~(kPage - 1)),
-        spinNs_(o.spinNs), yieldNs_(o.yieldNs), maps_(o.size, nullptr), pids_(o.size, 0) {}
+        spinNs_(o.spinNs), yieldNs_(o.yieldNs), pollSleep_(o.pollSleep), maps_(o.size, nullptr), pids_(o.size, 0) {}
 
   ~ShmArena() override {
     sealed();
@@ -195,6 +199,11 @@ class ShmArena final : public Arena {
     return static_cast<char*>(maps_[r]) + kPage + static_cast<size_t>(parity & 1) * slotBytes_;
   }
   CallHeader& header(int r, int parity) override { return control(r)->headers[parity & 1].h; }
+  void* ringSlot(int r, uint64_t index) override {
+    return static_cast<char*>(maps_[r]) + kPage + 2 * slotBytes_ + (index % kRingDepth) * kRingSlotBytes;
+  }
+  size_t ringDepth() const override { return kRingDepth; }
+  size_t ringSlotBytes() const override { return kRingSlotBytes; }
 
   void post(uint64_t value) override {
     Control* c = control(rank_);
@@ -228,11 +237,20 @@ class ShmArena final : public Arena {
     }
     Clock::time_point nextCheck = Clock::now();
     const timespec nap{0, 5'000'000};
+    long napNs = 2000;
     for (;;) {
-      c->sleepers.fetch_add(1, std::memory_order_seq_cst);
-      uint32_t w = c->wake.load(std::memory_order_seq_cst);
-      if (c->posted.load(std::memory_order_seq_cst) < target) futex(&c->wake, FUTEX_WAIT, w, &nap);
-      c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (pollSleep_) {
+        // Oversubscribed: short timed naps. The poster never pays a wake-up syscall, so a rank
+        // that runs ahead (a broadcast root) keeps its core, and nappers catch up in batches.
+        timespec ts{0, napNs};
+        nanosleep(&ts, nullptr);
+        napNs = std::min<long>(napNs * 2, 100000);
+      } else {
+        c->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        uint32_t w = c->wake.load(std::memory_order_seq_cst);
+        if (c->posted.load(std::memory_order_seq_cst) < target) futex(&c->wake, FUTEX_WAIT, w, &nap);
+        c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      }
       if (c->posted.load(std::memory_order_acquire) >= target) return Status::ok();
       Clock::time_point now = Clock::now();
       if (now >= nextCheck) {
@@ -270,7 +288,7 @@ class ShmArena final : public Arena {
   }
 
  private:
-  size_t segmentBytes() const { return kPage + 2 * slotBytes_; }
+  size_t segmentBytes() const { return kPage + 2 * slotBytes_ + kRingDepth * kRingSlotBytes; }
   Control* control(int r) const { return static_cast<Control*>(maps_[r]); }
 
   int rank_;
@@ -279,6 +297,7 @@ class ShmArena final : public Arena {
   size_t slotBytes_;
   int64_t spinNs_;
   int64_t yieldNs_;
+  bool pollSleep_;
   std::vector<void*> maps_;
   std::vector<pid_t> pids_;
   std::string name_;

@@ -20,6 +20,9 @@ struct ArenaOptions {
   int64_t spinNs = 20000;
   /// How long a wait then yields the core before it sleeps in the kernel.
   int64_t yieldNs = 200000;
+  /// Then sleep in short timed naps (2 us doubling to 100 us) instead of a futex wait that the
+  /// poster must wake: better when ranks outnumber cores.
+  bool pollSleep = false;
 };
 
 /// All ranks must run on this host in one pid namespace. Segment names are unlinked by sealed().
