@@ -36,7 +36,7 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
       tag_(makeTag(tagClass, seq, fingerprint(desc))),
       deadline_(deadline),
       start_(Clock::now()),
-      requests_(std::make_unique<std::deque<Request>>()) {
+      requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
     t->call.store(opKindName(desc.kind), std::memory_order_relaxed);
@@ -49,11 +49,12 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
 }
 
 Exec::~Exec() {
-  if (!drain(0.05)) ctx_.graveyard.push_back(std::move(requests_));
+  if (requests_ != nullptr && !drain(0.05)) ctx_.graveyard.push_back(std::move(requests_));
   if (ctx_.trace != nullptr) ctx_.trace->active.store(false, std::memory_order_release);
 }
 
 bool Exec::drain(double seconds) {
+  if (requests_ == nullptr) return true;
   auto anyPending = [&] {
     for (auto& r : *requests_) {
       if (r.pending()) return true;
@@ -73,6 +74,7 @@ bool Exec::drain(double seconds) {
 }
 
 Result<Request*> Exec::send(int peer, const void* buf, size_t bytes, const OpDesc* as) {
+  if (requests_ == nullptr) requests_ = std::make_unique<std::deque<Request>>();
   Request* r = &requests_->emplace_back();
   r->cookie = reinterpret_cast<uintptr_t>(as);
   uint64_t tag = as == nullptr ? tag_ : makeTag(tagClass_, seq_, fingerprint(*as));
@@ -81,6 +83,7 @@ Result<Request*> Exec::send(int peer, const void* buf, size_t bytes, const OpDes
 }
 
 Result<Request*> Exec::recv(int peer, void* buf, size_t bytes, const OpDesc* as) {
+  if (requests_ == nullptr) requests_ = std::make_unique<std::deque<Request>>();
   Request* r = &requests_->emplace_back();
   r->cookie = reinterpret_cast<uintptr_t>(as);
   uint64_t tag = as == nullptr ? tag_ : makeTag(tagClass_, seq_, fingerprint(*as));
@@ -326,6 +329,7 @@ Status Exec::finishWait(Request* req) {
 }
 
 Status Exec::waitAll() {
+  if (requests_ == nullptr) return Status::ok();
   for (auto& r : *requests_) {
     if (r.state != Request::State::kIdle) FERRY_TRY(wait(&r));
   }
