@@ -207,11 +207,11 @@ class UcxTransport final : public Transport {
     return Status::ok();
   }
 
-  // Receives are withdrawn from the worker. UCX 1.13 cannot withdraw a tag send: a canceled send
-  // stays pending until its peer receives it (it then ends kDone, with the bytes it had when
+  // Receives are withdrawn from the worker. UCX 1.13 ignores the cancel of a tag send: such a
+  // send stays pending until its peer receives it (it then ends kDone, with the bytes it had when
   // posted, which the caller has not touched while it was pending) or until close() ends it.
   void cancel(Request* req) override {
-    if (req->pending() && !req->isSend && req->handle != nullptr) ucp_request_cancel(worker_, req->handle);
+    if (req->pending() && req->handle != nullptr) ucp_request_cancel(worker_, req->handle);
   }
 
   bool progress() override {
