@@ -501,7 +501,9 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
   return Status::ok();
 }
 
-// Reduce to root: rank r reduces segment r (as in all-reduce); the root collects the segments.
+// Reduce to root.
+//   oneshot/shm: every rank copies its input to its mailbox and returns; the root reduces them all.
+// Otherwise rank r reduces segment r (as in all-reduce) and the root collects the segments.
 //   direct/shm: inputs in the mailboxes, mailbox = [input | reduced segment]; the root copies
 //     every segment once its owner posted 2.
 //   direct/cma: segments reduced from peers' input buffers into the root's output (root) or the
@@ -512,6 +514,20 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  if (plan.algorithm == Algorithm::kOneShot) {
+    // Every rank leaves its input in its mailbox and goes on; the root waits for all and reduces
+    // the whole vector. No rank but the root waits for anyone (the mailbox claim keeps the next
+    // writer off it until the root has read it).
+    announce(ex, plan, in, out);
+    FERRY_TRY(ex.claimMailbox());
+    std::memcpy(ex.slot(r), in, count * es);
+    ex.post(1);
+    if (r != root) return Status::ok();
+    ex.setPhase("reduce", 0, 1);
+    FERRY_TRY(ex.awaitAll(1));
+    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p), 0}; }, static_cast<uint8_t*>(out), count,
+                         type, op);
+  }
   if (plan.protocol == Protocol::kShm) {
     announce(ex, plan, in, out);
     return pipelinedReduce(ex, plan, in, static_cast<uint8_t*>(out), count, type, op, root);

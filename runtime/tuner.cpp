@@ -173,6 +173,8 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       break;
     case OpKind::kReduce: {
       double E = B / n;
+      // One-shot: everyone drops its input in its mailbox; only the root waits, then reduces all.
+      add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + B * c + f * (n - 1) * B * g);
       add(Algorithm::kDirect, Protocol::kShm, shm,
           2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g) + (n - 1) * E * c);
       add(Algorithm::kDirect, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g) + (n - 1) * cma(E));

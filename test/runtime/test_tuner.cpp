@@ -53,6 +53,11 @@ TEST_CASE("small all-reduces go one-shot through the mailboxes, large ones two-s
   CHECK(large.algorithm == Algorithm::kTwoShot);
   CHECK(large.protocol == Protocol::kCma);
   CHECK(large.chunkBytes == 256 * 1024);  // L2 / 8
+  // A small reduce: only the root waits, so one hand-off and the root's reduction.
+  auto reduce = t->choose(OpDesc{OpKind::kReduce, 2, DataType::kFloat32, RedOp::kSum, 0});
+  CHECK(reduce.algorithm == Algorithm::kOneShot);
+  auto bigReduce = t->choose(OpDesc{OpKind::kReduce, 16 << 20, DataType::kFloat32, RedOp::kSum, 0});
+  CHECK(bigReduce.algorithm == Algorithm::kDirect);
 }
 
 TEST_CASE("without single-copy reads, large messages are pipelined through the mailboxes or the ring", "[tuner]") {
