@@ -150,6 +150,41 @@ Status leave(Exec& ex, int phase) {
   return ex.awaitAll(phase);
 }
 
+// Steps (a) and (b) of the pipelined reductions below for chunk step j: copy chunk j of every other
+// segment of `in` into this rank's areas, post 2j+1, wait for everyone's, then reduce chunk j of
+// segment r from the own input and every peer's area r into `dst` (this rank's chunk j).
+Status scatterReduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j,
+                         uint8_t* dst, DataType type, RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    size_t len = stepLen(pp, segmentCount(count, n, p), j);
+    if (len > 0) std::memcpy(pp.area(ex, r, j, p), in + (segmentBegin(count, n, p) + j * pp.ke) * es, len * es);
+  }
+  ex.post(static_cast<int>(2 * j) + 1);
+  FERRY_TRY(ex.awaitAll(static_cast<int>(2 * j) + 1));
+  const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
+  if (myLen == 0) return Status::ok();
+  const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
+  return reduceFromAll(
+      ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, dst, myLen, type, op);
+}
+
+// Step (c): copy chunk j of every other segment into `out` from its owner's area, once the owner
+// posted 2j+2.
+Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out, size_t es) {
+  const int n = ex.size(), r = ex.rank();
+  for (int i = 1; i < n; ++i) {
+    int p = (r + i) % n;
+    size_t len = stepLen(pp, segmentCount(count, n, p), j);
+    if (len == 0) continue;
+    FERRY_TRY(ex.await(p, static_cast<int>(2 * j) + 2));
+    std::memcpy(out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
+  }
+  return Status::ok();
+}
+
 // Two-shot all-reduce through the mailboxes, pipelined in chunk steps j = 0, 1, ...:
 //   (a) rank r copies chunk j of every other segment p of its input into its area p; posts 2j+1;
 //   (b) after everyone's 2j+1, reduces chunk j of segment r from its own input and every peer's
@@ -164,37 +199,18 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
-  const auto* i0 = static_cast<const uint8_t*>(in);
   const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
   const int steps = static_cast<int>(pp.steps);
   for (size_t j = 0; j < pp.steps; ++j) {
-    const int phase = static_cast<int>(2 * j);
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
-    for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
-      size_t len = stepLen(pp, segmentCount(count, n, p), j);
-      if (len > 0) std::memcpy(pp.area(ex, r, j, p), i0 + (segmentBegin(count, n, p) + j * pp.ke) * es, len * es);
-    }
-    ex.post(phase + 1);
-    FERRY_TRY(ex.awaitAll(phase + 1));
-    const size_t myLen = stepLen(pp, segN, j);
     uint8_t* mine = pp.area(ex, r, j, r);
-    if (myLen > 0) {
-      const uint8_t* local = i0 + (segB + j * pp.ke) * es;
-      FERRY_TRY(reduceFromAll(
-          ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, mine, myLen, type, op));
-      std::memcpy(out + (segB + j * pp.ke) * es, mine, myLen * es);
-    }
-    ex.post(phase + 2);
+    FERRY_TRY(scatterReduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
+    const size_t myLen = stepLen(pp, segN, j);
+    if (myLen > 0) std::memcpy(out + (segB + j * pp.ke) * es, mine, myLen * es);
+    ex.post(static_cast<int>(2 * j) + 2);
     ex.setPhase("all-gather", static_cast<int>(j), steps);
-    for (int i = 1; i < n; ++i) {
-      int p = (r + i) % n;
-      size_t len = stepLen(pp, segmentCount(count, n, p), j);
-      if (len == 0) continue;
-      FERRY_TRY(ex.await(p, phase + 2));
-      std::memcpy(out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
-    }
+    FERRY_TRY(gatherStep(ex, pp, count, j, out, es));
   }
   return Status::ok();
 }
@@ -233,37 +249,17 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
-  const auto* i0 = static_cast<const uint8_t*>(in);
   const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
-  const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  const size_t segB = segmentBegin(count, n, r);
   const int steps = static_cast<int>(pp.steps);
   for (size_t j = 0; j < pp.steps; ++j) {
-    const int phase = static_cast<int>(2 * j);
     ex.setPhase("reduce", static_cast<int>(j), steps);
-    for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
-      size_t len = stepLen(pp, segmentCount(count, n, p), j);
-      if (len > 0) std::memcpy(pp.area(ex, r, j, p), i0 + (segmentBegin(count, n, p) + j * pp.ke) * es, len * es);
-    }
-    ex.post(phase + 1);
-    FERRY_TRY(ex.awaitAll(phase + 1));
-    const size_t myLen = stepLen(pp, segN, j);
-    if (myLen > 0) {
-      const uint8_t* local = i0 + (segB + j * pp.ke) * es;
-      uint8_t* dst = r == root ? out + (segB + j * pp.ke) * es : pp.area(ex, r, j, r);
-      FERRY_TRY(reduceFromAll(
-          ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, dst, myLen, type, op));
-    }
-    ex.post(phase + 2);
+    uint8_t* dst = r == root ? out + (segB + j * pp.ke) * es : pp.area(ex, r, j, r);
+    FERRY_TRY(scatterReduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, dst, type, op));
+    ex.post(static_cast<int>(2 * j) + 2);
     if (r != root) continue;
     ex.setPhase("gather", static_cast<int>(j), steps);
-    for (int i = 1; i < n; ++i) {
-      int p = (r + i) % n;
-      size_t len = stepLen(pp, segmentCount(count, n, p), j);
-      if (len == 0) continue;
-      FERRY_TRY(ex.await(p, phase + 2));
-      std::memcpy(out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
-    }
+    FERRY_TRY(gatherStep(ex, pp, count, j, out, es));
   }
   return Status::ok();
 }
