@@ -66,7 +66,6 @@ struct Context {
   /// algorithms (direct.cpp) run over it, and every collective announces itself in it so that a
   /// peer running something else is named within milliseconds whatever algorithm either runs.
   transport::Arena* arena = nullptr;
-  bool arenaRead = false;          ///< single-copy reads between every pair of ranks work
   size_t chunkBytes = 256 * 1024;  ///< single-host algorithms: bytes per read-and-reduce chunk
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
@@ -126,9 +125,12 @@ class Exec {
   Status awaitAll(int phase);
   /// Before writing this call's mailbox: wait until every peer entered the previous call (so it
   /// finished reading what this rank wrote there two calls ago). Usually costs n loads.
-  Status claimMailbox();
+  Status claimMailbox() { return claimSlots(2); }
   /// Before writing ring slot `seq`: every peer entered call seq - depth + 1.
-  Status claimRing();
+  Status claimRing() { return claimSlots(ctx_.arena->ringDepth()); }
+  /// Buffers used in turn by calls seq mod `depth`: wait until every peer entered call
+  /// seq - depth + 1, so it finished the call that last used this one.
+  Status claimSlots(uint64_t depth);
   /// Wait until `peer`'s counter reaches `target`.
   Status awaitCounter(int peer, uint64_t target);
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.

@@ -175,18 +175,7 @@ Status Exec::await(int peer, int phase) {
   return Status::ok();
 }
 
-Status Exec::claimMailbox() {
-  if (seq_ < 2) return Status::ok();
-  const uint64_t target = (seq_ - 1) << kPhaseBits;
-  for (int i = 1; i < ctx_.size; ++i) {
-    int p = (ctx_.rank + i) % ctx_.size;
-    if (ctx_.arena->posted(p) < target) FERRY_TRY(awaitCounter(p, target));
-  }
-  return Status::ok();
-}
-
-Status Exec::claimRing() {
-  const uint64_t depth = ctx_.arena->ringDepth();
+Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
   const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
   for (int i = 1; i < ctx_.size; ++i) {

@@ -317,7 +317,6 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   ctx.checkMismatch = config().checkMismatch;
   ctx.trace = &impl->trace;
   ctx.arena = impl->arena.get();
-  ctx.arenaRead = ti.cma;
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s%s, %s)", static_cast<unsigned long long>(impl->id),
              rank, size, impl->transport ? impl->transport->name() : "single rank",
