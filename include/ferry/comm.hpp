@@ -18,7 +18,14 @@
 #include "ferry/types.hpp"
 #include "ferry/work.hpp"
 
+/// CUDA's stream type (cudaStream_t is CUstream_st*), declared here so that this header needs no
+/// CUDA header. A null stream is CUDA's legacy default stream.
+struct CUstream_st;
+
 namespace ferry {
+
+/// A CUDA stream, as the caller's cudaStream_t.
+using Stream = ::CUstream_st*;
 
 /// Identifies one job's rendezvous, as ncclUniqueId: where the root listens and the job secret.
 /// One rank creates it and passes the bytes to the others (any way it likes), who all call
@@ -62,6 +69,13 @@ class Comm {
   /// rendezvous at FERRY_ADDR (or MASTER_ADDR:MASTER_PORT), where rank 0 listens; the secret from
   /// FERRY_SECRET when set.
   static Result<std::unique_ptr<Comm>> fromEnv();
+  /// As create(), and this rank drives CUDA device `device` (>= 0): its GPU resources are set up
+  /// during init, and collectives on device buffers run as ferry's kernels on the caller's stream.
+  static Result<std::unique_ptr<Comm>> create(const UniqueId& id, int rank, int size, int device);
+  /// Several ranks in this process (ncclCommInitAll): rank i drives CUDA device devices[i].
+  /// Repeats are allowed, so several ranks may share one GPU. With a CUDA build and no device
+  /// (devices[i] == -1 for every i), the ranks are host-only.
+  static Result<std::vector<std::unique_ptr<Comm>>> initAll(const std::vector<int>& devices);
 
   /// Destroy: waits for nothing; peers that are still running collectives on this communicator
   /// will see this rank as gone.
@@ -81,6 +95,10 @@ class Comm {
   Status error() const;
   /// Mark the communicator failed; blocked and later calls return kAborted.
   void abort(const std::string& reason = "aborted by the application");
+  /// The CUDA device this rank drives, or -1.
+  int device() const;
+  /// Device memory this communicator holds for its kernels (FIFOs, counters), in bytes.
+  size_t deviceMemoryBytes() const;
 
   /// recv[i] = op over ranks of send[i], for i < count. In place when send == recv.
   Status allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op);
@@ -105,6 +123,20 @@ class Comm {
   /// Returns once every rank has entered the barrier.
   Status barrier();
 
+  /// Stream-ordered collectives (NCCL's semantics). With device buffers (on a communicator created
+  /// with a device) the operation is enqueued on `stream` and the call returns without waiting for
+  /// the GPU; it completes in stream order and may be captured in a CUDA graph. With host buffers it
+  /// runs now, after the work already on `stream` (a null stream: at once, without CUDA).
+  /// Between groupStart() and groupEnd() the calls are only recorded.
+  Status allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op, Stream stream);
+  Status reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op, Stream stream);
+  Status allGather(const void* send, void* recv, size_t sendCount, DataType type, Stream stream);
+  Status allToAll(const void* send, void* recv, size_t count, DataType type, Stream stream);
+  Status broadcast(const void* send, void* recv, size_t count, DataType type, int root, Stream stream);
+  Status reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root, Stream stream);
+  Status send(const void* buf, size_t count, DataType type, int peer, Stream stream);
+  Status recv(void* buf, size_t count, DataType type, int peer, Stream stream);
+
   /// Asynchronous operation: queue `op` to run on this communicator's progress thread after
   /// everything queued before it, and return at once. `op` may call any method of this
   /// communicator (they run in its order); the buffers it uses must stay valid until the work is
@@ -123,5 +155,13 @@ class Comm {
   explicit Comm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// Group calls for the stream-ordered collectives (ncclGroupStart / ncclGroupEnd): the calls this
+/// thread makes in between, on any communicators, are issued at the outermost groupEnd(), each
+/// communicator's device work fused into as few kernel launches as fit; send/recv pairs inside a
+/// group never deadlock whatever their order on each rank. An error inside the group is returned
+/// by groupEnd(). Groups nest.
+Status groupStart();
+Status groupEnd();
 
 }  // namespace ferry

@@ -1,0 +1,101 @@
+// The boundary between the runtime and ferry's CUDA collective kernels (collectives/cuda/*.cu).
+//
+// The runtime allocates one zero-filled block of device memory per rank ("rank resources": FIFOs,
+// LL buffers, counters, pointer-exchange slots), makes every peer's block addressable from this rank
+// (same process: the pointer itself; other processes of the node: CUDA IPC), and calls
+// buildDevComm() to get the trivially copyable DevComm the kernels read, which it copies to device
+// memory once. Each collective is then one DevWork; a launch runs a list of them in order (NCCL's
+// group fusion), on the caller's stream, without any host synchronisation, so that it can be
+// captured in a CUDA graph: every counter the kernels need lives in the rank resources.
+//
+// The same code runs under the SIMT emulation (kernels/cuda/simt.hpp): rank resources are then
+// host memory and launchWorkList runs the grid on host threads before returning.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ferry/types.hpp"
+
+namespace ferry::coll::gpu {
+
+/// What one DevWork does. Counts are in elements of `type`, with NCCL's meanings:
+///   kAllReduce      count = elements of send and recv
+///   kReduceScatter  count = elements of recv (send has nRanks * count)
+///   kAllGather      count = elements of send (recv has nRanks * count)
+///   kAllToAll       count = elements sent to each peer (send and recv have nRanks * count)
+///   kBroadcast      count = elements; root's send is copied to every rank's recv
+///   kReduce         count = elements; recv written on root only
+///   kSend / kRecv   count = elements; peer = the other rank
+enum class WorkKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce, kSend, kRecv };
+
+/// How data moves. kRing passes chunks around the ring through the neighbours' FIFOs (works
+/// wherever the FIFOs are mapped, including across processes by CUDA IPC); kDirect reads and writes
+/// the peers' user buffers themselves (single copy: needs every peer's buffers mapped in this
+/// address space, i.e. ranks of one process).
+enum class DevAlgo : uint8_t { kRing = 0, kDirect = 1 };
+/// kSimple: bulk chunks with head/tail counters and fences (bandwidth). kLL: every 8-byte word
+/// carries 4 bytes of data and a 4-byte flag, stored together, so a receiver needs no fence
+/// (latency). kDirect ignores the protocol.
+enum class DevProto : uint8_t { kSimple = 0, kLL = 1 };
+
+struct DevWork {
+  WorkKind kind = WorkKind::kAllReduce;
+  DevAlgo algo = DevAlgo::kRing;
+  DevProto proto = DevProto::kSimple;
+  DataType type = DataType::kFloat32;
+  RedOp op = RedOp::kSum;  ///< kAvg: sum, then divide by nRanks once
+  int root = 0;            ///< broadcast/reduce root; send/recv peer
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+};
+
+/// Largest number of works one launch runs (a longer group is split into several launches).
+inline constexpr int kMaxWorksPerLaunch = 16;
+/// Most ranks and channels a DevComm describes.
+inline constexpr int kMaxDevRanks = 16;
+inline constexpr int kMaxChannels = 32;
+
+struct DevWorkList {
+  int nWorks = 0;
+  DevWork works[kMaxWorksPerLaunch];
+};
+
+/// Sizes of one rank's resources. Every rank of a communicator uses the same values.
+struct DevConfig {
+  int nRanks = 1;
+  int nChannels = 1;          ///< blocks per launch; each channel has its own connections
+  int slots = 8;              ///< simple protocol: FIFO depth per connection
+  size_t slotBytes = 1 << 17; ///< simple protocol: bytes per FIFO slot (multiple of 16)
+  int llSlots = 8;            ///< LL protocol: FIFO depth per connection
+  size_t llSlotBytes = 1 << 14; ///< LL protocol: payload bytes per slot (the buffer holds twice that)
+};
+
+/// Device view of a communicator (defined in dev_comm.hpp, trivially copyable).
+struct DevComm;
+
+/// Bytes of the rank resources for `config` (one allocation per rank, 256-byte aligned, filled with
+/// zeros before buildDevComm is called).
+size_t rankResourceBytes(const DevConfig& config);
+
+/// Fill `out` for rank `rank`: `rankBases[r]` is rank r's resource block as this rank addresses it.
+void buildDevComm(const DevConfig& config, int rank, const std::vector<void*>& rankBases, DevComm* out);
+
+/// sizeof(DevComm), for the runtime to allocate the device copy.
+size_t devCommBytes();
+
+/// Threads per block the kernels are built for (launchWorkList's nThreads must not exceed it).
+int maxThreadsPerBlock();
+
+/// Launch `list` on `stream` (a cudaStream_t) with config.nChannels blocks of nThreads threads.
+/// `devComm` is the DevComm in device memory. Returns a cudaError_t (0 = success). Under the
+/// emulation, runs the grid to completion on host threads and returns 0 (stream is ignored).
+int launchWorkList(const DevComm* devComm, const DevWorkList& list, int nBlocks, int nThreads, void* stream);
+
+/// Blocks of the collective kernel one multiprocessor can hold with nThreads threads per block
+/// (cudaOccupancyMaxActiveBlocksPerMultiprocessor), for the co-residency check; 0 on error.
+int residentBlocksPerSm(int nThreads);
+
+}  // namespace ferry::coll::gpu

@@ -1,0 +1,163 @@
+// The CUDA subset ferry's kernels are written in, and a host emulation of it.
+//
+// Why this file exists: CI has no GPU, yet the kernels must run there. Every .cu file of ferry is
+// plain CUDA restricted to the subset below. Under nvcc this header only adds a few helpers; under a
+// host C++ compiler it defines the subset itself, so the same source compiles as C++ and each
+// "thread" of a launch runs on a real host thread (small sizes: a few blocks of a few threads).
+//
+// The subset (docs/CUDA.md has the full list and the reasons):
+//   - one-dimensional launches: threadIdx.x, blockIdx.x, blockDim.x, gridDim.x (y and z are 0 / 1);
+//   - __global__, __device__, __host__, __forceinline__, __restrict__;
+//   - __syncthreads() (all threads of the block, no divergence around it);
+//   - __threadfence_block(), __threadfence(), __threadfence_system();
+//   - atomicAdd, atomicExch, atomicCAS, atomicMax on int, unsigned, unsigned long long;
+//   - volatile loads and stores of aligned 1-, 2-, 4-, 8- and 16-byte words (8-byte ones are single
+//     copy atomic on both sides; 16-byte ones only per 8-byte half);
+//   - uint2 and uint4 (aligned vector types), __float_as_uint / __uint_as_float;
+//   - printf.
+// Not in the subset: __shared__ variables, warp intrinsics (__shfl*, __ballot, __syncwarp) and any
+// assumption that threads of a warp run in lock step, cooperative groups, textures, CUDA's half,
+// bfloat16 and fp8 types and intrinsics (kernels/cuda/dtypes.cuh converts with integer operations),
+// dynamic parallelism. Busy waits call ferry::simt::pollPause() between polls, which yields the host
+// thread in emulation (two cores run hundreds of emulated threads) and costs nothing on a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+
+#define FERRY_SIMT_EMULATED 0
+
+namespace ferry::simt {
+/// Between two polls of a flag. Nothing on a GPU: a poll is a cached L2 read.
+__device__ __forceinline__ void pollPause() {}
+}  // namespace ferry::simt
+
+#else  // host emulation
+
+#define FERRY_SIMT_EMULATED 1
+
+#include <barrier>
+#include <functional>
+#include <memory>
+#include <sched.h>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+
+// The launch coordinates of the calling emulated thread.
+inline thread_local uint3 threadIdx;
+inline thread_local uint3 blockIdx;
+inline thread_local dim3 blockDim;
+inline thread_local dim3 gridDim;
+
+namespace ferry::simt {
+/// The barrier of the calling thread's block (set by launch()).
+inline thread_local std::barrier<>* tlsBlockBarrier = nullptr;
+inline void pollPause() { sched_yield(); }
+}  // namespace ferry::simt
+
+inline void __syncthreads() {
+  // arrive_and_wait is a full memory barrier for the threads of the block, as __syncthreads is.
+  ferry::simt::tlsBlockBarrier->arrive_and_wait();
+}
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __nanosleep(unsigned) { sched_yield(); }
+
+template <typename T>
+inline T atomicAdd(T* address, T value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
+}
+template <typename T>
+inline T atomicExch(T* address, T value) {
+  return __atomic_exchange_n(address, value, __ATOMIC_SEQ_CST);
+}
+template <typename T>
+inline T atomicCAS(T* address, T compare, T value) {
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return compare;  // the old value, whether or not it was swapped
+}
+template <typename T>
+inline T atomicMax(T* address, T value) {
+  T old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
+  while (old < value &&
+         !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
+inline unsigned __float_as_uint(float f) { return __builtin_bit_cast(unsigned, f); }
+inline float __uint_as_float(unsigned u) { return __builtin_bit_cast(float, u); }
+inline unsigned long long __double_as_longlong(double d) { return __builtin_bit_cast(unsigned long long, d); }
+inline double __longlong_as_double(unsigned long long u) { return __builtin_bit_cast(double, u); }
+
+namespace ferry::simt {
+
+/// Run kernel(args...) as a grid of grid.x blocks of block.x threads, each a host thread, and
+/// return when all have finished (a launch followed by a stream synchronize). Blocks run at once,
+/// so kernels whose blocks wait on each other (or on other ranks' kernels launched from other
+/// host threads) make progress as they would on a GPU that holds them all.
+template <typename Kernel, typename... Args>
+void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
+  const unsigned nBlocks = grid.x, nThreads = block.x;
+  std::vector<std::unique_ptr<std::barrier<>>> barriers;
+  for (unsigned b = 0; b < nBlocks; ++b) barriers.push_back(std::make_unique<std::barrier<>>(nThreads));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(nBlocks) * nThreads);
+  for (unsigned b = 0; b < nBlocks; ++b) {
+    for (unsigned t = 0; t < nThreads; ++t) {
+      threads.emplace_back([=, &barriers] {
+        threadIdx = uint3{t, 0, 0};
+        blockIdx = uint3{b, 0, 0};
+        blockDim = dim3(nThreads);
+        gridDim = dim3(nBlocks);
+        tlsBlockBarrier = barriers[b].get();
+        kernel(args...);
+      });
+    }
+  }
+  for (auto& th : threads) th.join();
+}
+
+}  // namespace ferry::simt
+
+#endif  // __CUDACC__
+
+namespace ferry::simt {
+
+/// Single-copy-atomic loads and stores of flags and LL words. Volatile on both sides: on a GPU a
+/// volatile access goes to the coherence point (L2 / peer memory) every time; under emulation it is
+/// one aligned x86 load or store. Ordering against other data is the caller's job (fences).
+template <typename T>
+__device__ __forceinline__ T loadVolatile(const T* p) {
+  return *reinterpret_cast<const volatile T*>(p);
+}
+template <typename T>
+__device__ __forceinline__ void storeVolatile(T* p, T v) {
+  *reinterpret_cast<volatile T*>(p) = v;
+}
+
+}  // namespace ferry::simt
