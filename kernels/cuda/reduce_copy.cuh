@@ -35,6 +35,13 @@
 
 #include "kernels/cuda/dtypes.cuh"
 
+/// Full unrolling of a loop with a compile-time trip count, under nvcc and under the emulation.
+#if defined(__CUDACC__)
+#define FERRY_UNROLL _Pragma("unroll")
+#else
+#define FERRY_UNROLL _Pragma("GCC unroll 16")
+#endif
+
 namespace ferry::kernels::cuda {
 
 /// Largest fan-in and fan-out of one reduceCopy call.
@@ -197,7 +204,7 @@ template <typename T, typename Op, typename Word>
 FERRY_HOST_DEVICE Word applyWord(Word a, Word b) {
   Lanes<T, Word> x = unpack<T>(a);
   const Lanes<T, Word> y = unpack<T>(b);
-#pragma unroll
+FERRY_UNROLL
   for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = apply<T, Op>(x.e[i], y.e[i]);
   return pack<T, Word>(x);
 }
@@ -205,14 +212,14 @@ template <typename T, typename Op, typename Word>
 FERRY_HOST_DEVICE Word applyDivideWord(Word a, Word b, uint32_t divisor) {
   Lanes<T, Word> x = unpack<T>(a);
   const Lanes<T, Word> y = unpack<T>(b);
-#pragma unroll
+FERRY_UNROLL
   for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = applyDivide<T, Op>(x.e[i], y.e[i], divisor);
   return pack<T, Word>(x);
 }
 template <typename T, typename Word>
 FERRY_HOST_DEVICE Word divideWord(Word a, uint32_t divisor) {
   Lanes<T, Word> x = unpack<T>(a);
-#pragma unroll
+FERRY_UNROLL
   for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = divide<T>(x.e[i], divisor);
   return pack<T, Word>(x);
 }
@@ -222,30 +229,35 @@ FERRY_HOST_DEVICE Word divideWord(Word a, uint32_t divisor) {
 template <typename T, typename Op, typename Word, int kN>
 __device__ __forceinline__ void combineWords(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t base,
                                              size_t stride, uint32_t divisor) {
+  constexpr bool kDivides = std::is_same_v<Op, OpSum>;  // see reduceCopy
   Word acc[kN];
   const Word* s0 = reinterpret_cast<const Word*>(srcs[0]);
-#pragma unroll
+FERRY_UNROLL
   for (int u = 0; u < kN; ++u) acc[u] = s0[base + u * stride];
   for (int s = 1; s < nSrcs; ++s) {
     const Word* sp = reinterpret_cast<const Word*>(srcs[s]);
     Word in[kN];
-#pragma unroll
+FERRY_UNROLL
     for (int u = 0; u < kN; ++u) in[u] = sp[base + u * stride];
-    if (divisor != 0 && s == nSrcs - 1) {
-#pragma unroll
-      for (int u = 0; u < kN; ++u) acc[u] = applyDivideWord<T, Op>(acc[u], in[u], divisor);
-    } else {
-#pragma unroll
-      for (int u = 0; u < kN; ++u) acc[u] = applyWord<T, Op>(acc[u], in[u]);
+    if constexpr (kDivides) {
+      if (divisor != 0 && s == nSrcs - 1) {
+FERRY_UNROLL
+        for (int u = 0; u < kN; ++u) acc[u] = applyDivideWord<T, Op>(acc[u], in[u], divisor);
+        continue;
+      }
     }
+FERRY_UNROLL
+    for (int u = 0; u < kN; ++u) acc[u] = applyWord<T, Op>(acc[u], in[u]);
   }
-  if (nSrcs == 1 && divisor != 0) {
-#pragma unroll
-    for (int u = 0; u < kN; ++u) acc[u] = divideWord<T>(acc[u], divisor);
+  if constexpr (kDivides) {
+    if (nSrcs == 1 && divisor != 0) {
+FERRY_UNROLL
+      for (int u = 0; u < kN; ++u) acc[u] = divideWord<T>(acc[u], divisor);
+    }
   }
   for (int d = 0; d < nDsts; ++d) {
     Word* dp = reinterpret_cast<Word*>(dsts[d]);
-#pragma unroll
+FERRY_UNROLL
     for (int u = 0; u < kN; ++u) dp[base + u * stride] = acc[u];
   }
 }
@@ -276,6 +288,14 @@ template <typename T, typename Op>
 __device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t count,
                            uint32_t divisor) {
   constexpr size_t kVecElems = sizeof(uint4) / sizeof(T);
+  if constexpr (!std::is_same_v<Op, OpSum>) {
+    // Only avg (a sum) divides in practice; other ops honour a divisor on the scalar path, which
+    // keeps the unrolled vector code, and nvcc's time, to one variant per op.
+    if (divisor != 0) {
+      rc_detail::combineScalar<T, Op>(nSrcs, srcs, nDsts, dsts, 0, count, divisor);
+      return;
+    }
+  }
   // Phase 1: the common offset modulo 16 of every pointer, or "none".
   const uintptr_t offset = reinterpret_cast<uintptr_t>(srcs[0]) & 15u;
   bool common = offset % sizeof(T) == 0;
