@@ -35,9 +35,12 @@
 
 #include "kernels/cuda/dtypes.cuh"
 
-/// Full unrolling of a loop with a compile-time trip count, under nvcc and under the emulation.
-#if defined(__CUDACC__)
+/// Full unrolling of a loop with a compile-time trip count: nvcc's pragma in device code, GCC's in
+/// the emulation, nothing in nvcc's host pass (where neither compiler would accept the other's).
+#if defined(__CUDA_ARCH__)
 #define FERRY_UNROLL _Pragma("unroll")
+#elif defined(__CUDACC__)
+#define FERRY_UNROLL
 #else
 #define FERRY_UNROLL _Pragma("GCC unroll 16")
 #endif

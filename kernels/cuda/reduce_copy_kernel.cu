@@ -43,7 +43,8 @@ int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs
                      size_t count, uint32_t divisor, int nBlocks, int nThreads, void* stream) {
   constexpr int kInvalidValue = 1;  // cudaErrorInvalidValue
   if (!isValidDataType(static_cast<int>(type)) || !isValidRedOp(static_cast<int>(op)) || nSrcs < 1 ||
-      nSrcs > kMaxReduceSrcs || nDsts < 0 || nDsts > kMaxReduceDsts || nBlocks < 1 || nThreads < 1) {
+      nSrcs > kMaxReduceSrcs || nDsts < 0 || nDsts > kMaxReduceDsts || nBlocks < 1 || nThreads < 1 ||
+      nThreads > kMaxReduceCopyThreads) {
     return kInvalidValue;
   }
   ReduceCopyParams p{};

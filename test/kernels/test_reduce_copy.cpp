@@ -134,6 +134,7 @@ TEST_CASE("invalid launch arguments are refused") {
   CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 0, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
   CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 9, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
   CHECK(cuda::launchReduceCopy(static_cast<DataType>(12), RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+  CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1024, nullptr) != 0);
 }
 
 /// One call of the pack function for storage type T, to compare with the host kernels.
