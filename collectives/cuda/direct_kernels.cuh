@@ -27,7 +27,7 @@ struct DirectPeers {
   uint64_t seq;
 };
 
-__device__ inline DirectPeers directBegin(const DevComm& comm, const DevWork& w, int c) {
+FERRY_DEVICE_NOINLINE __device__ DirectPeers directBegin(const DevComm& comm, const DevWork& w, int c) {
   DirectPeers p;
   DirectSlot* mine = comm.directSlot(comm.rank, c);
   p.seq = loadVolatile(&mine->seq) + 1;
@@ -51,7 +51,7 @@ __device__ inline DirectPeers directBegin(const DevComm& comm, const DevWork& w,
   return p;
 }
 
-__device__ inline void directEnd(const DevComm& comm, const DirectPeers& p, int c) {
+FERRY_DEVICE_NOINLINE __device__ void directEnd(const DevComm& comm, const DirectPeers& p, int c) {
   __syncthreads();  // every thread's reads and writes of peer buffers are done
   if (threadIdx.x == 0) {
     __threadfence_system();
@@ -101,7 +101,7 @@ __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* co
 
 /// All-reduce, reduce-scatter, reduce.
 template <class R>
-__device__ void directReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   const size_t es = R::kElemBytes;
   const uint32_t div = w.op == RedOp::kAvg ? static_cast<uint32_t>(n) : 0u;
@@ -149,7 +149,7 @@ __device__ inline void exchangeBytes(uint8_t* outA, const uint8_t* inA, uint8_t*
 }
 
 /// All-gather, broadcast, all-to-all.
-__device__ inline void directCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ void directCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c, int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   const DirectPeers p = directBegin(comm, w, c);
   const Part part = channelPart(w.count, nChannels, c);

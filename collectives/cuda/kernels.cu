@@ -58,21 +58,6 @@
 namespace ferry::coll::gpu {
 namespace {
 
-/// Element size on the device (dataTypeSize is host code). fp8 types are one byte.
-__device__ __forceinline__ size_t elemBytes(DataType t) {
-  switch (t) {
-    case DataType::kInt32:
-    case DataType::kUint32:
-    case DataType::kFloat32: return 4;
-    case DataType::kInt64:
-    case DataType::kUint64:
-    case DataType::kFloat64: return 8;
-    case DataType::kFloat16:
-    case DataType::kBfloat16: return 2;
-    default: return 1;
-  }
-}
-
 __device__ __forceinline__ bool isP2p(WorkKind k) { return k == WorkKind::kSend || k == WorkKind::kRecv; }
 
 /// One rank: every collective is a copy of send into recv (this channel's part).

@@ -58,7 +58,7 @@ struct P2pStream {
   __device__ void step() {
     if (finished()) return;
     const bool ll = proto[item] == DevProto::kLL;
-    const size_t room = ll ? ls.slotBytes : ss.slotBytes;
+    const size_t room = ll ? (send ? ls.slotBytes : lr.slotBytes) : (send ? ss.slotBytes : sr.slotBytes);
     const size_t bytes = len[item] - done < room ? len[item] - done : room;
     uint8_t* p = ptr[item] + done;
     if (send && !ll) {
@@ -114,7 +114,7 @@ struct P2pStream {
 };
 
 /// Runs works [first, last) of `list` (a run of kSend/kRecv works, or one kAllToAll) on channel c.
-__device__ inline void p2pRun(const DevComm& comm, const DevWork* works, int nWorks, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ void p2pRun(const DevComm& comm, const DevWork* works, int nWorks, int c, int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   for (int k = 0; k <= n / 2; ++k) {
     const int a = ringMod(r + k, n), b = ringMod(r - k, n);
@@ -129,7 +129,7 @@ __device__ inline void p2pRun(const DevComm& comm, const DevWork* works, int nWo
       const int peer = peers[i];
       for (int j = 0; j < nWorks; ++j) {
         const DevWork& w = works[j];
-        const size_t es = dataTypeSize(w.type);
+        const size_t es = elemBytes(w.type);
         if (w.kind == WorkKind::kAllToAll) {
           const size_t blk = w.count * es * peer;
           s.add(s.send ? static_cast<const uint8_t*>(w.send) + blk : static_cast<uint8_t*>(w.recv) + blk, w.count * es,

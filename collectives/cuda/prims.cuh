@@ -29,11 +29,34 @@
 #include "collectives/cuda/dev_comm.hpp"
 #include "kernels/cuda/simt.hpp"
 
+/// Keeps each work function a separate device function: ptxas then compiles ~100 modest functions
+/// instead of one kernel with every algorithm x type x op inlined (minutes and gigabytes otherwise).
+#if FERRY_SIMT_EMULATED
+#define FERRY_DEVICE_NOINLINE
+#else
+#define FERRY_DEVICE_NOINLINE __noinline__
+#endif
+
 namespace ferry::coll::gpu {
 
 using simt::loadVolatile;
 using simt::pollPause;
 using simt::storeVolatile;
+
+/// Element size on the device (dataTypeSize is host code). fp8 types are one byte.
+__device__ __forceinline__ size_t elemBytes(DataType t) {
+  switch (t) {
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    default: return 1;
+  }
+}
 
 __device__ __forceinline__ uint32_t llFlag(uint64_t step) { return static_cast<uint32_t>(step % 0xFFFFFFFFull) + 1u; }
 
