@@ -181,7 +181,7 @@ __device__ __forceinline__ uint64_t llLoad(const uint64_t* slot, size_t i, uint3
 /// only moves bytes (all-gather, broadcast, all-to-all, send/recv), so copies are instantiated once.
 struct RedCopy {
   static constexpr size_t kElemBytes = 1;
-  __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes, uint32_t) {
+  FERRY_DEVICE_NOINLINE __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes, uint32_t) {
     kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
   }
   __device__ static uint64_t pack(uint64_t a, uint64_t, uint32_t) { return a; }
@@ -189,7 +189,7 @@ struct RedCopy {
 template <typename T, typename Op>
 struct Red {
   static constexpr size_t kElemBytes = sizeof(T);
-  __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes,
+  FERRY_DEVICE_NOINLINE __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes,
                              uint32_t divisor) {
     if (nSrcs == 1 && divisor == 0) {
       kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
@@ -227,7 +227,7 @@ struct Prims<DevProto::kSimple> {
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
   template <class R>
-  __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
     const void* srcs[2];
     void* dsts[2];
     int ns = 0, nd = 0;
@@ -268,7 +268,7 @@ struct Prims<DevProto::kLL> {
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
   template <class R>
-  __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
     uint64_t* sendSlot = doSend ? snd.wait() : nullptr;
     const uint64_t* recvSlot = rcv.slot();
     const uint32_t sendFlag = llFlag(snd.step), recvFlag = llFlag(rcv.step);

@@ -5,7 +5,11 @@
 // direct: rank order), avg divided once at the last step. Small channels, slots and LL slots so
 // that FIFO wrap-around and flow control run; one communicator per world size serves every test,
 // so the persistent step counters carry over from launch to launch.
-#define CATCH_CONFIG_MAIN
+//
+// Built a second time with FERRY_TEST_ON_GPU=1 against the nvcc build (test_gpu_cuda, suite gpu):
+// the same cases on a real GPU, every rank a stream of one device, every buffer managed memory.
+// It exits 77 (skip) where there is no GPU.
+#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -22,13 +26,40 @@
 #include "collectives/ring_math.hpp"
 #include "kernels/host/reduce.hpp"
 
+#if FERRY_TEST_ON_GPU
+#include <cuda_runtime.h>
+#endif
+
 using namespace ferry;
 using namespace ferry::coll;
 using namespace ferry::coll::gpu;
 
 namespace {
 
+#if FERRY_TEST_ON_GPU
+/// Managed memory: the host fills and checks, the device kernels read and write.
+template <typename T>
+struct Alloc {
+  using value_type = T;
+  Alloc() = default;
+  template <typename U>
+  Alloc(const Alloc<U>&) {}
+  T* allocate(size_t n) {
+    void* p = nullptr;
+    if (cudaMallocManaged(&p, n * sizeof(T) + 1) != cudaSuccess) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { cudaFree(p); }
+  bool operator==(const Alloc&) const { return true; }
+};
+constexpr int kChannels = 4, kThreads = 128;
+#else
+template <typename T>
+using Alloc = std::allocator<T>;
 constexpr int kChannels = 2, kThreads = 8;
+#endif
+using Bytes = std::vector<uint8_t, Alloc<uint8_t>>;
+
 const DataType kTypes[] = {DataType::kInt8,   DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
                            DataType::kInt64,  DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
                            DataType::kFloat64, DataType::kBfloat16};
@@ -45,8 +76,11 @@ const Variant kVariants[] = {{DevAlgo::kRing, DevProto::kSimple, "ring/simple"},
 /// One communicator of n emulated ranks: resources, DevComms.
 struct EmuComm {
   DevConfig cfg;
-  std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> res;
-  std::vector<DevComm> comms;
+  std::vector<Bytes> res;
+  std::vector<DevComm, Alloc<DevComm>> comms;
+#if FERRY_TEST_ON_GPU
+  std::vector<cudaStream_t> streams;
+#endif
   explicit EmuComm(int n) {
     cfg.nRanks = n;
     cfg.nChannels = kChannels;
@@ -56,23 +90,35 @@ struct EmuComm {
     cfg.llSlotBytes = 128;
     const size_t bytes = rankResourceBytes(cfg);
     std::vector<void*> bases;
+    res.resize(n);
     for (int r = 0; r < n; ++r) {
-      auto* p = static_cast<uint8_t*>(std::aligned_alloc(256, bytes));
-      std::memset(p, 0, bytes);
-      res.emplace_back(p, &std::free);
-      bases.push_back(p);
+      res[r].assign(bytes + 256, 0);
+      bases.push_back(res[r].data() + (256 - reinterpret_cast<uintptr_t>(res[r].data()) % 256) % 256);
     }
     comms.resize(n);
     for (int r = 0; r < n; ++r) buildDevComm(cfg, r, bases, &comms[r]);
+#if FERRY_TEST_ON_GPU
+    streams.resize(n);
+    for (auto& st : streams) REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
+#endif
   }
   int size() const { return cfg.nRanks; }
   /// Every rank launches its list from its own thread.
   void run(const std::vector<DevWorkList>& lists) {
     std::vector<std::thread> th;
+    std::vector<int> errs(size(), 0);
     for (int r = 0; r < size(); ++r) {
-      th.emplace_back([&, r] { REQUIRE(launchWorkList(&comms[r], lists[r], kChannels, kThreads, nullptr) == 0); });
+#if FERRY_TEST_ON_GPU
+      th.emplace_back([&, r] {
+        errs[r] = launchWorkList(&comms[r], lists[r], kChannels, kThreads, streams[r]);
+        if (errs[r] == 0) errs[r] = cudaStreamSynchronize(streams[r]);
+      });
+#else
+      th.emplace_back([&, r] { errs[r] = launchWorkList(&comms[r], lists[r], kChannels, kThreads, nullptr); });
+#endif
     }
     for (auto& t : th) t.join();
+    for (int r = 0; r < size(); ++r) REQUIRE(errs[r] == 0);
     checkCounters();
   }
   /// After a launch every step sent was received: sendStep(r -> p) == recvStep(p <- r), and the
@@ -178,7 +224,8 @@ std::vector<int> ringOrder(int n, int last) {  // last+1, last+2, ..., last
 struct Case {
   DevWork work;  // rank 0's; send/recv set per rank
   bool inPlace = false;
-  std::vector<std::vector<uint8_t>> input, buf, sendBuf, expect;
+  std::vector<std::vector<uint8_t>> input, expect;
+  std::vector<Bytes> buf, sendBuf;
   std::vector<size_t> checkOff;  // byte offset in buf[r] where expect[r] starts
   std::string name;
 
@@ -195,13 +242,13 @@ struct Case {
       input[r].resize(se * es + 1);
       fill(t, op, input[r].data(), se);
       if (!inPlace) {
-        sendBuf[r] = input[r];
+        sendBuf[r].assign(input[r].begin(), input[r].end());
         buf[r].assign(re * es + 1, 0xCD);
       } else if (kind == WorkKind::kAllGather) {
         buf[r].assign(re * es + 1, 0xCD);
         std::memcpy(buf[r].data() + r * count * es, input[r].data(), count * es);
       } else {
-        buf[r] = input[r];  // send == recv, or recv = send + r * count (reduce-scatter)
+        buf[r].assign(input[r].begin(), input[r].end());  // send == recv, or recv = send + r * count (reduce-scatter)
       }
     }
     // Expected results.
@@ -360,7 +407,7 @@ TEST_CASE("gpu emu: send/recv in any order, both protocols, self included", "[gp
       // Every rank sends to every rank (itself too); sizes differ per pair, beyond the FIFO depth.
       auto bytesOf = [&](int s, int d) { return static_cast<size_t>(4 * (1000 + 97 * s + 31 * d + 13 * round)); };
       auto protoOf = [&](int s, int d) { return (s + d + round) % 2 ? DevProto::kLL : DevProto::kSimple; };
-      std::vector<std::vector<std::vector<uint8_t>>> in(n, std::vector<std::vector<uint8_t>>(n)), out = in;
+      std::vector<std::vector<Bytes>> in(n, std::vector<Bytes>(n)), out = in;
       std::vector<DevWorkList> lists(n);
       for (int r = 0; r < n; ++r) {
         std::vector<DevWork> ws;
@@ -384,7 +431,7 @@ TEST_CASE("gpu emu: send/recv in any order, both protocols, self included", "[gp
       for (int r = 0; r < n; ++r) {
         for (int p = 0; p < n; ++p) {
           INFO("n=" << n << " round " << round << " " << p << " -> " << r);
-          CHECK(out[r][p] == in[p][r]);
+          CHECK((out[r][p] == in[p][r]));
         }
       }
     }
@@ -405,4 +452,15 @@ TEST_CASE("gpu emu: a mixed list, repeated launches", "[gpu-emu]") {
       runCases(n, cases);
     }
   }
+}
+
+int main(int argc, char** argv) {
+#if FERRY_TEST_ON_GPU
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "no CUDA device: skipped\n");
+    return 77;
+  }
+#endif
+  return Catch::Session().run(argc, argv);
 }
