@@ -24,11 +24,15 @@ constexpr TypeInfo kTypes[kNumDataTypes] = {
     {DataType::kFloat32, "float", "float32", 4, true, int64_t{1} << 24, 127, 23, 8},
     {DataType::kFloat64, "double", "float64", 8, true, k2e53, 1023, 52, 11},
     {DataType::kBfloat16, "bfloat16", "bfloat16", 2, true, 256, 127, 7, 8},
+    // float8: 4 (3) significand bits make integers exact up to 16 (8); conversions saturate.
+    {DataType::kFloat8e4m3, "f8e4m3", "float8e4m3", 1, true, 16, 8, 3, 4},
+    {DataType::kFloat8e5m2, "f8e5m2", "float8e5m2", 1, true, 8, 15, 2, 5},
 };
 
 constexpr DataType kAllTypes[kNumDataTypes] = {
     DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kUint32,  DataType::kInt64,
     DataType::kUint64,  DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kBfloat16,
+    DataType::kFloat8e4m3, DataType::kFloat8e5m2,
 };
 
 // Integers: round to nearest, then wrap into the type's width.
@@ -47,6 +51,49 @@ uint64_t encodeInteger(double value) {
 
 uint64_t encodeHalf(double value) { return floatToHalf(static_cast<float>(value)); }
 uint64_t encodeBfloat16(double value) { return floatToBfloat16(static_cast<float>(value)); }
+// float8 (OCP E4M3 / E5M2), written out from the format: round to nearest even, saturate at the
+// largest finite value (infinity too), NaN to the canonical NaN. E4M3 has no infinity and spends
+// S.1111.111 on NaN, so its largest finite value is 1.75 * 2^8 = 448.
+template <int kMant, int kExp>
+uint64_t encodeFloat8(double value) {
+  constexpr int kBias = (1 << (kExp - 1)) - 1;
+  constexpr bool kE4m3 = kExp == 4;
+  constexpr uint32_t kMaxCode = kE4m3 ? 0x7e : 0x7b;
+  const uint32_t sign = std::signbit(value) ? 0x80 : 0;
+  if (std::isnan(value)) return sign | (kE4m3 ? 0x7f : 0x7e);
+  const double a = std::fabs(value);
+  if (a == 0) return sign;
+  if (std::isinf(a)) return sign | kMaxCode;
+  int e = std::ilogb(a);
+  if (e < 1 - kBias) e = 1 - kBias;  // subnormal range: fixed scale
+  double m = std::nearbyint(std::ldexp(a, kMant - e));
+  if (m >= (1 << (kMant + 1))) {
+    m /= 2;
+    ++e;
+  }
+  const uint32_t im = static_cast<uint32_t>(m);
+  uint32_t code = im < (1u << kMant) ? im : (static_cast<uint32_t>(e + kBias) << kMant) | (im - (1u << kMant));
+  if (e + kBias > (1 << kExp) - 1 || code > kMaxCode) code = kMaxCode;
+  return sign | code;
+}
+
+template <int kMant, int kExp>
+double decodeFloat8(uint8_t bits) {
+  constexpr int kBias = (1 << (kExp - 1)) - 1;
+  const uint32_t magnitude = bits & 0x7f;
+  const int e = static_cast<int>(magnitude >> kMant);
+  const int m = static_cast<int>(magnitude & ((1u << kMant) - 1));
+  double v;
+  if (kExp == 4 && magnitude == 0x7f) {
+    v = std::nan("");
+  } else if (kExp == 5 && e == 31) {
+    v = m == 0 ? INFINITY : std::nan("");
+  } else {
+    v = e == 0 ? std::ldexp(m, 1 - kBias - kMant) : std::ldexp(m + (1 << kMant), e - kBias - kMant);
+  }
+  return (bits & 0x80) ? -v : v;
+}
+
 uint64_t encodeFloat(double value) { return std::bit_cast<uint32_t>(static_cast<float>(value)); }
 uint64_t encodeDouble(double value) { return std::bit_cast<uint64_t>(value); }
 
@@ -75,6 +122,7 @@ std::optional<DataType> parseTypeName(std::string_view name) {
   static constexpr Alias kAliases[] = {
       {"fp16", DataType::kFloat16}, {"fp32", DataType::kFloat32}, {"fp64", DataType::kFloat64},
       {"bf16", DataType::kBfloat16}, {"char", DataType::kInt8},   {"int", DataType::kInt32},
+      {"fp8e4m3", DataType::kFloat8e4m3}, {"fp8e5m2", DataType::kFloat8e5m2},
   };
   for (const Alias& a : kAliases) {
     if (name == a.name) return a.type;
@@ -140,6 +188,8 @@ EncodeFn encoder(DataType type) {
     case DataType::kFloat32: return &encodeFloat;
     case DataType::kFloat64: return &encodeDouble;
     case DataType::kBfloat16: return &encodeBfloat16;
+    case DataType::kFloat8e4m3: return &encodeFloat8<3, 4>;
+    case DataType::kFloat8e5m2: return &encodeFloat8<2, 5>;
   }
   return &encodeDouble;
 }
@@ -163,6 +213,8 @@ double loadValue(DataType type, const void* src) {
     case DataType::kFloat32: return std::bit_cast<float>(static_cast<uint32_t>(bits));
     case DataType::kFloat64: return std::bit_cast<double>(bits);
     case DataType::kBfloat16: return bfloat16ToFloat(static_cast<uint16_t>(bits));
+    case DataType::kFloat8e4m3: return decodeFloat8<3, 4>(static_cast<uint8_t>(bits));
+    case DataType::kFloat8e5m2: return decodeFloat8<2, 5>(static_cast<uint8_t>(bits));
   }
   return 0;
 }

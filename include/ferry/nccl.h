@@ -139,7 +139,9 @@ typedef enum {
   ncclFloat64 = 8,
   ncclDouble = 8,
   ncclBfloat16 = 9,
-  ncclNumTypes = 10
+  ncclFloat8e4m3 = 10, /**< OCP FP8 E4M3 (no infinity, largest finite 448); conversions saturate */
+  ncclFloat8e5m2 = 11, /**< OCP FP8 E5M2 (largest finite 57344); conversions saturate */
+  ncclNumTypes = 12
 } ncclDataType_t;
 
 /** Where ncclRedOpCreatePreMulSum's scalar lives. */

@@ -19,9 +19,22 @@ enum class DataType : int {
   kFloat32 = 7,
   kFloat64 = 8,
   kBfloat16 = 9,
+  kFloat8e4m3 = 10,  ///< OCP FP8 E4M3 ("FN"): bias 7, no infinity, NaN = S.1111.111, largest finite 448
+  kFloat8e5m2 = 11,  ///< OCP FP8 E5M2: bias 15, IEEE-like infinity and NaNs, largest finite 57344
 };
 /// Number of data types (one past the largest value).
-inline constexpr int kNumDataTypes = 10;
+inline constexpr int kNumDataTypes = 12;
+
+// float8 conversion and arithmetic (kernels/host/fp8.hpp and kernels/cuda/dtypes.cuh implement it):
+// - float8 -> float32 is exact. An e5m2 infinity widens to infinity; a NaN widens to a quiet float32
+//   NaN with the sign kept (e4m3: 0x7FC00000 | sign; e5m2: its two mantissa bits on top of the
+//   float32 mantissa, the quiet bit set, as float16 widens).
+// - float32 -> float8 rounds to nearest, ties to even, and saturates: every finite value beyond the
+//   largest finite (±448 for e4m3, ±57344 for e5m2) and every infinity becomes the largest finite of
+//   its sign (CUDA's __NV_SATFINITE). NaN stays NaN: e4m3 gives S.1111.111; e5m2 gives a quiet NaN
+//   S.11111.1x keeping the top float32 payload bit.
+// - Reductions widen to float32, compute there and round back once per op; avg divides the float32
+//   sum and rounds once (the float16/bfloat16 contract of kernels/host/reduce.hpp).
 
 /// Reduction operations. Values equal NCCL's ncclRedOp_t.
 enum class RedOp : int {
@@ -43,7 +56,7 @@ size_t dataTypeSize(DataType type);
 const char* dataTypeName(DataType type);
 /// Lower-case name ("sum", "avg").
 const char* redOpName(RedOp op);
-/// True for float16, float32, float64, bfloat16.
+/// True for float16, float32, float64, bfloat16 and both float8 types.
 bool isFloatingPoint(DataType type);
 
 }  // namespace ferry

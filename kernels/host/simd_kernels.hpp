@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/host/fp8.hpp"
 #include "kernels/host/half.hpp"
 #include "kernels/host/kernel_table.hpp"
 
@@ -81,6 +82,32 @@ struct PortableF16Codec {
   static void store(uint16_t* p, F v) { storeVec(p, __builtin_convertvector(f32ToF16Bits(reinterpret_cast<U>(v)), H)); }
 };
 
+/// float8 <-> float32 lanes: W / 4 bytes widen to one vector of float32. No x86 instruction set
+/// converts float8, so every instruction set uses this portable code and gets the same bits.
+template <unsigned W, typename Format>
+struct PortableFp8Codec {
+  using Storage = uint8_t;
+  using F = typename VecOf<float, W>::type;
+  using U = typename VecOf<uint32_t, W>::type;
+  using B = typename VecOf<uint8_t, W / 4>::type;
+  static F load(const uint8_t* p) {
+    return reinterpret_cast<F>(fp8ToF32Bits<Format>(__builtin_convertvector(loadVec<B>(p), U)));
+  }
+  static void store(uint8_t* p, F v) {
+    storeVec(p, __builtin_convertvector(f32ToFp8Bits<Format>(reinterpret_cast<U>(v)), B));
+  }
+};
+
+/// The element type a codec reads and writes: its Storage, else uint16_t (the half codecs).
+template <typename Codec, typename = void>
+struct CodecStorage {
+  using type = uint16_t;
+};
+template <typename Codec>
+struct CodecStorage<Codec, std::void_t<typename Codec::Storage>> {
+  using type = typename Codec::Storage;
+};
+
 /// 16-bit results in the low half of each 32-bit lane, sign-extended, so that a signed-saturating
 /// pack (packssdw) narrows them without changing any bit.
 template <typename U>
@@ -88,8 +115,9 @@ inline U signExtend16(U r) {
   return (r ^ 0x8000u) - 0x8000u;
 }
 
-/// All kernels for vectors of W bytes. The codecs convert W / 4 float16 (F16Codec) or bfloat16
-/// (Bf16Codec) values to one vector of float32 lanes (load) and back (store).
+/// All kernels for vectors of W bytes. The codecs convert W / 4 float16 (F16Codec), bfloat16
+/// (Bf16Codec) or float8 (PortableFp8Codec, the same on every instruction set) values to one
+/// vector of float32 lanes (load) and back (store).
 template <unsigned W, typename F16Codec, typename Bf16Codec>
 struct SimdKernels {
   template <typename T>
@@ -182,14 +210,14 @@ struct SimdKernels {
                               });
   }
 
-  /// float16/bfloat16: widen to float32 lanes, compute, round back once.
+  /// float16/bfloat16/float8: widen to float32 lanes, compute, round back once.
   template <typename Codec, typename Op>
   static void reduceHalfKernel(void* dst, const void* a, const void* b, size_t count) {
-    forEachStep<uint16_t, kLanes<float>>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
-                                         static_cast<const uint16_t*>(b), count,
-                                         [](uint16_t* d, const uint16_t* x, const uint16_t* y) {
-                                           Codec::store(d, Op::template apply<float>(Codec::load(x), Codec::load(y)));
-                                         });
+    using S = typename CodecStorage<Codec>::type;
+    forEachStep<S, kLanes<float>>(static_cast<S*>(dst), static_cast<const S*>(a), static_cast<const S*>(b), count,
+                                  [](S* d, const S* x, const S* y) {
+                                    Codec::store(d, Op::template apply<float>(Codec::load(x), Codec::load(y)));
+                                  });
   }
 
   // ---- sumDivide / divide -----------------------------------------------------------------
@@ -240,10 +268,10 @@ struct SimdKernels {
     }
   }
 
-  template <typename Codec, bool kSum>
-  static void divideHalfKernel(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count, uint32_t divisor) {
+  template <typename Codec, bool kSum, typename S = typename CodecStorage<Codec>::type>
+  static void divideHalfKernel(S* dst, const S* a, const S* b, size_t count, uint32_t divisor) {
     const Vec<float> dv = Vec<float>{} + static_cast<float>(divisor);
-    forEachStep<uint16_t, kLanes<float>>(dst, a, b, count, [dv](uint16_t* d, const uint16_t* x, const uint16_t* y) {
+    forEachStep<S, kLanes<float>>(dst, a, b, count, [dv](S* d, const S* x, const S* y) {
       Vec<float> s = Codec::load(x);
       if constexpr (kSum) s += Codec::load(y);
       Codec::store(d, s / dv);
@@ -257,8 +285,9 @@ struct SimdKernels {
       divideKernel<Elem, true>(static_cast<Elem*>(dst), static_cast<const Elem*>(a), static_cast<const Elem*>(b), count,
                                divisor);
     } else {
-      divideHalfKernel<Elem, true>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
-                                   static_cast<const uint16_t*>(b), count, divisor);
+      using S = typename CodecStorage<Elem>::type;
+      divideHalfKernel<Elem, true>(static_cast<S*>(dst), static_cast<const S*>(a), static_cast<const S*>(b), count,
+                                   divisor);
     }
   }
   template <typename Elem>
@@ -267,8 +296,9 @@ struct SimdKernels {
       const Elem* s = static_cast<const Elem*>(src);
       divideKernel<Elem, false>(static_cast<Elem*>(dst), s, s, count, divisor);
     } else {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      divideHalfKernel<Elem, false>(static_cast<uint16_t*>(dst), s, s, count, divisor);
+      using S = typename CodecStorage<Elem>::type;
+      const S* s = static_cast<const S*>(src);
+      divideHalfKernel<Elem, false>(static_cast<S*>(dst), s, s, count, divisor);
     }
   }
 
@@ -306,6 +336,8 @@ struct SimdKernels {
     fill<float>(t, DataType::kFloat32);
     fill<double>(t, DataType::kFloat64);
     fill<Bf16Codec>(t, DataType::kBfloat16);
+    fill<PortableFp8Codec<W, E4m3>>(t, DataType::kFloat8e4m3);
+    fill<PortableFp8Codec<W, E5m2>>(t, DataType::kFloat8e5m2);
     return t;
   }
 };

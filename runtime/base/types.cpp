@@ -8,7 +8,9 @@ bool isValidRedOp(int value) { return value >= 0 && value < kNumRedOps; }
 size_t dataTypeSize(DataType type) {
   switch (type) {
     case DataType::kInt8:
-    case DataType::kUint8: return 1;
+    case DataType::kUint8:
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: return 1;
     case DataType::kFloat16:
     case DataType::kBfloat16: return 2;
     case DataType::kInt32:
@@ -33,6 +35,8 @@ const char* dataTypeName(DataType type) {
     case DataType::kFloat32: return "float32";
     case DataType::kFloat64: return "float64";
     case DataType::kBfloat16: return "bfloat16";
+    case DataType::kFloat8e4m3: return "float8e4m3";
+    case DataType::kFloat8e5m2: return "float8e5m2";
   }
   return "invalid";
 }
@@ -50,7 +54,7 @@ const char* redOpName(RedOp op) {
 
 bool isFloatingPoint(DataType type) {
   return type == DataType::kFloat16 || type == DataType::kFloat32 || type == DataType::kFloat64 ||
-         type == DataType::kBfloat16;
+         type == DataType::kBfloat16 || type == DataType::kFloat8e4m3 || type == DataType::kFloat8e5m2;
 }
 
 }  // namespace ferry

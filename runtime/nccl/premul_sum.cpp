@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/host/fp8.hpp"
 #include "kernels/host/half.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 #include "runtime/nccl/entry.hpp"
@@ -43,12 +44,12 @@ void scaleFloat(void* dst, const void* src, size_t n, uint64_t bits) {
   for (size_t i = 0; i < n; ++i) store<T>(dst, i, load<T>(src, i) * s);
 }
 
-// The product of two 11-bit (8-bit) significands fits float32's 24 bits, so multiplying in float32
-// and rounding once gives the correctly rounded float16 (bfloat16) product.
-template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
+// The product of two 11-bit (8-bit, 4-bit) significands fits float32's 24 bits, so multiplying in
+// float32 and rounding once gives the correctly rounded float16 (bfloat16, float8) product.
+template <typename S, float (*Widen)(S), S (*Narrow)(float)>
 void scaleHalf(void* dst, const void* src, size_t n, uint64_t bits) {
-  const float s = Widen(static_cast<uint16_t>(bits));
-  for (size_t i = 0; i < n; ++i) store<uint16_t>(dst, i, Narrow(Widen(load<uint16_t>(src, i)) * s));
+  const float s = Widen(static_cast<S>(bits));
+  for (size_t i = 0; i < n; ++i) store<S>(dst, i, Narrow(Widen(load<S>(src, i)) * s));
 }
 
 }  // namespace
@@ -98,9 +99,14 @@ void scaleInto(void* dst, const void* src, size_t count, const PreMulSum& op) {
     case DataType::kUint64: return scaleInteger<uint64_t>(dst, src, count, s);
     case DataType::kFloat32: return scaleFloat<float>(dst, src, count, s);
     case DataType::kFloat64: return scaleFloat<double>(dst, src, count, s);
-    case DataType::kFloat16: return scaleHalf<kernels::halfToFloat, kernels::floatToHalf>(dst, src, count, s);
+    case DataType::kFloat16:
+      return scaleHalf<uint16_t, kernels::halfToFloat, kernels::floatToHalf>(dst, src, count, s);
     case DataType::kBfloat16:
-      return scaleHalf<kernels::bfloat16ToFloat, kernels::floatToBfloat16>(dst, src, count, s);
+      return scaleHalf<uint16_t, kernels::bfloat16ToFloat, kernels::floatToBfloat16>(dst, src, count, s);
+    case DataType::kFloat8e4m3:
+      return scaleHalf<uint8_t, kernels::fp8e4m3ToFloat, kernels::floatToFp8e4m3>(dst, src, count, s);
+    case DataType::kFloat8e5m2:
+      return scaleHalf<uint8_t, kernels::fp8e5m2ToFloat, kernels::floatToFp8e5m2>(dst, src, count, s);
   }
 }
 

@@ -2,8 +2,11 @@
 // that every reduction of up to 8 ranks is exact in every data type, whatever the order of
 // reduction. Expected results are computed in int64 and converted to the type once, so a
 // comparison of bits is exact. (Integer products may wrap; the conversion wraps the same way.)
+// float8 holds few integers exactly (e4m3 up to 16, e5m2 up to 8), so its sums use -1..1 and its
+// averages the same value on every rank (see reduceInput).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -28,6 +31,28 @@ inline uint16_t toHalfBits(float f) {
   return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | mant);
 }
 
+inline bool isFloat8(DataType t) { return t == DataType::kFloat8e4m3 || t == DataType::kFloat8e5m2; }
+
+/// float32 -> float8 bits (mantBits 3: e4m3, 2: e5m2), round to nearest even, saturating. Exact for
+/// the small integers of reduceInput; other values (moveInput's) only need to be deterministic.
+inline uint8_t toFloat8Bits(float f, int mantBits) {
+  const int bias = mantBits == 3 ? 7 : 15;
+  const int maxCode = mantBits == 3 ? 0x7E : 0x7B;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a == 0) return sign;
+  int e = std::ilogb(a);
+  if (e < 1 - bias) e = 1 - bias;
+  int im = static_cast<int>(std::nearbyint(std::ldexp(a, mantBits - e)));
+  if (im >= (2 << mantBits)) {
+    im /= 2;
+    ++e;
+  }
+  if (im < (1 << mantBits)) return static_cast<uint8_t>(sign | im);
+  const int code = e + bias > 31 ? maxCode : ((e + bias) << mantBits) | (im - (1 << mantBits));
+  return static_cast<uint8_t>(sign | (code > maxCode ? maxCode : code));
+}
+
 /// Store integer `v` as one element of `type` at `p`.
 inline void store(DataType type, void* p, int64_t v) {
   switch (type) {
@@ -40,6 +65,12 @@ inline void store(DataType type, void* p, int64_t v) {
     case DataType::kFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
     case DataType::kFloat64: { double x = static_cast<double>(v); std::memcpy(p, &x, 8); break; }
     case DataType::kFloat16: { uint16_t x = toHalfBits(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: {
+      const uint8_t x = toFloat8Bits(static_cast<float>(v), type == DataType::kFloat8e4m3 ? 3 : 2);
+      std::memcpy(p, &x, 1);
+      break;
+    }
     case DataType::kBfloat16: {
       float f = static_cast<float>(v);
       uint32_t x;
@@ -55,6 +86,8 @@ inline void store(DataType type, void* p, int64_t v) {
 inline int64_t reduceInput(DataType t, RedOp op, int n, int rank, size_t i) {
   const int64_t r = rank, k = static_cast<int64_t>(i);
   const bool u = isUnsigned(t);
+  if (isFloat8(t) && op == RedOp::kSum) return (r * 3 + k) % 3 - 1;  // partial sums stay within ±8
+  if (isFloat8(t) && op == RedOp::kAvg) return k % 3 - 1;            // every partial sum j * v exact
   switch (op) {
     case RedOp::kSum: return u ? (r * 3 + k) % 5 : (r * 3 + k) % 5 - 2;
     case RedOp::kProd: {

@@ -85,6 +85,58 @@ inline uint16_t refEncode(float f, HalfFormat fmt) {
   return static_cast<uint16_t>(sign | ((e + fmt.bias) << fmt.mantBits) | (im - (1 << fmt.mantBits)));
 }
 
+/// Layout of a float8: e4m3 (OCP "FN": no infinity, S.1111.111 is NaN) or e5m2 (IEEE-like).
+struct Fp8Format {
+  int mantBits;
+  int bias;
+  bool e4m3;
+};
+inline constexpr Fp8Format kE4m3{3, 7, true};
+inline constexpr Fp8Format kE5m2{2, 15, false};
+
+/// float8 -> float, exact. NaNs widen quiet, keeping the sign (e4m3: the canonical quiet NaN;
+/// e5m2: its mantissa bits on top of the float32 mantissa, as float16 does).
+inline float refDecode8(uint8_t b, Fp8Format fmt) {
+  const bool negative = (b & 0x80) != 0;
+  const int expMax = (1 << (7 - fmt.mantBits)) - 1;
+  const int e = (b >> fmt.mantBits) & expMax;
+  const int m = b & ((1 << fmt.mantBits) - 1);
+  const uint32_t signBit = negative ? 0x80000000u : 0u;
+  if (fmt.e4m3 && (b & 0x7F) == 0x7F) return bitsFloat(signBit | 0x7FC00000u);
+  if (!fmt.e4m3 && e == expMax) {
+    if (m == 0) return negative ? -INFINITY : INFINITY;
+    return bitsFloat(signBit | 0x7FC00000u | (static_cast<uint32_t>(m) << 21));
+  }
+  const double v = e == 0 ? std::ldexp(static_cast<double>(m), 1 - fmt.bias - fmt.mantBits)
+                          : std::ldexp(static_cast<double>(m + (1 << fmt.mantBits)), e - fmt.bias - fmt.mantBits);
+  return static_cast<float>(negative ? -v : v);
+}
+
+/// float -> float8: round to nearest even in double, then saturate to the largest finite code
+/// (infinities too); NaN -> e4m3 S.1111.111, e5m2 quiet NaN keeping the top payload bit.
+inline uint8_t refEncode8(float f, Fp8Format fmt) {
+  const uint32_t fb = floatBits(f);
+  const uint8_t sign = static_cast<uint8_t>((fb >> 24) & 0x80u);
+  const uint8_t maxCode = fmt.e4m3 ? 0x7E : 0x7B;
+  if (std::isnan(f)) return static_cast<uint8_t>(sign | (fmt.e4m3 ? 0x7F : 0x7E | ((fb >> 21) & 1u)));
+  if (std::isinf(f)) return sign | maxCode;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a == 0.0) return sign;
+  int e2 = 0;
+  std::frexp(a, &e2);
+  int e = e2 - 1;
+  if (e < 1 - fmt.bias) e = 1 - fmt.bias;
+  double m = std::nearbyint(std::ldexp(a, fmt.mantBits - e));
+  if (m >= std::ldexp(1.0, fmt.mantBits + 1)) {
+    m /= 2;
+    ++e;
+  }
+  const int im = static_cast<int>(m);
+  if (im < (1 << fmt.mantBits)) return static_cast<uint8_t>(sign | im);
+  const int code = ((e + fmt.bias) << fmt.mantBits) | (im - (1 << fmt.mantBits));
+  return static_cast<uint8_t>(sign | (code > maxCode ? maxCode : code));
+}
+
 /// a op b for an integer type, wrapping.
 template <typename T>
 T refInt(RedOp op, T a, T b) {
@@ -148,6 +200,12 @@ void refElement(DataType type, RedOp op, bool sum, uint32_t d, void* out, const 
     const float fb = refDecode(static_cast<uint16_t>(b), fmt);
     const float fr = op == RedOp::kAvg ? (sum ? fa + fb : fa) / static_cast<float>(d) : refFloat(op, fa, fb);
     r = static_cast<T>(refEncode(fr, fmt));
+  } else if (type == DataType::kFloat8e4m3 || type == DataType::kFloat8e5m2) {
+    const Fp8Format fmt = type == DataType::kFloat8e4m3 ? kE4m3 : kE5m2;
+    const float fa = refDecode8(static_cast<uint8_t>(a), fmt);
+    const float fb = refDecode8(static_cast<uint8_t>(b), fmt);
+    const float fr = op == RedOp::kAvg ? (sum ? fa + fb : fa) / static_cast<float>(d) : refFloat(op, fa, fb);
+    r = static_cast<T>(refEncode8(fr, fmt));
   } else if constexpr (std::is_floating_point_v<T>) {
     r = op == RedOp::kAvg ? (sum ? a + b : a) / static_cast<T>(d) : refFloat(op, a, b);
   } else {
@@ -156,7 +214,8 @@ void refElement(DataType type, RedOp op, bool sum, uint32_t d, void* out, const 
   std::memcpy(out, &r, sizeof(T));
 }
 
-/// Calls f.template operator()<T>() with T the storage type of `type` (uint16_t for the half types).
+/// Calls f.template operator()<T>() with T the storage type of `type` (uint16_t for the half types,
+/// uint8_t for float8).
 template <typename Fn>
 void withStorageType(DataType type, Fn&& f) {
   switch (type) {
@@ -164,6 +223,8 @@ void withStorageType(DataType type, Fn&& f) {
       f.template operator()<int8_t>();
       break;
     case DataType::kUint8:
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2:
       f.template operator()<uint8_t>();
       break;
     case DataType::kInt32:

@@ -49,6 +49,10 @@ bool isNan(DataType type, const unsigned char* p) {
       return (bits & 0x7FFF) > 0x7C00;
     case DataType::kBfloat16:
       return (bits & 0x7FFF) > 0x7F80;
+    case DataType::kFloat8e4m3:
+      return (bits & 0x7F) == 0x7F;
+    case DataType::kFloat8e5m2:
+      return (bits & 0x7F) > 0x7C;
     case DataType::kFloat32:
       return (bits & 0x7FFFFFFF) > 0x7F800000;
     case DataType::kFloat64:
@@ -73,6 +77,13 @@ void randomElement(DataType type, std::mt19937_64& rng, unsigned char* p) {
       static const uint16_t kSpecialBf16[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x0001, 0x807F, 0x7F7F};
       if (pick < 6) bits = refEncode(static_cast<float>(small) / 4.0f, fmt);
       if (pick == 6) bits = (type == DataType::kFloat16 ? kSpecialF16 : kSpecialBf16)[(r >> 20) % 9];
+      break;
+    }
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: {
+      // Random bytes cover every pattern often; add small exact values (sums that tie and saturate).
+      const Fp8Format fmt = type == DataType::kFloat8e4m3 ? kE4m3 : kE5m2;
+      if (pick < 6) bits = refEncode8(static_cast<float>(small % 33) / 4.0f, fmt);
       break;
     }
     case DataType::kFloat32: {

@@ -1,6 +1,7 @@
 /*
  * Element access by ncclDataType_t, for tests whose expected values are small integers: those are
- * exact in every type (float16 up to 2048, bfloat16 up to 256), so results compare exactly.
+ * exact in every type (float16 up to 2048, bfloat16 up to 256, float8e4m3 up to 16, float8e5m2 up
+ * to 8), so results compare exactly.
  */
 #ifndef FERRY_TEST_NCCL_VALUES_H
 #define FERRY_TEST_NCCL_VALUES_H

@@ -1,0 +1,358 @@
+// The device reduce-copy primitive: dsts[*][i] = srcs[0][i] op srcs[1][i] op ... for a block.
+//
+// Every collective kernel is a loop over steps that each combine a few buffers (own input, peer
+// buffers, FIFO slots) into a few others (own output, the next rank's FIFO slot). reduceCopy is
+// that step; copyBytes is the step without arithmetic; the pack functions are the same arithmetic
+// on the 8-byte words of the LL protocol.
+//
+// Arithmetic contract (the host kernels' one, kernels/host/reduce.hpp; results are bit-identical):
+// - every step v = v op s is computed in Acc<T> (float32 for float16/bfloat16/float8, T otherwise)
+//   and rounded back to T before the next step, so an nSrcs-way reduction equals nSrcs - 1 host
+//   reduce() calls applied left to right;
+// - integers wrap (sum and prod run in the unsigned type); max/min propagate NaN with the host's
+//   formula (ordered choice, then a NaN in b wins, then a NaN in a wins), so even the choice of NaN
+//   payload and of +0/-0 matches;
+// - avg is a sum whose last step is fused with the division: v = (v + s_last) / divisor in Acc,
+//   rounded once (host sumDivide), or v = s_0 / divisor for one source (host divide). Integers
+//   truncate toward zero after wrapping, as C does.
+//
+// Phases of reduceCopy, all block-cooperative (thread t handles every blockDim.x-th 16-byte vector):
+// 1. Alignment: when every pointer has the same offset modulo 16 (the usual case: all aligned),
+//    a scalar head brings them to a 16-byte boundary; otherwise the whole range runs scalar.
+// 2. Body: kUnroll vectors per thread per iteration. The thread loads all kUnroll vectors of
+//    source 0, then all kUnroll of source 1 (issued back to back: kUnroll 16-byte loads in flight
+//    per source, which is what saturates HBM), reduces, and so on; then stores to every dst.
+// 3. Remainder vectors one at a time, then a scalar tail.
+// Op and T are template parameters: no branch on them inside any loop. The only runtime branches
+// are per iteration and uniform across the block (which source is last, whether to divide).
+//
+// Memory ordering: plain loads and stores. Callers order them against flags with fences.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/dtypes.cuh"
+
+/// Full unrolling of a loop with a compile-time trip count, under nvcc and under the emulation.
+#if defined(__CUDACC__)
+#define FERRY_UNROLL _Pragma("unroll")
+#else
+#define FERRY_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+namespace ferry::kernels::cuda {
+
+/// Largest fan-in and fan-out of one reduceCopy call.
+inline constexpr int kMaxReduceSrcs = 8;
+inline constexpr int kMaxReduceDsts = 8;
+
+// ---- op functors ----------------------------------------------------------------------------
+// Stateless; operator() takes and returns the accumulation type A. Integers wrap.
+
+namespace op_detail {
+template <typename A>
+FERRY_HOST_DEVICE A wrapAdd(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+template <typename A>
+FERRY_HOST_DEVICE A wrapMul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    // Products of 8-bit operands are computed in unsigned int (no promotion to signed int).
+    using U = std::conditional_t<(sizeof(A) < sizeof(unsigned)), unsigned, std::make_unsigned_t<A>>;
+    return static_cast<A>(static_cast<U>(static_cast<U>(static_cast<std::make_unsigned_t<A>>(a)) *
+                                         static_cast<U>(static_cast<std::make_unsigned_t<A>>(b))));
+  } else {
+    return a * b;
+  }
+}
+/// The host kernels' NaN rule on top of an ordered selection r: a NaN in b, then in a, wins.
+template <typename A>
+FERRY_HOST_DEVICE A propagateNan(A r, A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
+    r = b != b ? b : r;
+    r = a != a ? a : r;
+  }
+  return r;
+}
+}  // namespace op_detail
+
+/// a + b (integers wrap).
+struct OpSum {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return op_detail::wrapAdd(a, b);
+  }
+};
+/// a * b (integers wrap).
+struct OpProd {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return op_detail::wrapMul(a, b);
+  }
+};
+/// max(a, b); NaN if either is NaN (a's NaN if both).
+struct OpMax {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return op_detail::propagateNan(a > b ? a : b, a, b);
+  }
+};
+/// min(a, b); NaN if either is NaN (a's NaN if both).
+struct OpMin {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return op_detail::propagateNan(a < b ? a : b, a, b);
+  }
+};
+
+namespace op_detail {
+/// The op half of dispatchTypeOp, as a functor for dispatchType (a lambda would take the
+/// execution space of its enclosing function and trip nvcc's host/device call check).
+template <typename F>
+struct OpDispatch {
+  RedOp op;
+  F& f;
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+  template <typename T>
+  FERRY_HOST_DEVICE void operator()() const {
+    switch (op) {
+      case RedOp::kSum:
+      case RedOp::kAvg: f.template operator()<T, OpSum>(); break;
+      case RedOp::kProd: f.template operator()<T, OpProd>(); break;
+      case RedOp::kMax: f.template operator()<T, OpMax>(); break;
+      case RedOp::kMin: f.template operator()<T, OpMin>(); break;
+    }
+  }
+};
+}  // namespace op_detail
+
+/// Calls f.template operator()<T, Op>() for the storage type T of `type` and the functor of `op`;
+/// kAvg dispatches as OpSum (the caller passes the divisor). Nothing for invalid values. Callable
+/// from host code too (launchers choose their kernel instantiation with it).
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <typename F>
+FERRY_HOST_DEVICE void dispatchTypeOp(DataType type, RedOp op, F&& f) {
+  dispatchType(type, op_detail::OpDispatch<std::remove_reference_t<F>>{op, f});
+}
+
+// ---- element arithmetic ---------------------------------------------------------------------
+
+namespace rc_detail {
+
+/// v / divisor in Acc<T>, rounded once. Integers: C truncation of the (wrapped) value.
+template <typename T>
+FERRY_HOST_DEVICE T divideAcc(Acc<T> v, uint32_t divisor) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (sizeof(T) == 8) {
+      return static_cast<T>(v / static_cast<T>(divisor));
+    } else if constexpr (std::is_signed_v<T>) {
+      return static_cast<T>(static_cast<int64_t>(v) / static_cast<int64_t>(divisor));
+    } else {
+      return static_cast<T>(static_cast<uint64_t>(v) / divisor);
+    }
+  } else {
+    return Arith<T>::fromAcc(v / static_cast<Acc<T>>(divisor));
+  }
+}
+
+template <typename T, typename Op>
+FERRY_HOST_DEVICE T apply(T a, T b) {
+  return Arith<T>::fromAcc(Op()(Arith<T>::toAcc(a), Arith<T>::toAcc(b)));
+}
+template <typename T, typename Op>
+FERRY_HOST_DEVICE T applyDivide(T a, T b, uint32_t divisor) {
+  // Integers: Op already wrapped the result to T, the value C's division then truncates.
+  return divideAcc<T>(Op()(Arith<T>::toAcc(a), Arith<T>::toAcc(b)), divisor);
+}
+template <typename T>
+FERRY_HOST_DEVICE T divide(T a, uint32_t divisor) {
+  return divideAcc<T>(Arith<T>::toAcc(a), divisor);
+}
+
+/// A word of W bytes viewed as W / sizeof(T) elements.
+template <typename T, typename Word>
+struct Lanes {
+  static constexpr int kN = sizeof(Word) / sizeof(T);
+  T e[kN];
+};
+
+template <typename T, typename Word>
+FERRY_HOST_DEVICE Lanes<T, Word> unpack(Word w) {
+  Lanes<T, Word> l;
+  memcpy(&l, &w, sizeof(Word));
+  return l;
+}
+template <typename T, typename Word>
+FERRY_HOST_DEVICE Word pack(const Lanes<T, Word>& l) {
+  Word w;
+  memcpy(&w, &l, sizeof(Word));
+  return w;
+}
+
+template <typename T, typename Op, typename Word>
+FERRY_HOST_DEVICE Word applyWord(Word a, Word b) {
+  Lanes<T, Word> x = unpack<T>(a);
+  const Lanes<T, Word> y = unpack<T>(b);
+FERRY_UNROLL
+  for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = apply<T, Op>(x.e[i], y.e[i]);
+  return pack<T, Word>(x);
+}
+template <typename T, typename Op, typename Word>
+FERRY_HOST_DEVICE Word applyDivideWord(Word a, Word b, uint32_t divisor) {
+  Lanes<T, Word> x = unpack<T>(a);
+  const Lanes<T, Word> y = unpack<T>(b);
+FERRY_UNROLL
+  for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = applyDivide<T, Op>(x.e[i], y.e[i], divisor);
+  return pack<T, Word>(x);
+}
+template <typename T, typename Word>
+FERRY_HOST_DEVICE Word divideWord(Word a, uint32_t divisor) {
+  Lanes<T, Word> x = unpack<T>(a);
+FERRY_UNROLL
+  for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = divide<T>(x.e[i], divisor);
+  return pack<T, Word>(x);
+}
+
+/// 16-byte vectors (or single elements, Word = T) `v` of every source combined; see reduceCopy.
+/// kN words per thread at indices base + u * stride (u < kN), all in range.
+template <typename T, typename Op, typename Word, int kN>
+__device__ __forceinline__ void combineWords(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t base,
+                                             size_t stride, uint32_t divisor) {
+  constexpr bool kDivides = std::is_same_v<Op, OpSum>;  // see reduceCopy
+  Word acc[kN];
+  const Word* s0 = reinterpret_cast<const Word*>(srcs[0]);
+FERRY_UNROLL
+  for (int u = 0; u < kN; ++u) acc[u] = s0[base + u * stride];
+  for (int s = 1; s < nSrcs; ++s) {
+    const Word* sp = reinterpret_cast<const Word*>(srcs[s]);
+    Word in[kN];
+FERRY_UNROLL
+    for (int u = 0; u < kN; ++u) in[u] = sp[base + u * stride];
+    if constexpr (kDivides) {
+      if (divisor != 0 && s == nSrcs - 1) {
+FERRY_UNROLL
+        for (int u = 0; u < kN; ++u) acc[u] = applyDivideWord<T, Op>(acc[u], in[u], divisor);
+        continue;
+      }
+    }
+FERRY_UNROLL
+    for (int u = 0; u < kN; ++u) acc[u] = applyWord<T, Op>(acc[u], in[u]);
+  }
+  if constexpr (kDivides) {
+    if (nSrcs == 1 && divisor != 0) {
+FERRY_UNROLL
+      for (int u = 0; u < kN; ++u) acc[u] = divideWord<T>(acc[u], divisor);
+    }
+  }
+  for (int d = 0; d < nDsts; ++d) {
+    Word* dp = reinterpret_cast<Word*>(dsts[d]);
+FERRY_UNROLL
+    for (int u = 0; u < kN; ++u) dp[base + u * stride] = acc[u];
+  }
+}
+
+/// Element range [begin, end) one element at a time (Word = T: a one-lane "vector").
+template <typename T, typename Op>
+__device__ __forceinline__ void combineScalar(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t begin,
+                                              size_t end, uint32_t divisor) {
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    T v = srcs[0][i];
+    for (int s = 1; s < nSrcs; ++s) {
+      v = (divisor != 0 && s == nSrcs - 1) ? applyDivide<T, Op>(v, srcs[s][i], divisor) : apply<T, Op>(v, srcs[s][i]);
+    }
+    if (nSrcs == 1 && divisor != 0) v = divide<T>(v, divisor);
+    for (int d = 0; d < nDsts; ++d) dsts[d][i] = v;
+  }
+}
+
+}  // namespace rc_detail
+
+/// Vectors each thread keeps in flight per source in reduceCopy's body.
+inline constexpr int kReduceCopyUnroll = 4;
+
+/// Block-cooperative reduce-copy (see the top of the file). Every thread of the block calls it
+/// with the same arguments. srcs and dsts may alias exactly. nSrcs in [1, kMaxReduceSrcs], nDsts in
+/// [0, kMaxReduceDsts]. divisor 0: no division.
+template <typename T, typename Op>
+__device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t count,
+                           uint32_t divisor) {
+  constexpr size_t kVecElems = sizeof(uint4) / sizeof(T);
+  if constexpr (!std::is_same_v<Op, OpSum>) {
+    // Only avg (a sum) divides in practice; other ops honour a divisor on the scalar path, which
+    // keeps the unrolled vector code, and nvcc's time, to one variant per op.
+    if (divisor != 0) {
+      rc_detail::combineScalar<T, Op>(nSrcs, srcs, nDsts, dsts, 0, count, divisor);
+      return;
+    }
+  }
+  // Phase 1: the common offset modulo 16 of every pointer, or "none".
+  const uintptr_t offset = reinterpret_cast<uintptr_t>(srcs[0]) & 15u;
+  bool common = offset % sizeof(T) == 0;
+  for (int s = 1; s < nSrcs; ++s) common = common && (reinterpret_cast<uintptr_t>(srcs[s]) & 15u) == offset;
+  for (int d = 0; d < nDsts; ++d) common = common && (reinterpret_cast<uintptr_t>(dsts[d]) & 15u) == offset;
+  if (!common) {
+    rc_detail::combineScalar<T, Op>(nSrcs, srcs, nDsts, dsts, 0, count, divisor);
+    return;
+  }
+  size_t head = offset == 0 ? 0 : (16u - offset) / sizeof(T);
+  if (head > count) head = count;
+  rc_detail::combineScalar<T, Op>(nSrcs, srcs, nDsts, dsts, 0, head, divisor);
+
+  // Phase 2: the aligned body, through pointers advanced past the head.
+  const T* alignedSrcs[kMaxReduceSrcs];
+  T* alignedDsts[kMaxReduceDsts];
+  for (int s = 0; s < nSrcs; ++s) alignedSrcs[s] = srcs[s] + head;
+  for (int d = 0; d < nDsts; ++d) alignedDsts[d] = dsts[d] + head;
+  const size_t nVec = (count - head) / kVecElems;
+  const size_t stride = blockDim.x;
+  size_t v = threadIdx.x;
+  for (; v + (kReduceCopyUnroll - 1) * stride < nVec; v += kReduceCopyUnroll * stride) {
+    rc_detail::combineWords<T, Op, uint4, kReduceCopyUnroll>(nSrcs, alignedSrcs, nDsts, alignedDsts, v, stride,
+                                                             divisor);
+  }
+  // Phase 3: remaining vectors, then the scalar tail.
+  for (; v < nVec; v += stride) {
+    rc_detail::combineWords<T, Op, uint4, 1>(nSrcs, alignedSrcs, nDsts, alignedDsts, v, stride, divisor);
+  }
+  rc_detail::combineScalar<T, Op>(nSrcs, srcs, nDsts, dsts, head + nVec * kVecElems, count, divisor);
+}
+
+/// Block-cooperative copy of `bytes` bytes from src to every dst (16-byte vectors when the pointers
+/// share their alignment). dsts may include src itself.
+__device__ inline void copyBytes(int nDsts, void* const* dsts, const void* src, size_t bytes) {
+  const uint8_t* srcs[1] = {static_cast<const uint8_t*>(src)};
+  uint8_t* d[kMaxReduceDsts];
+  for (int j = 0; j < nDsts; ++j) d[j] = static_cast<uint8_t*>(dsts[j]);
+  reduceCopy<uint8_t, OpSum>(1, srcs, nDsts, d, bytes, 0);
+}
+
+// ---- LL packs -------------------------------------------------------------------------------
+
+/// a op b on the 8 / sizeof(T) elements packed in each word (little-endian lanes).
+template <typename T, typename Op>
+__device__ __forceinline__ uint64_t applyPack8(uint64_t a, uint64_t b) {
+  return rc_detail::applyWord<T, Op, uint64_t>(a, b);
+}
+/// (a op b) / divisor per element, rounded once (host sumDivide for Op = OpSum).
+template <typename T, typename Op>
+__device__ __forceinline__ uint64_t applyPack8Divide(uint64_t a, uint64_t b, uint32_t divisor) {
+  return rc_detail::applyDivideWord<T, Op, uint64_t>(a, b, divisor);
+}
+/// a / divisor per element (host divide).
+template <typename T>
+__device__ __forceinline__ uint64_t dividePack8(uint64_t a, uint32_t divisor) {
+  return rc_detail::divideWord<T, uint64_t>(a, divisor);
+}
+
+}  // namespace ferry::kernels::cuda

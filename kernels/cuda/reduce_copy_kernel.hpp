@@ -1,0 +1,27 @@
+// A standalone reduce-copy kernel over a whole grid, for benchmarks and tests of reduceCopy.
+//
+// The collective kernels call reduceCopy (reduce_copy.cuh) from inside their own loops; this
+// launcher runs it alone: the range is cut into nBlocks contiguous parts (multiples of 16 bytes, so
+// each part keeps the buffers' alignment) and each block reduces its part. It is the device
+// counterpart of one host kernels::reduce / sumDivide call, generalised to several sources and
+// destinations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ferry/types.hpp"
+
+namespace ferry::kernels::cuda {
+
+/// Run reduceCopy over `count` elements of `type`: for each i, dsts[*][i] = srcs[0][i] op ... op
+/// srcs[nSrcs-1][i], divided by `divisor` in the last step when divisor != 0 (op kAvg behaves as
+/// kSum; pass the divisor). nSrcs in [1, 8], nDsts in [0, 8]; the arrays are read on the host and
+/// passed by value. Launches nBlocks blocks of nThreads threads on `stream` (a cudaStream_t) and
+/// returns its cudaError_t without synchronising. In the emulated build (no nvcc) runs the grid
+/// on host threads, returns when done, and gives 0; keep nBlocks * nThreads small there.
+/// Returns cudaErrorInvalidValue (1) for arguments out of range, before launching anything.
+int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
+                     size_t count, uint32_t divisor, int nBlocks, int nThreads, void* stream);
+
+}  // namespace ferry::kernels::cuda
