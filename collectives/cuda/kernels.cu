@@ -1,0 +1,178 @@
+// ferry's CUDA collective kernel: one __global__ function that runs a DevWorkList in order.
+//
+// Vocabulary
+//   channel   one block of the launch (blockIdx.x); it owns its own connections, FIFOs and
+//             pointer-exchange slot, and moves its part of every work (a work's data is split over
+//             the gridDim.x channels; every rank must launch the same number of blocks).
+//   connection the (this rank, peer) pair on one channel, both directions; data always lands in
+//             the receiver's memory (dev_comm.hpp has the layout).
+//   slot      one entry of a connection's FIFO: slotBytes (simple) or llSlotBytes of payload (LL).
+//   step      one slot's worth of transfer; every connection direction counts its steps in a
+//             persistent counter in the rank resources, so launches (and graph replays) continue
+//             where the previous one stopped and nothing depends on kernel arguments.
+//   head/tail simple protocol: head = steps the sender has posted, stored by the sender in the
+//             receiver's memory; tail = steps the receiver has consumed, stored by the receiver in
+//             the sender's memory. A sender writes slot (step % slots) once tail + slots > step.
+//   LL flag   LL protocol: every 8-byte word carries 4 data bytes and the flag 1 + step mod (2^32-1),
+//             written by one 8-byte store, so the receiver knows the data is there when the flag is.
+//
+// Memory ordering (prims.cuh and direct_kernels.cuh say it at each access):
+//   - data before a simple head: block barrier, then thread 0's __threadfence_system(), then a
+//     volatile store of head. Readers poll with volatile loads and fence (system scope) before they
+//     read data: every reading thread polls and fences itself, which also keeps stale L1 lines of a
+//     reused slot from being read.
+//   - slot reuse (tail, llTail): the receiver's reads happen before its barrier, thread 0 fences and
+//     stores tail; the sender polls tail and fences before it writes the slot again.
+//   - LL words need no fence: data and flag are one single-copy-atomic 8-byte store.
+//   - direct: pointers before seq (fence), peers' reads/writes before done (barrier + fence).
+//   System scope everywhere, because peers may be other GPUs or other processes (CUDA IPC).
+//
+// Assumptions: the runtime makes every block of every rank's launch co-resident (residentBlocksPerSm
+// is there for that check), since blocks wait for blocks of other ranks and no order of scheduling
+// between ranks is assumed. All ranks run the same collectives in the same order with the same
+// counts, types, algorithms and protocols (NCCL's contract); p2p works pair up by peer and order.
+//
+// Algorithms: kRing (all-reduce = reduce-scatter then all-gather with recvReduceCopySend at the
+// turn, reduce-scatter, all-gather, chain broadcast and reduce; ring_kernels.cuh), FIFO all-to-all
+// and send/recv (p2p_kernels.cuh; used for those kinds whatever the algorithm), kDirect (single
+// copy; direct_kernels.cuh). Each over the simple or LL protocol (direct ignores it). Type and op
+// are dispatched once per work; copies are type-agnostic and instantiated once per protocol.
+#include <cstdint>
+
+#include "collectives/cuda/dev_comm.hpp"
+#include "kernels/cuda/simt.hpp"
+#if __has_include("kernels/cuda/reduce_copy.cuh")
+#include "kernels/cuda/reduce_copy.cuh"
+#else
+#include "collectives/cuda/reduce_copy_fallback.cuh"
+#endif
+#include "collectives/cuda/direct_kernels.cuh"
+#include "collectives/cuda/p2p_kernels.cuh"
+#include "collectives/cuda/prims.cuh"
+#include "collectives/cuda/ring_kernels.cuh"
+
+#if !FERRY_SIMT_EMULATED
+#include <cuda_runtime.h>
+#endif
+
+namespace ferry::coll::gpu {
+namespace {
+
+__device__ __forceinline__ bool isP2p(WorkKind k) { return k == WorkKind::kSend || k == WorkKind::kRecv; }
+
+/// One rank: every collective is a copy of send into recv (this channel's part).
+__device__ void localCopy(const DevWork& w, int c, int nChannels) {
+  const Part part = bytePart(w.count * elemBytes(w.type), nChannels, c);
+  void* to = static_cast<uint8_t*>(w.recv) + part.off;
+  const uint8_t* from = static_cast<const uint8_t*>(w.send) + part.off;
+  if (part.len > 0 && to != from) kernels::cuda::copyBytes(1, &to, from, part.len);
+  __syncthreads();
+}
+
+/// Reduction works: type and op dispatched once, then algorithm and protocol.
+struct ReduceWorkFn {
+  const DevComm& comm;
+  const DevWork& w;
+  int c, nChannels;
+  template <typename T, typename Op>
+  __device__ void operator()() const {
+    using R = Red<T, Op>;
+    if (w.algo == DevAlgo::kDirect) {
+      directReduceWork<R>(comm, w, c, nChannels);
+    } else if (w.proto == DevProto::kLL) {
+      ringReduceWork<DevProto::kLL, R>(comm, w, c, nChannels);
+    } else {
+      ringReduceWork<DevProto::kSimple, R>(comm, w, c, nChannels);
+    }
+  }
+};
+
+__device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
+  if (w.count == 0) return;
+  if (comm.nRanks == 1) {
+    localCopy(w, c, nChannels);
+    return;
+  }
+  const size_t es = elemBytes(w.type);
+  switch (w.kind) {
+    case WorkKind::kAllReduce:
+    case WorkKind::kReduceScatter:
+    case WorkKind::kReduce:
+      kernels::cuda::dispatchTypeOp(w.type, w.op, ReduceWorkFn{comm, w, c, nChannels});
+      break;
+    case WorkKind::kAllGather:
+    case WorkKind::kBroadcast:
+      if (w.algo == DevAlgo::kDirect) {
+        directCopyWork(comm, w, es, c, nChannels);
+      } else if (w.proto == DevProto::kLL) {
+        ringCopyWork<DevProto::kLL>(comm, w, es, c, nChannels);
+      } else {
+        ringCopyWork<DevProto::kSimple>(comm, w, es, c, nChannels);
+      }
+      break;
+    case WorkKind::kAllToAll:
+      if (w.algo == DevAlgo::kDirect) {
+        directCopyWork(comm, w, es, c, nChannels);
+      } else {
+        p2pRun(comm, &w, 1, c, nChannels);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+/// The collective kernel: block b is channel b; works run in list order, a run of consecutive
+/// send/recv works runs as one p2p schedule (p2p_kernels.cuh).
+__global__ void collectiveKernel(const DevComm* devComm, DevWorkList list) {
+  const DevComm comm = *devComm;
+  const int c = static_cast<int>(blockIdx.x), nChannels = static_cast<int>(gridDim.x);
+  if (c >= comm.nChannels) return;
+  for (int i = 0; i < list.nWorks;) {
+    __syncthreads();  // the previous work's counters are saved
+    if (isP2p(list.works[i].kind)) {
+      int e = i;
+      while (e < list.nWorks && isP2p(list.works[e].kind)) ++e;
+      p2pRun(comm, &list.works[i], e - i, c, nChannels);
+      i = e;
+    } else {
+      runWork(comm, list.works[i], c, nChannels);
+      ++i;
+    }
+  }
+}
+
+int maxThreadsPerBlock() {
+#if FERRY_SIMT_EMULATED
+  return 64;
+#else
+  return 512;
+#endif
+}
+
+int launchWorkList(const DevComm* devComm, const DevWorkList& list, int nBlocks, int nThreads, void* stream) {
+#if FERRY_SIMT_EMULATED
+  (void)stream;
+  simt::launch(dim3(static_cast<unsigned>(nBlocks)), dim3(static_cast<unsigned>(nThreads)), collectiveKernel, devComm,
+               list);
+  return 0;
+#else
+  collectiveKernel<<<nBlocks, nThreads, 0, static_cast<cudaStream_t>(stream)>>>(devComm, list);
+  return static_cast<int>(cudaGetLastError());
+#endif
+}
+
+int residentBlocksPerSm(int nThreads) {
+#if FERRY_SIMT_EMULATED
+  (void)nThreads;
+  return 1 << 20;
+#else
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, collectiveKernel, nThreads, 0) != cudaSuccess) return 0;
+  return blocks;
+#endif
+}
+
+}  // namespace ferry::coll::gpu

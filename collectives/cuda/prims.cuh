@@ -1,0 +1,309 @@
+// Protocol primitives of the collective kernels: one connection direction held in registers, and the
+// five ring verbs (send, recvReduceSend, recvReduceCopySend, recvCopySend, recv) over a pair of them.
+//
+// Every thread of the block runs every primitive with the same arguments and keeps its own copy of
+// the step counters (they stay equal); thread 0 alone publishes counters to other ranks and saves
+// the private ones (save()), after a barrier.
+//
+// Simple protocol, one step = one slot of slotBytes:
+//   sender    every thread polls tail (volatile) until the slot is free, fences (system scope: the
+//             receiver's reads of the old contents happen before our writes), writes its part of
+//             the slot; barrier; thread 0 fences (system) and stores head = step + 1 (volatile).
+//   receiver  every thread polls head (volatile) until head > step, fences (system scope: acquire,
+//             and no stale L1 line of the reused slot survives), reads the slot; barrier; thread 0
+//             fences and stores the sender's tail = step + 1.
+// LL protocol, one step = one slot of llSlotBytes payload in 2 x llSlotBytes of 8-byte words
+// {data low 32 bits, flag high 32 bits}, each written with one 8-byte volatile store:
+//   sender    every thread polls llTail as above (and fences: the slot is about to be reused), then
+//             stores its words with flag(step); no barrier and no fence on the data path.
+//   receiver  each thread polls its own words until their flag equals flag(step) (the data came in
+//             the same single-copy-atomic store, so no fence is needed); barrier; thread 0 fences
+//             and stores llTail = step + 1 in the sender's memory.
+//   flag(step) = 1 + step mod (2^32 - 1): never 0, so zero-filled memory never matches, and a slot's
+//   previous contents carry flag(step - llSlots), which differs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/cuda/dev_comm.hpp"
+#include "kernels/cuda/simt.hpp"
+
+/// Keeps each work function a separate device function: ptxas then compiles ~100 modest functions
+/// instead of one kernel with every algorithm x type x op inlined (minutes and gigabytes otherwise).
+#if FERRY_SIMT_EMULATED
+#define FERRY_DEVICE_NOINLINE
+#else
+#define FERRY_DEVICE_NOINLINE __noinline__
+#endif
+
+namespace ferry::coll::gpu {
+
+using simt::loadVolatile;
+using simt::pollPause;
+using simt::storeVolatile;
+
+/// Element size on the device (dataTypeSize is host code). fp8 types are one byte.
+__device__ __forceinline__ size_t elemBytes(DataType t) {
+  switch (t) {
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    default: return 1;
+  }
+}
+
+__device__ __forceinline__ uint32_t llFlag(uint64_t step) { return static_cast<uint32_t>(step % 0xFFFFFFFFull) + 1u; }
+
+/// Simple protocol, sending side of one connection.
+struct SimpleSend {
+  uint8_t* fifo;
+  uint64_t* head;
+  const uint64_t* tail;
+  uint64_t* stepPtr;
+  uint64_t step;
+  int slots;
+  size_t slotBytes;
+
+  __device__ void init(const SendEndpoint& e, const DevLayout& l) {
+    fifo = e.fifo, head = e.head, tail = e.tail, stepPtr = e.step, step = *e.step;
+    slots = l.slots, slotBytes = l.slotBytes;
+  }
+  /// Waits until the next slot is free and returns it.
+  __device__ uint8_t* wait() {
+    while (loadVolatile(tail) + static_cast<uint64_t>(slots) <= step) pollPause();
+    __threadfence_system();
+    return fifo + (step % static_cast<uint64_t>(slots)) * slotBytes;
+  }
+  /// Thread 0 only, after the block barrier that follows the writes.
+  __device__ void publish() { storeVolatile<uint64_t>(head, step + 1); }
+  __device__ void save() { *stepPtr = step; }
+};
+
+/// Simple protocol, receiving side of one connection.
+struct SimpleRecv {
+  const uint8_t* fifo;
+  const uint64_t* head;
+  uint64_t* tail;
+  uint64_t* stepPtr;
+  uint64_t step;
+  int slots;
+  size_t slotBytes;
+
+  __device__ void init(const RecvEndpoint& e, const DevLayout& l) {
+    fifo = e.fifo, head = e.head, tail = e.tail, stepPtr = e.step, step = *e.step;
+    slots = l.slots, slotBytes = l.slotBytes;
+  }
+  __device__ const uint8_t* wait() {
+    while (loadVolatile(head) <= step) pollPause();
+    __threadfence_system();
+    return fifo + (step % static_cast<uint64_t>(slots)) * slotBytes;
+  }
+  __device__ void publish() { storeVolatile<uint64_t>(tail, step + 1); }
+  __device__ void save() { *stepPtr = step; }
+};
+
+/// LL protocol, sending side.
+struct LLSend {
+  uint64_t* buf;
+  const uint64_t* tail;
+  uint64_t* stepPtr;
+  uint64_t step;
+  int slots;
+  size_t slotBytes;  // payload bytes per slot
+
+  __device__ void init(const SendEndpoint& e, const DevLayout& l) {
+    buf = e.ll, tail = e.llTail, stepPtr = e.llStep, step = *e.llStep;
+    slots = l.llSlots, slotBytes = l.llSlotBytes;
+  }
+  __device__ uint64_t* wait() {
+    while (loadVolatile(tail) + static_cast<uint64_t>(slots) <= step) pollPause();
+    __threadfence_system();
+    return buf + (step % static_cast<uint64_t>(slots)) * (slotBytes / 4);
+  }
+  __device__ void save() { *stepPtr = step; }
+};
+
+/// LL protocol, receiving side.
+struct LLRecv {
+  const uint64_t* buf;
+  uint64_t* tail;
+  uint64_t* stepPtr;
+  uint64_t step;
+  int slots;
+  size_t slotBytes;
+
+  __device__ void init(const RecvEndpoint& e, const DevLayout& l) {
+    buf = e.ll, tail = e.llTail, stepPtr = e.llStep, step = *e.llStep;
+    slots = l.llSlots, slotBytes = l.llSlotBytes;
+  }
+  __device__ const uint64_t* slot() const { return buf + (step % static_cast<uint64_t>(slots)) * (slotBytes / 4); }
+  __device__ void publish() { storeVolatile<uint64_t>(tail, step + 1); }
+  __device__ void save() { *stepPtr = step; }
+};
+
+/// Pack i (8 bytes) of a chunk of `bytes` bytes at p: whole and aligned packs in one load, the
+/// ragged end byte by byte (zero padded).
+__device__ __forceinline__ uint64_t loadPack(const uint8_t* p, size_t i, size_t bytes) {
+  const uint8_t* q = p + i * 8;
+  if (i * 8 + 8 <= bytes && (reinterpret_cast<uintptr_t>(q) & 7) == 0) return *reinterpret_cast<const uint64_t*>(q);
+  uint64_t v = 0;
+  for (size_t b = 0; b < 8 && i * 8 + b < bytes; ++b) v |= static_cast<uint64_t>(q[b]) << (8 * b);
+  return v;
+}
+__device__ __forceinline__ void storePack(uint8_t* p, size_t i, size_t bytes, uint64_t v) {
+  uint8_t* q = p + i * 8;
+  if (i * 8 + 8 <= bytes && (reinterpret_cast<uintptr_t>(q) & 7) == 0) {
+    *reinterpret_cast<uint64_t*>(q) = v;
+    return;
+  }
+  for (size_t b = 0; b < 8 && i * 8 + b < bytes; ++b) q[b] = static_cast<uint8_t>(v >> (8 * b));
+}
+/// Pack i of an LL slot: words 2i and 2i+1, each {4 data bytes, flag}.
+__device__ __forceinline__ void llStore(uint64_t* slot, size_t i, uint64_t v, uint32_t flag) {
+  const uint64_t f = static_cast<uint64_t>(flag) << 32;
+  storeVolatile<uint64_t>(slot + 2 * i, (v & 0xFFFFFFFFull) | f);
+  storeVolatile<uint64_t>(slot + 2 * i + 1, (v >> 32) | f);
+}
+__device__ __forceinline__ uint64_t llLoad(const uint64_t* slot, size_t i, uint32_t flag) {
+  uint64_t lo, hi;
+  while (static_cast<uint32_t>((lo = loadVolatile(slot + 2 * i)) >> 32) != flag) pollPause();
+  while (static_cast<uint32_t>((hi = loadVolatile(slot + 2 * i + 1)) >> 32) != flag) pollPause();
+  return (lo & 0xFFFFFFFFull) | (hi << 32);
+}
+
+/// Reduction policies: how a step combines its sources. Red<T, Op> reduces elements of T; RedCopy
+/// only moves bytes (all-gather, broadcast, all-to-all, send/recv), so copies are instantiated once.
+struct RedCopy {
+  static constexpr size_t kElemBytes = 1;
+  FERRY_DEVICE_NOINLINE __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes, uint32_t) {
+    kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
+  }
+  __device__ static uint64_t pack(uint64_t a, uint64_t, uint32_t) { return a; }
+};
+template <typename T, typename Op>
+struct Red {
+  static constexpr size_t kElemBytes = sizeof(T);
+  FERRY_DEVICE_NOINLINE __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes,
+                             uint32_t divisor) {
+    if (nSrcs == 1 && divisor == 0) {
+      kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
+      return;
+    }
+    const T* s[8];
+    T* d[8];
+    for (int i = 0; i < nSrcs; ++i) s[i] = static_cast<const T*>(srcs[i]);
+    for (int i = 0; i < nDsts; ++i) d[i] = static_cast<T*>(dsts[i]);
+    kernels::cuda::reduceCopy<T, Op>(nSrcs, s, nDsts, d, bytes / sizeof(T), divisor);
+  }
+  /// a op b over one pack; with a divisor, the avg's fused last step.
+  __device__ static uint64_t pack(uint64_t a, uint64_t b, uint32_t divisor) {
+    return divisor != 0 ? kernels::cuda::applyPack8Divide<T, Op>(a, b, divisor) : kernels::cuda::applyPack8<T, Op>(a, b);
+  }
+};
+
+/// The ring verbs over a receive connection (from prev) and a send connection (to next).
+/// One call = one step on each connection it uses. `own` is this rank's contribution (nullptr:
+/// none), `out` the user buffer to write (nullptr: none); the received data comes first in the
+/// reduction: v = recv op own, so the order of a ring reduction is the host executor's.
+template <DevProto P>
+struct Prims;
+
+template <>
+struct Prims<DevProto::kSimple> {
+  SimpleRecv rcv;
+  SimpleSend snd;
+  static constexpr DevProto kProto = DevProto::kSimple;
+
+  __device__ Prims(const DevComm& comm, int c, int recvPeer, int sendPeer) {
+    rcv.init(comm.recvFrom(c, recvPeer), comm.layout);
+    snd.init(comm.sendTo(c, sendPeer), comm.layout);
+  }
+  __device__ size_t stepBytes() const { return snd.slotBytes; }
+
+  template <class R>
+  FERRY_DEVICE_NOINLINE __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+    const void* srcs[2];
+    void* dsts[2];
+    int ns = 0, nd = 0;
+    if (doRecv) srcs[ns++] = rcv.wait();
+    if (own != nullptr) srcs[ns++] = own;
+    if (out != nullptr && (doRecv || out != own)) dsts[nd++] = out;  // a pure copy onto itself is skipped
+    if (doSend) dsts[nd++] = snd.wait();
+    if (bytes > 0 && nd > 0) R::run(ns, srcs, nd, dsts, bytes, ns == 2 ? divisor : 0);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      if (doSend) snd.publish();
+      if (doRecv) rcv.publish();
+    }
+    snd.step += doSend ? 1 : 0;
+    rcv.step += doRecv ? 1 : 0;
+  }
+  __device__ void save() {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      snd.save();
+      rcv.save();
+    }
+    __syncthreads();
+  }
+};
+
+template <>
+struct Prims<DevProto::kLL> {
+  LLRecv rcv;
+  LLSend snd;
+  static constexpr DevProto kProto = DevProto::kLL;
+
+  __device__ Prims(const DevComm& comm, int c, int recvPeer, int sendPeer) {
+    rcv.init(comm.recvFrom(c, recvPeer), comm.layout);
+    snd.init(comm.sendTo(c, sendPeer), comm.layout);
+  }
+  __device__ size_t stepBytes() const { return snd.slotBytes; }
+
+  template <class R>
+  FERRY_DEVICE_NOINLINE __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+    uint64_t* sendSlot = doSend ? snd.wait() : nullptr;
+    const uint64_t* recvSlot = rcv.slot();
+    const uint32_t sendFlag = llFlag(snd.step), recvFlag = llFlag(rcv.step);
+    const auto* o = static_cast<const uint8_t*>(own);
+    auto* d = static_cast<uint8_t*>(out);
+    const size_t packs = (bytes + 7) / 8;
+    for (size_t i = threadIdx.x; i < packs; i += blockDim.x) {
+      uint64_t v;
+      if (doRecv) {
+        v = llLoad(recvSlot, i, recvFlag);
+        if (o != nullptr) v = R::pack(v, loadPack(o, i, bytes), divisor);
+      } else {
+        v = loadPack(o, i, bytes);
+      }
+      if (d != nullptr && (doRecv || d != o)) storePack(d, i, bytes, v);
+      if (doSend) llStore(sendSlot, i, v, sendFlag);
+    }
+    if (doRecv) {
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence_system();
+        rcv.publish();
+      }
+    }
+    snd.step += doSend ? 1 : 0;
+    rcv.step += doRecv ? 1 : 0;
+  }
+  __device__ void save() {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      snd.save();
+      rcv.save();
+    }
+    __syncthreads();
+  }
+};
+
+}  // namespace ferry::coll::gpu
