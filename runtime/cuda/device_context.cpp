@@ -295,13 +295,19 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
     }
   }
   ctx->staging_ = std::make_unique<StagingPool>(w, static_cast<size_t>(std::max<int64_t>(config().gpuStagingBytes, 0)));
-  const char* pathName = ctx->path_ == DevicePath::kKernel ? "kernels" : ctx->path_ == DevicePath::kStaged ? "staged through host memory" : "none";
-  FERRY_INFO(log::kInit,
-             "comm %016llx rank %d device %d: device buffers: %s%s%s; %d channels x %d threads, %s; %zu bytes of device "
-             "memory",
-             static_cast<unsigned long long>(commId), rank, device, pathName, ctx->whyNot_.empty() ? "" : " because ",
-             ctx->whyNot_.c_str(), ctx->config_.nChannels, ctx->threads_,
-             ctx->algo_ == gpu::DevAlgo::kDirect ? "direct" : "ring", ctx->memoryBytes_);
+  if (ctx->path_ == DevicePath::kKernel) {
+    FERRY_INFO(log::kInit,
+               "comm %016llx rank %d device %d: device buffers run the kernels (%s), %d channels x %d threads; %zu "
+               "bytes of device memory",
+               static_cast<unsigned long long>(commId), rank, device,
+               ctx->algo_ == gpu::DevAlgo::kDirect ? "direct" : "ring", ctx->config_.nChannels, ctx->threads_,
+               ctx->memoryBytes_);
+  } else {
+    FERRY_INFO(log::kInit, "comm %016llx rank %d device %d: device buffers %s: %s",
+               static_cast<unsigned long long>(commId), rank, device,
+               ctx->path_ == DevicePath::kStaged ? "stage through host memory" : "cannot be used",
+               ctx->whyNot_.c_str());
+  }
   return ctx;
 }
 

@@ -163,6 +163,9 @@ void fill(std::vector<LocalRank>& ranks, Coll c, const TypeCase& t, size_t count
     cudaCheck(cudaSetDevice(L.device), "cudaSetDevice");
     cudaCheck(cudaMemcpy(L.send, host.data(), host.size(), cudaMemcpyHostToDevice), "fill send");
     cudaCheck(cudaMemset(L.recv, 0xff, recvElems(c, count, n) * t.size), "poison recv");
+    // The copies and the memset run on the legacy stream, which the ranks' non-blocking streams do
+    // not wait for.
+    cudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize after fill");
   }
 }
 
@@ -301,9 +304,14 @@ int graph() {
       if (!st.isOk()) std::printf("FAIL graph capture rank %d: %s\n", L.comm->rank(), st.message().c_str());
     }
     Status end = ferry::groupEnd();
+    // End every capture before instantiating (instantiation is not allowed while this thread captures).
+    std::vector<cudaGraph_t> graphs;
     for (LocalRank& L : ranks) {
       cudaGraph_t g;
       cudaCheck(cudaStreamEndCapture(L.stream, &g), "cudaStreamEndCapture");
+      graphs.push_back(g);
+    }
+    for (cudaGraph_t g : graphs) {
       cudaGraphExec_t e;
       cudaCheck(cudaGraphInstantiate(&e, g, 0), "cudaGraphInstantiate");
       cudaGraphDestroy(g);
