@@ -1,7 +1,8 @@
 // PLACEHOLDER, to be deleted by the integrator: stands in for the kernels' side of
 // collectives/cuda/device.hpp until the CUDA kernels (branch `kern`) are merged. runtime/meson.build
-// compiles it only when no `ferry_cuda_kernels_dep` is defined. Every launch fails with
-// cudaErrorNotSupported (801), so the kernel path reports a clear error instead of doing nothing.
+// compiles it only when collectives/cuda defines neither ferry_coll_cuda_lib nor
+// ferry_coll_cuda_emu_dep. Every launch fails with cudaErrorNotSupported (801), so the kernel path
+// reports a clear error instead of doing nothing.
 #include "collectives/cuda/device.hpp"
 
 namespace ferry::coll::gpu {
