@@ -19,8 +19,15 @@ std::string pointerText(const void* p) {
   return s;
 }
 
-Result<Route> route(const DevWork& w, int rank, const DeviceContext* ctx) {
+Result<Route> route(const DevWork& w, int rank, const DeviceContext* ctx, Stream stream) {
   if (w.count == 0) return Route::kSkip;
+  // While the stream is captured only device buffers can take part (a host call would have to wait
+  // for the stream), and pointer queries may be forbidden (cudaStreamCaptureModeGlobal): no query.
+  if (ctx != nullptr && ctx->path() != DevicePath::kNone && stream != nullptr) {
+    auto capturing = streamCapturing(stream, ctx->where());
+    FERRY_TRY(capturing);
+    if (*capturing) return Route::kDevice;
+  }
   const bool rs = readsSend(w, rank), wr = writesRecv(w, rank);
   const MemKind s = rs ? pointerKind(w.send) : MemKind::kHost;
   const MemKind r = wr ? pointerKind(w.recv) : MemKind::kHost;
@@ -95,7 +102,7 @@ Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::
   FERRY_TRY(comm.error());
   RoutedCalls out;
   for (const StreamCall& c : calls) {
-    auto r = route(c.work, comm.rank(), ctx);
+    auto r = route(c.work, comm.rank(), ctx, c.stream);
     FERRY_TRY(r);
     if (*r == Route::kSkip) continue;
     if (*r == Route::kHost) {

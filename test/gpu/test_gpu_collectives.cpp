@@ -296,7 +296,8 @@ int graph() {
     fill(ranks, Coll::kAllReduceSum, t, count, 2);
     for (LocalRank& L : ranks) {
       cudaCheck(cudaSetDevice(L.device), "cudaSetDevice");
-      cudaCheck(cudaStreamBeginCapture(L.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+      // Global mode, as PyTorch uses: ferry must make no call that capture forbids.
+      cudaCheck(cudaStreamBeginCapture(L.stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
     }
     (void)ferry::groupStart();
     for (LocalRank& L : ranks) {
@@ -390,7 +391,7 @@ int child(int rank, int size, const std::string& hex, bool ipc) {
     const TypeCase t{DataType::kFloat32, 4, "float32"};
     LocalRank& L = ranks[0];
     fill(ranks, Coll::kAllReduceSum, t, 1000, size);
-    cudaCheck(cudaStreamBeginCapture(L.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    cudaCheck(cudaStreamBeginCapture(L.stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
     Status st = L.comm->allReduce(L.send, L.recv, 1000, t.type, RedOp::kSum, reinterpret_cast<ferry::Stream>(L.stream));
     cudaGraph_t g;
     cudaCheck(cudaStreamEndCapture(L.stream, &g), "cudaStreamEndCapture");
