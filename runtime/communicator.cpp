@@ -11,7 +11,9 @@
 #include "ferry/comm.hpp"
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
+#include "runtime/cuda/device_context.hpp"
 #include "runtime/bootstrap/store.hpp"
+#include "runtime/cuda/group.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/group_exchange.hpp"
 #include "runtime/host_model.hpp"
@@ -30,8 +32,9 @@ using coll::OpDesc;
 using coll::OpKind;
 using coll::Plan;
 
-/// Rounds of every communicator's init; split() runs them on every parent rank, so fixed.
-constexpr int kInitRounds = 3;
+/// Rounds of every communicator's init (3 for the host, 2 for the GPU half); split() runs them on
+/// every parent rank, so fixed.
+constexpr int kInitRounds = 5;
 
 struct Comm::Impl {
   int rank = 0;
@@ -50,6 +53,8 @@ struct Comm::Impl {
   coll::CallTrace trace;
   std::unique_ptr<StateDumpRegistration> dumpRegistration;
   WorkQueue queue;
+  int device = -1;                          ///< the CUDA device this rank drives, or -1
+  std::unique_ptr<cuda::DeviceContext> gpu;  ///< null without a device
 
   ~Impl() {
     queue.shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
@@ -128,7 +133,8 @@ Status invalid(const char* fn, int rank, const char* fmt, const std::string& det
 }
 
 // Checks every argument a collective takes; `elemsPerRank` is the largest buffer multiple.
-Status validate(const Comm::Impl& c, const char* fn, const void* send, const void* recv, size_t count, int type,
+template <typename C>  // Comm::Impl (or anything with rank and size)
+Status validate(const C& c, const char* fn, const void* send, const void* recv, size_t count, int type,
                 int op, int root, size_t bufferMultiple, bool needSend = true, bool needRecv = true) {
   if (!isValidDataType(type)) {
     return invalid(fn, c.rank, "", "type " + std::to_string(type) +
@@ -188,11 +194,12 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
   return transport::ucx::createUcxTransport(uo);
 }
 
-Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
+Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, int device) {
   Deadline deadline = Deadline::after(config().timeout);
   auto impl = std::make_unique<Comm::Impl>();
   impl->rank = rank;
   impl->size = size;
+  impl->device = device;
   log::setRank(rank);
 
   // Round 1: who and where everyone is.
@@ -268,6 +275,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
     if (impl->arena) FERRY_TRY(impl->arena->connect(arenaAddrs));
   }
 
+  const std::vector<PeerInfo> peersForGpu = peers;
   impl->watchdog = std::make_unique<Watchdog>(impl->transport.get(), rank, std::move(peers),
                                               static_cast<double>(config().peerCheckMs) / 1000.0);
   FERRY_TRY(impl->watchdog->start());
@@ -318,6 +326,10 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size) {
   ctx.trace = &impl->trace;
   ctx.arena = impl->arena.get();
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
+  // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).
+  auto gpu = cuda::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);
+  FERRY_TRY(gpu);
+  impl->gpu = std::move(*gpu);
   FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s%s, %s)", static_cast<unsigned long long>(impl->id),
              rank, size, impl->transport ? impl->transport->name() : "single rank",
              impl->arena ? (ti.cma ? " + shared-memory arena with single-copy reads" : " + shared-memory arena")
@@ -335,6 +347,18 @@ Status checkRankSize(const char* fn, int rank, int size) {
   return configStatus();
 }
 
+Status checkDevice(const char* fn, int rank, int device) {
+  if (device < -1) {
+    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: device %d is invalid (expected a CUDA device >= 0, "
+                     "or -1 for none)", fn, rank, device);
+  }
+  if (device >= 0 && !cuda::built()) {
+    return makeError(ErrorCode::kInvalidUsage, "%s on rank %d: device %d was requested but ferry was built without "
+                     "CUDA (reconfigure with nvcc on PATH, -Dcuda=enabled)", fn, rank, device);
+  }
+  return Status::ok();
+}
+
 class SoloRendezvous final : public Rendezvous {
  public:
   Result<std::vector<Bytes>> allGather(const Bytes& mine, Deadline) override { return std::vector<Bytes>{mine}; }
@@ -346,13 +370,18 @@ Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
 
 Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size) {
+  return create(id, rank, size, -1);
+}
+
+Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size, int device) {
   FERRY_TRY(checkRankSize("Comm::create", rank, size));
+  FERRY_TRY(checkDevice("Comm::create", rank, device));
   auto root = bootstrap::decodeUniqueId(id.bytes);
   FERRY_TRY(root);
   auto client = bootstrap::StoreClient::connect(root->addr, root->secret, rank, size, Deadline::after(config().timeout));
   FERRY_TRY(client);
   auto rv = storeRendezvous(std::move(*client));
-  auto impl = build(*rv, rank, size);
+  auto impl = build(*rv, rank, size, device);
   FERRY_TRY(impl);
   return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
 }
@@ -364,7 +393,7 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
   FERRY_TRY(checkRankSize("Comm::fromEnv", launch->rank, launch->size));
   if (launch->size == 1 && launch->rootAddr.empty()) {
     SoloRendezvous solo;
-    auto impl = build(solo, 0, 1);
+    auto impl = build(solo, 0, 1, -1);
     FERRY_TRY(impl);
     return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
   }
@@ -395,7 +424,7 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
                                                 Deadline::after(config().timeout));
   FERRY_TRY(client);
   auto rv = storeRendezvous(std::move(*client));
-  auto impl = build(*rv, launch->rank, launch->size);
+  auto impl = build(*rv, launch->rank, launch->size, -1);
   FERRY_TRY(impl);
   return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
 }
@@ -423,7 +452,7 @@ Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
     return std::unique_ptr<Comm>();
   }
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
-  auto impl = build(*rv, newRank, static_cast<int>(members.size()));
+  auto impl = build(*rv, newRank, static_cast<int>(members.size()), impl_->device);
   log::setRank(rank());
   FERRY_TRY(impl);
   return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
@@ -433,6 +462,8 @@ int Comm::rank() const { return impl_->rank; }
 int Comm::size() const { return impl_->size; }
 uint64_t Comm::id() const { return impl_->id; }
 Status Comm::error() const { return impl_->sticky(); }
+int Comm::device() const { return impl_->device; }
+size_t Comm::deviceMemoryBytes() const { return impl_->gpu ? impl_->gpu->memoryBytes() : 0; }
 
 void Comm::abort(const std::string& reason) {
   if (impl_->watchdog) impl_->watchdog->abort(reason);
@@ -504,7 +535,8 @@ Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, R
 }
 
 namespace {
-Status checkPeer(const Comm::Impl& c, const char* fn, int peer, bool allowSelf) {
+template <typename C>
+Status checkPeer(const C& c, const char* fn, int peer, bool allowSelf) {
   if (peer < 0 || peer >= c.size || (!allowSelf && peer == c.rank)) {
     return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: peer %d is invalid (expected 0 <= peer < %d%s)", fn,
                      c.rank, peer, c.size, allowSelf ? "" : (", peer != " + std::to_string(c.rank)).c_str());
@@ -564,6 +596,79 @@ std::shared_ptr<Work> Comm::allToAllAsync(const void* send, void* recv, size_t c
 Status Comm::barrier() {
   OpDesc d{OpKind::kBarrier, 0, DataType::kUint8, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective, [&](coll::Exec& ex, const Plan&) { return coll::disseminationBarrier(ex); });
+}
+
+// Stream-ordered calls: the host API's checks, then one DevWork submitted (issued now, or recorded
+// by the thread's open group); runtime/cuda/stream_issue.hpp routes it by its buffers.
+namespace {
+cuda::DevWork work(cuda::WorkKind kind, const void* send, void* recv, size_t count, DataType type, RedOp op,
+                   int root) {
+  cuda::DevWork w;
+  w.kind = kind;
+  w.send = send;
+  w.recv = recv;
+  w.count = count;
+  w.type = type;
+  w.op = op;
+  w.root = root;
+  return w;
+}
+}  // namespace
+
+Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op, Stream stream) {
+  Status st = validate(*impl_, "allReduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), kNoRoot, 1);
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kAllReduce, send, recv, count, type, op, 0), stream);
+}
+
+Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op, Stream stream) {
+  Status st = validate(*impl_, "reduceScatter", send, recv, recvCount, static_cast<int>(type), static_cast<int>(op),
+                       kNoRoot, static_cast<size_t>(size()));
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kReduceScatter, send, recv, recvCount, type, op, 0), stream);
+}
+
+Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType type, Stream stream) {
+  Status st = validate(*impl_, "allGather", send, recv, sendCount, static_cast<int>(type), kNoOp, kNoRoot,
+                       static_cast<size_t>(size()));
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kAllGather, send, recv, sendCount, type, RedOp::kSum, 0), stream);
+}
+
+Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type, Stream stream) {
+  Status st = validate(*impl_, "allToAll", send, recv, count, static_cast<int>(type), kNoOp, kNoRoot,
+                       static_cast<size_t>(size()));
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kAllToAll, send, recv, count, type, RedOp::kSum, 0), stream);
+}
+
+Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type, int root, Stream stream) {
+  Status st = validate(*impl_, "broadcast", send, recv, count, static_cast<int>(type), kNoOp, root, 1,
+                       rank() == root, true);
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kBroadcast, send, recv, count, type, RedOp::kSum, root), stream);
+}
+
+Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root, Stream stream) {
+  Status st = validate(*impl_, "reduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), root, 1,
+                       true, rank() == root);
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kReduce, send, recv, count, type, op, root), stream);
+}
+
+Status Comm::send(const void* buf, size_t count, DataType type, int peer, Stream stream) {
+  Status st = validate(*impl_, "send", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1);
+  // A transfer to this rank is a copy, which pairs only inside a group (as in NCCL).
+  if (st.isOk()) st = checkPeer(*impl_, "send", peer, cuda::groupDepth() > 0);
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kSend, buf, nullptr, count, type, RedOp::kSum, peer), stream);
+}
+
+Status Comm::recv(void* buf, size_t count, DataType type, int peer, Stream stream) {
+  Status st = validate(*impl_, "recv", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1);
+  if (st.isOk()) st = checkPeer(*impl_, "recv", peer, cuda::groupDepth() > 0);
+  return cuda::submit(*this, impl_->gpu.get(), st,
+                      work(cuda::WorkKind::kRecv, nullptr, buf, count, type, RedOp::kSum, peer), stream);
 }
 
 }  // namespace ferry

@@ -1,6 +1,6 @@
 // Collective and point-to-point entry points. Each builds an Op and submits it (ops.cpp): checked,
-// then run now or queued by the open group. `stream` is ignored: without the CUDA backend every
-// buffer is host memory and every call completes before it returns.
+// then run now or queued by the open group. Calls on host buffers ignore `stream` and complete
+// before they return; calls on device buffers are enqueued on `stream` (ops.cpp: runOnStream).
 #include "runtime/nccl/ops.hpp"
 
 using namespace ferry::nccl;
@@ -8,7 +8,7 @@ using namespace ferry::nccl;
 namespace {
 
 ncclResult_t call(const char* fn, OpKind kind, const void* send, void* recv, size_t count, int type, int redOp,
-                  int peer, ncclComm_t comm) {
+                  int peer, ncclComm_t comm, cudaStream_t stream) {
   return entry(fn, [&] {
     Op op;
     op.kind = kind;
@@ -17,6 +17,7 @@ ncclResult_t call(const char* fn, OpKind kind, const void* send, void* recv, siz
     op.recv = recv;
     op.count = count;
     op.peer = peer;
+    op.stream = stream;
     return submit(comm, RawArgs{type, redOp}, std::move(op));
   });
 }
@@ -24,54 +25,55 @@ ncclResult_t call(const char* fn, OpKind kind, const void* send, void* recv, siz
 }  // namespace
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return call("ncclAllReduce", OpKind::kAllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), 0,
-              comm);
+              comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclAllReduce)
 
 extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
   return call("ncclReduceScatter", OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawEnum(datatype),
-              rawEnum(op), 0, comm);
+              rawEnum(op), 0, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclReduceScatter)
 
 extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return call("ncclReduce", OpKind::kReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root,
-              comm);
+              comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclReduce)
 
 extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t) {
+                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return call("ncclAllGather", OpKind::kAllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), -1, 0,
-              comm);
+              comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclAllGather)
 
 extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                       int root, ncclComm_t comm, cudaStream_t) {
+                                       int root, ncclComm_t comm, cudaStream_t stream) {
   return call("ncclBroadcast", OpKind::kBroadcast, sendbuff, recvbuff, count, rawEnum(datatype), -1, root,
-              comm);
+              comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclBroadcast)
 
 extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                   cudaStream_t) {
-  return call("ncclBcast", OpKind::kBroadcast, buff, buff, count, rawEnum(datatype), -1, root, comm);
+                                   cudaStream_t stream) {
+  return call("ncclBcast", OpKind::kBroadcast, buff, buff, count, rawEnum(datatype), -1, root, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclBcast)
 
 extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                                  ncclComm_t comm, cudaStream_t) {
-  return call("ncclSend", OpKind::kSend, sendbuff, nullptr, count, rawEnum(datatype), -1, peer, comm);
+                                  ncclComm_t comm, cudaStream_t stream) {
+  return call("ncclSend", OpKind::kSend, sendbuff, nullptr, count, rawEnum(datatype), -1, peer, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclSend)
 
 extern "C" ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                                  cudaStream_t) {
-  return call("ncclRecv", OpKind::kRecv, nullptr, recvbuff, count, rawEnum(datatype), -1, peer, comm);
+                                  cudaStream_t stream) {
+  return call("ncclRecv", OpKind::kRecv, nullptr, recvbuff, count, rawEnum(datatype), -1, peer, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclRecv)

@@ -7,6 +7,7 @@
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "runtime/bootstrap/store.hpp"
+#include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
@@ -50,7 +51,10 @@ Result<UniqueId> makeUniqueId() {
 Status runInit(const InitRequest& r) {
   reportEnvironment();
   Status root = r.rank == 0 ? startEnvironmentRoot(r.id) : Status::ok();
-  auto created = root.isOk() ? Comm::create(r.id, r.rank, r.size) : Result<std::unique_ptr<Comm>>(root);
+  // With a GPU the rank drives its handle's device (ncclCommInitRank: the caller's current device;
+  // ncclCommInitAll: devlist); without one it stays on the host.
+  const int device = cuda::deviceCount() > 0 ? r.handle->device : -1;
+  auto created = root.isOk() ? Comm::create(r.id, r.rank, r.size, device) : Result<std::unique_ptr<Comm>>(root);
   Status st = created.status();
   if (r.handle->finishInit(std::move(created))) delete r.handle;
   return st;

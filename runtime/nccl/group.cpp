@@ -51,10 +51,32 @@ Outcome startInits(const std::vector<InitRequest>& inits) {
   return first;
 }
 
+// Calls on device buffers: recorded in one ferry group, whose end fuses each communicator's
+// kernels (runtime/cuda/group.hpp).
+Outcome runDeviceOps(const std::vector<const Queued*>& queued) {
+  if (queued.empty()) return Status::ok();
+  (void)ferry::groupStart();
+  Outcome first(Status::ok());
+  for (const Queued* q : queued) {
+    Outcome o = q->comm->call("ncclGroupEnd", [&](Comm& c) { return runOnStream(c, q->op); });
+    if (!o.status.isOk() && first.status.isOk()) first = o;
+  }
+  Status end = ferry::groupEnd();
+  if (!first.status.isOk()) return first;
+  return end;
+}
+
 Outcome runOps(const std::vector<Queued>& queued) {
+  std::vector<const Queued*> device;
+  for (const Queued& q : queued) {
+    if (q.op.device) device.push_back(&q);
+  }
+  Outcome d = runDeviceOps(device);
+  if (!d.status.isOk()) return d;
   // Split by communicator, in order of first appearance.
   std::vector<std::pair<ncclComm_t, std::vector<const Op*>>> perComm;
   for (const Queued& q : queued) {
+    if (q.op.device) continue;
     auto it = perComm.begin();
     while (it != perComm.end() && it->first != q.comm) ++it;
     if (it == perComm.end()) it = perComm.insert(perComm.end(), {q.comm, {}});

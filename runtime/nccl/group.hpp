@@ -8,6 +8,9 @@
 //      list them in any order and interleave them with collectives in any way: nothing deadlocks);
 //   3. when the group spans several communicators, each runs on its own thread (one process may
 //      drive several ranks, as with ncclCommInitAll), since every ferry call blocks until done.
+// Calls on device buffers are queued too and, at the end (after the inits), replayed inside one
+// ferry::groupStart()/groupEnd() (runtime/cuda/group.hpp), which fuses each communicator's kernels
+// per stream; they are enqueued before the host calls run.
 // A call that fails its checks inside a group returns its error at once, and the group's end
 // returns it again without running anything.
 #pragma once

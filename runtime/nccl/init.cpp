@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 #include "runtime/nccl/comm_init.hpp"
 #include "runtime/nccl/group.hpp"
@@ -30,7 +31,14 @@ Outcome initRank(const char* fn, ncclComm_t* comm, int nranks, const ncclUniqueI
   std::memcpy(r.id.bytes, id.internal, sizeof(r.id.bytes));
   r.rank = rank;
   r.size = nranks;
-  r.handle = new ncclComm(rank, nranks, 0, *blocking);
+  // NCCL's rule: the rank drives the calling thread's current device.
+  int device = 0;
+  if (ferry::cuda::deviceCount() > 0) {
+    auto current = ferry::cuda::currentDevice(ferry::cuda::Where{rank, -1});
+    if (!current.isOk()) return current.status();
+    device = *current;
+  }
+  r.handle = new ncclComm(rank, nranks, device, *blocking);
   *comm = r.handle;
   if (inGroup()) {
     enqueueInit(r);

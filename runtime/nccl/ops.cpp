@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "runtime/nccl/comm_handle.hpp"
+#include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/group.hpp"
 
 namespace ferry::nccl {
@@ -108,8 +109,27 @@ Status runPointToPoint(Comm& comm, const std::vector<const Op*>& ops) {
   return comm.sendRecv(batch);
 }
 
+Status runOnStream(Comm& comm, const Op& o) {
+  if (o.preMul) {
+    return argError(o.fn, "PreMulSum reductions (ncclRedOpCreatePreMulSum) are not supported on device buffers yet");
+  }
+  switch (o.kind) {
+    case OpKind::kAllReduce: return comm.allReduce(o.send, o.recv, o.count, o.type, o.op, o.stream);
+    case OpKind::kReduceScatter: return comm.reduceScatter(o.send, o.recv, o.count, o.type, o.op, o.stream);
+    case OpKind::kReduce: return comm.reduce(o.send, o.recv, o.count, o.type, o.op, o.peer, o.stream);
+    case OpKind::kAllGather: return comm.allGather(o.send, o.recv, o.count, o.type, o.stream);
+    case OpKind::kBroadcast: return comm.broadcast(o.send, o.recv, o.count, o.type, o.peer, o.stream);
+    case OpKind::kSend: return comm.send(o.send, o.count, o.type, o.peer, o.stream);
+    case OpKind::kRecv: return comm.recv(o.recv, o.count, o.type, o.peer, o.stream);
+  }
+  return Status::ok();
+}
+
 Outcome submit(ncclComm_t comm, const RawArgs& raw, Op op) {
   Status st = prepare(comm, raw, &op);
+  // Device buffers go to the stream-ordered overloads; host buffers keep the blocking host calls.
+  op.device = cuda::pointerKind(op.send) == cuda::MemKind::kDevice ||
+              cuda::pointerKind(op.recv) == cuda::MemKind::kDevice;
   if (inGroup()) {
     // NCCL's rule: the call reports its own error, and the group's end reports it again.
     if (!st.isOk()) {
@@ -121,6 +141,7 @@ Outcome submit(ncclComm_t comm, const RawArgs& raw, Op op) {
   }
   if (!st.isOk()) return st;
   return comm->call(op.fn, [&](Comm& c) {
+    if (op.device) return runOnStream(c, op);
     return op.pointToPoint() ? runPointToPoint(c, {&op}) : runCollective(c, op);
   });
 }

@@ -24,6 +24,8 @@ struct Op {
   RedOp op = RedOp::kSum;
   std::optional<PreMulSum> preMul;  ///< set for a PreMulSum reduction (op is then kSum)
   int peer = 0;
+  Stream stream = nullptr;  ///< the caller's stream
+  bool device = false;      ///< a buffer is device memory: the call goes to Comm's stream-ordered overloads
 
   bool pointToPoint() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
 };
@@ -42,6 +44,10 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op);
 Status runCollective(Comm& comm, const Op& op);
 /// Run point-to-point calls as one Comm::sendRecv batch: they complete whatever their order.
 Status runPointToPoint(Comm& comm, const std::vector<const Op*>& ops);
+
+/// Run `op` (device buffers) through Comm's stream-ordered overloads: issued on op.stream, or
+/// recorded by this thread's open ferry::groupStart().
+Status runOnStream(Comm& comm, const Op& op);
 
 /// Issue a prepared `op` now, or queue it when this thread is inside a group.
 Outcome submit(ncclComm_t comm, const RawArgs& raw, Op op);

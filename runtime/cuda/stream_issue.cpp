@@ -1,0 +1,154 @@
+// Routing and issuing stream-ordered calls (see stream_issue.hpp).
+#include "runtime/cuda/stream_issue.hpp"
+
+#include <algorithm>
+
+#include "runtime/base/log.hpp"
+#include "runtime/cuda/staged_call.hpp"
+
+namespace ferry::cuda {
+namespace {
+
+enum class Route { kSkip, kHost, kDevice };
+
+const char* kindName(MemKind k) { return k == MemKind::kDevice ? "device" : "host"; }
+
+std::string pointerText(const void* p) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%p", p);
+  return s;
+}
+
+Result<Route> route(const DevWork& w, int rank, const DeviceContext* ctx, Stream stream) {
+  if (w.count == 0) return Route::kSkip;
+  // While the stream is captured only device buffers can take part (a host call would have to wait
+  // for the stream), and pointer queries may be forbidden (cudaStreamCaptureModeGlobal): no query.
+  if (ctx != nullptr && ctx->path() != DevicePath::kNone && stream != nullptr) {
+    auto capturing = streamCapturing(stream, ctx->where());
+    FERRY_TRY(capturing);
+    if (*capturing) return Route::kDevice;
+  }
+  const bool rs = readsSend(w, rank), wr = writesRecv(w, rank);
+  const MemKind s = rs ? pointerKind(w.send) : MemKind::kHost;
+  const MemKind r = wr ? pointerKind(w.recv) : MemKind::kHost;
+  const std::string fn = describe(w, false) + " on rank " + std::to_string(rank);
+  if (rs && wr && s != r) {
+    return Status(ErrorCode::kInvalidArgument,
+                  fn + ": the send buffer " + pointerText(w.send) + " is " + kindName(s) +
+                      " memory but the receive buffer " + pointerText(w.recv) + " is " + kindName(r) +
+                      " memory (both must be device memory, or both host memory)");
+  }
+  const bool device = (rs && s == MemKind::kDevice) || (wr && r == MemKind::kDevice);
+  if (!device) return Route::kHost;
+  const void* p = rs ? w.send : w.recv;
+  if (ctx == nullptr) {
+    return Status(ErrorCode::kInvalidUsage,
+                  fn + ": buffer " + pointerText(p) +
+                      " is device memory but this communicator has no GPU (create it with a device: "
+                      "Comm::create(id, rank, size, device) or Comm::initAll)");
+  }
+  if (ctx->path() == DevicePath::kNone) {
+    return Status(ErrorCode::kInvalidUsage, fn + ", device " + std::to_string(ctx->device()) +
+                                                ": device buffers cannot be used here: " + ctx->whyNotKernel());
+  }
+  return Route::kDevice;
+}
+
+// Makes `device` current for the scope and restores the caller's device after.
+class DeviceScope {
+ public:
+  Status enter(int device, Where w) {
+    auto cur = currentDevice(w);
+    FERRY_TRY(cur);
+    if (*cur != device) {
+      FERRY_TRY(setDevice(device, w));
+      previous_ = *cur;
+    }
+    return Status::ok();
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) (void)setDevice(previous_, Where{});
+  }
+
+ private:
+  int previous_ = -1;
+};
+
+Status launchKernels(DeviceContext& ctx, std::vector<DevWork> works, Stream stream) {
+  // The protocol follows the bytes each rank contributes per peer (NCCL's "count").
+  for (DevWork& w : works) {
+    w.algo = ctx.algo();
+    w.proto = ctx.proto(w.count * dataTypeSize(w.type));
+  }
+  for (size_t first = 0; first < works.size(); first += coll::gpu::kMaxWorksPerLaunch) {
+    coll::gpu::DevWorkList list;
+    const size_t n = std::min<size_t>(coll::gpu::kMaxWorksPerLaunch, works.size() - first);
+    for (size_t i = 0; i < n; ++i) list.works[i] = works[first + i];
+    list.nWorks = static_cast<int>(n);
+    int err = coll::gpu::launchWorkList(ctx.devComm(), list, ctx.channels(), ctx.threads(), stream);
+    if (err != 0) {
+      std::string what = describe(list.works[0], true);
+      if (n > 1) what += " and " + std::to_string(n - 1) + " more works of one group";
+      return launchError(err, what, ctx.where());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::vector<StreamCall>& calls) {
+  // A failure of an earlier call (a staged host function, a peer) is sticky.
+  FERRY_TRY(comm.error());
+  RoutedCalls out;
+  for (const StreamCall& c : calls) {
+    auto r = route(c.work, comm.rank(), ctx, c.stream);
+    FERRY_TRY(r);
+    if (*r == Route::kSkip) continue;
+    if (*r == Route::kHost) {
+      out.hostWorks.push_back(c.work);
+      if (c.stream != nullptr &&
+          std::find(out.hostStreams.begin(), out.hostStreams.end(), c.stream) == out.hostStreams.end()) {
+        out.hostStreams.push_back(c.stream);
+      }
+      continue;
+    }
+    auto it = std::find(out.deviceStreams.begin(), out.deviceStreams.end(), c.stream);
+    if (it == out.deviceStreams.end()) {
+      out.deviceStreams.push_back(c.stream);
+      out.deviceWorks.emplace_back();
+      it = out.deviceStreams.end() - 1;
+    }
+    out.deviceWorks[it - out.deviceStreams.begin()].push_back(c.work);
+  }
+  return out;
+}
+
+Status issueDevice(Comm& comm, DeviceContext* ctx, const RoutedCalls& routed) {
+  if (routed.deviceStreams.empty()) return Status::ok();
+  DeviceScope scope;
+  FERRY_TRY(scope.enter(ctx->device(), ctx->where()));
+  for (size_t i = 0; i < routed.deviceStreams.size(); ++i) {
+    if (ctx->path() == DevicePath::kKernel) {
+      FERRY_TRY(launchKernels(*ctx, routed.deviceWorks[i], routed.deviceStreams[i]));
+    } else {
+      FERRY_TRY(issueStaged(comm, *ctx, routed.deviceWorks[i], routed.deviceStreams[i]));
+    }
+  }
+  return Status::ok();
+}
+
+Status runHost(Comm& comm, const RoutedCalls& routed) {
+  if (routed.hostWorks.empty()) return Status::ok();
+  for (Stream s : routed.hostStreams) FERRY_TRY(streamSynchronize(s, Where{comm.rank(), comm.device()}));
+  return runOnHost(comm, routed.hostWorks);
+}
+
+Status issueCalls(Comm& comm, DeviceContext* ctx, const std::vector<StreamCall>& calls) {
+  auto routed = routeCalls(comm, ctx, calls);
+  FERRY_TRY(routed);
+  FERRY_TRY(issueDevice(comm, ctx, *routed));
+  return runHost(comm, *routed);
+}
+
+}  // namespace ferry::cuda
