@@ -11,6 +11,7 @@
 #   lib/                 libferry and every shared library they load that is not part of glibc or
 #                        the CUDA driver (ldd): UCX, hwloc, ibverbs, numa, libstdc++, libgcc_s ...
 #   lib/ucx/             UCX's transport modules (gpu_check.sh points UCX_MODULE_DIR here)
+#   lib/fallback/        libstdc++ and libgcc_s, used only where the machine's are older than needed
 #   tests/gpu_tests.tsv  the build's `gpu` suite: NAME <TAB> TIMEOUT <TAB> FILE [<TAB> ARGS]
 #   tests/FILE           each listed test executable (and data files its arguments name)
 #   gpu_check.sh         a copy of bench/gpu_check.sh
@@ -46,6 +47,7 @@ meson introspect "$build" --tests | python3 -c '
 import json, os, shutil, sys
 out, build, src = sys.argv[1:4]
 lines = ["# NAME\tTIMEOUT\tFILE\tARGS (written by bench/gpu_bundle.sh)"]
+originals = []
 for t in json.load(sys.stdin):
     if not any(s == "gpu" or s.endswith(":gpu") for s in t.get("suite", [])):
         continue
@@ -56,8 +58,10 @@ for t in json.load(sys.stdin):
             a = os.path.basename(a)
         args.append(a)
     shutil.copy(exe, os.path.join(out, os.path.basename(exe)))
+    originals.append(exe)
     lines.append("\t".join([t["name"].replace("\t", " "), str(t.get("timeout") or 60), os.path.basename(exe), " ".join(args)]))
 open(os.path.join(out, "gpu_tests.tsv"), "w").write("\n".join(lines) + "\n")
+open(os.path.join(out, ".originals"), "w").write("".join(e + "\n" for e in originals))
 print(f"gpu suite: {len(lines) - 1} tests")
 ' "$out/tests" "$build" "$src"
 
@@ -75,27 +79,36 @@ is_system() {
   return 1
 }
 elfs() { for f in "$out"/bin/* "$out"/tests/* "$out"/lib/ucx/*.so.0; do [[ -f $f ]] && file -L "$f" | grep -q ELF && echo "$f"; done; }
-for round in 1 2; do  # twice: libraries' own dependencies resolve from lib/ the second time
+# The first round reads the executables where they were built (their RUNPATH finds libferry there);
+# the next ones read the copies, whose own dependencies then resolve from lib/.
+originals() { echo "$build/bench/ferry-perf"; echo "$build/bench/ferry-gpu-micro"; echo "$build/tools/ferryrun"; cat "$out/tests/.originals" 2>/dev/null || true; }
+for round in 1 2 3; do
   while read -r elf; do
     LD_LIBRARY_PATH="$out/lib" ldd "$elf" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
       while read -r name path; do
         is_system "$name" && continue
         [[ -e $out/lib/$name ]] || cp -L "$path" "$out/lib/$name"
       done
-  done < <(elfs; ls "$out"/lib/*.so* 2>/dev/null || true)
+  done < <(if ((round == 1)); then originals; else elfs; ls "$out"/lib/*.so* 2>/dev/null || true; fi)
   missing=$(for e in $(elfs); do LD_LIBRARY_PATH="$out/lib" ldd "$e" | grep "not found" || true; done | sort -u)
-  [[ $round == 2 && -n $missing ]] && { echo "gpu_bundle.sh: unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
+  [[ $round == 3 && -n $missing ]] && { echo "gpu_bundle.sh: unresolved libraries:" >&2; echo "$missing" >&2; exit 1; }
 done
+rm -f "$out/tests/.originals"
+# libstdc++ and libgcc_s are used only where the machine's own are too old (gpu_check.sh asks ldd):
+# Debian's libstdc++ needs glibc 2.36, newer than ferry's own files need.
+mkdir -p "$out/lib/fallback"
+for f in "$out"/lib/libstdc++.so* "$out"/lib/libgcc_s.so*; do [[ -e $f ]] && mv "$f" "$out/lib/fallback/"; done
 chmod u+w -R "$out"
 find "$out/bin" "$out/tests" "$out/lib" -type f \( -perm -u+x -o -name '*.so*' \) -exec strip --strip-unneeded {} + 2>/dev/null || true
 
 # What the bundle needs from the GPU machine: the newest symbol versions any file references.
 newest() { for e in $(elfs) "$out"/lib/*.so*; do objdump -T "$e" 2>/dev/null; done | grep -o "$1[0-9.]*" | sort -Vu | tail -n 1; }
+provided() { objdump -T "$out"/lib/fallback/libstdc++.so* 2>/dev/null | grep -o "$1[0-9.]*" | sort -Vu | tail -n 1; }
 {
   echo "ferry GPU bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname) ($(. /etc/os-release && echo "$PRETTY_NAME"))"
   echo "commit: $(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$src" diff --quiet 2>/dev/null || echo ' (modified)')"
-  echo "options: $(meson introspect "$build" --buildoptions | python3 -c 'import json,sys; print(" ".join(f"{o["name"]}={o["value"]}" for o in json.load(sys.stdin) if o["name"] in ("cuda","cuda-arch","buildtype")))')"
-  echo "needs glibc: $(newest GLIBC_2) (not bundled); bundled libstdc++ provides up to $(newest GLIBCXX_3)"
+  echo "options: $(meson introspect "$build" --buildoptions | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("cuda","cuda-arch","buildtype")))')"
+  echo "needs glibc: $(newest GLIBC_2) (not bundled), libstdc++: $(newest GLIBCXX_3) (lib/fallback has up to $(provided GLIBCXX_3), needs glibc $(objdump -T "$out"/lib/fallback/libstdc++.so* 2>/dev/null | grep -o 'GLIBC_2[0-9.]*' | sort -Vu | tail -n 1))"
   echo "files:"; (cd "$out" && find . -type f | sort | sed 's/^/  /')
 } > "$out/MANIFEST"
 

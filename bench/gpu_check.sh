@@ -36,7 +36,7 @@ build_dir="$src/build-gpu"
 device=0
 budget=450
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --prebuilt) [[ $# -ge 2 ]] || { echo "gpu_check.sh: --prebuilt needs a directory" >&2; exit 2; }; prebuilt=$2; shift 2 ;;
@@ -87,7 +87,7 @@ run_step() {
     local reason
     if ((rc == 124 || rc == 137)); then reason="timed out after ${limit}s"
     elif grep -q "no CUDA device" "$outfile"; then reason="no CUDA device"
-    else reason="exit $rc: $(grep -v '^#' "$outfile" | grep -v '^ *$' | tail -n 1 | cut -c1-120)"
+    else reason="exit $rc: $({ grep -v -e '^#' -e '^ *$' "$outfile" || true; } | tail -n 1 | cut -c1-120)"
     fi
     printf '%s\tFAIL\t%s\n' "$name" "$reason" >> "$status_file"
     say "$name: FAIL ($reason)"
@@ -100,6 +100,12 @@ if [[ -n $prebuilt ]]; then
   bin="$prebuilt/bin"
   export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [[ -d $prebuilt/lib/ucx ]] && export UCX_MODULE_DIR="$prebuilt/lib/ucx"
+  # The bundle's libstdc++ only where the machine's lacks a symbol version the binaries need.
+  if ldd "$prebuilt/bin/ferry-perf" 2>&1 | grep -q "version .* not found"; then
+    export LD_LIBRARY_PATH="$prebuilt/lib/fallback:$LD_LIBRARY_PATH"
+  fi
+  say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  say "ldd ferry-perf: $(ldd "$prebuilt/bin/ferry-perf" 2>&1 | tr -s ' \t\n' ' ')"
   say "prebuilt bundle $prebuilt"
   [[ -f $prebuilt/MANIFEST ]] && cat "$prebuilt/MANIFEST" >> "$log"
 else
@@ -115,17 +121,25 @@ else
 fi
 perf="$bin/ferry-perf"
 micro="$bin/ferry-gpu-micro"
-say "nvidia-smi: $(nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv,noheader 2>&1 | head -n 1 || true)"
+if command -v nvidia-smi > /dev/null; then
+  say "nvidia-smi: $(nvidia-smi --query-gpu=name,memory.total,clocks.max.memory,driver_version --format=csv,noheader 2>&1 | head -n 1 || true)"
+else
+  say "nvidia-smi: not installed"
+fi
 
 # --- gpu suite ----------------------------------------------------------------------------------
 suite_gpu() {
   # Bundle: tests/gpu_tests.tsv lists NAME <TAB> TIMEOUT <TAB> FILE [<TAB> ARGS]; exit 77 is a skip.
   local list="$prebuilt/tests/gpu_tests.tsv" failed=0 ran=0 name limit file args rc
   if [[ -z $prebuilt ]]; then
-    meson test -C "$build_dir" --suite gpu --print-errorlogs --num-processes 4
-    return
+    local text
+    text=$(meson test -C "$build_dir" --suite gpu --print-errorlogs --num-processes 4 2>&1) || rc=$?
+    echo "$text"
+    if grep -q "No suitable tests" <<< "$text"; then echo "no tests in the gpu suite"; return 1; fi
+    return "${rc:-0}"
   fi
   [[ -f $list ]] || { echo "no tests/gpu_tests.tsv in the bundle"; return 1; }
+  grep -qv '^#' "$list" || { echo "no tests in the gpu suite"; return 1; }
   while IFS=$'\t' read -r name limit file args; do
     [[ -z $name || $name == \#* ]] && continue
     rc=0
@@ -266,7 +280,9 @@ for name, (state, reason) in steps.items():
 
 w = [max(len(str(r[i])) for r in rows + [("target", "value", "goal", "verdict", "note")]) for i in range(5)]
 head = ("target", "value", "goal", "verdict", "note")
-print("# ferry GPU check: B = D2D copy bandwidth; limits from B (see bench/gpu_check.sh)")
+print("# ferry GPU check. B = D2D copy bandwidth (read + write); busbw memory limits at p ranks on one GPU:")
+print("#   all_reduce B(p-1)/p^2, reduce_scatter and all_gather B(p-1)/(p(p+1)), alltoall B(p-1)/(2p^2)")
+print(f"#   at p = 4 with B = {B:.0f} GB/s: " + ", ".join(f"{c} {f * B:.0f}" for c, f in limits.items()) + " GB/s")
 print("  ".join(h.ljust(w[i]) for i, h in enumerate(head)))
 print("  ".join("-" * w[i] for i in range(5)))
 for r in rows:
@@ -288,4 +304,5 @@ if [[ -n $out ]]; then
 fi
 echo
 cat "$summary"
+if [[ -n $out ]]; then rm -rf "$work"; else echo "raw outputs: $work"; fi
 exit $((verdict == 0 ? 0 : 1))

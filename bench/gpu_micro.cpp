@@ -90,16 +90,6 @@ void measureCopy(void* dst, const void* src, size_t bytes, int runs, cudaStream_
   median = gbps(2.0 * bytes, t[t.size() / 2]);
 }
 
-// Fill `bytes` of device memory with copies of one element's `bits` (`elt` bytes).
-void fillPattern(void* dst, size_t bytes, uint32_t bits, size_t elt) {
-  std::vector<uint8_t> chunk(size_t{16} << 20);
-  for (size_t i = 0; i < chunk.size(); i += elt) std::memcpy(&chunk[i], &bits, elt);
-  for (size_t off = 0; off < bytes; off += chunk.size()) {
-    MICRO_CUDA(cudaMemcpy(static_cast<uint8_t*>(dst) + off, chunk.data(), std::min(chunk.size(), bytes - off),
-                          cudaMemcpyHostToDevice));
-  }
-}
-
 int runCopy(const Args& a) {
   void *src, *dst;
   cudaStream_t stream;
@@ -118,6 +108,16 @@ int runCopy(const Args& a) {
 }
 
 #if FERRY_MICRO_REDUCE_COPY
+// Fill `bytes` of device memory with copies of one element's `bits` (`elt` bytes).
+void fillPattern(void* dst, size_t bytes, uint32_t bits, size_t elt) {
+  std::vector<uint8_t> chunk(size_t{16} << 20);
+  for (size_t i = 0; i < chunk.size(); i += elt) std::memcpy(&chunk[i], &bits, elt);
+  for (size_t off = 0; off < bytes; off += chunk.size()) {
+    MICRO_CUDA(cudaMemcpy(static_cast<uint8_t*>(dst) + off, chunk.data(), std::min(chunk.size(), bytes - off),
+                          cudaMemcpyHostToDevice));
+  }
+}
+
 int runReduceCopy(const Args& a, const cudaDeviceProp& prop) {
   const ferry::perf::TypeInfo& info = ferry::perf::typeInfo(a.type);
   const size_t count = a.bytes / info.size;
@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
       a.mode = s;
       continue;
     }
+    if (s.empty() || s[0] != '-') return usage(("unknown argument " + s).c_str());
     if (i + 1 >= argc) return usage((s + " needs a value").c_str());
     const std::string v = argv[++i];
     if (s == "-s") {

@@ -377,7 +377,7 @@ int runGpuSweep(const Options& o, const std::vector<std::string>& args, const st
     info.rank = r;
     info.pid = static_cast<int>(::getpid());
     std::snprintf(info.host, sizeof(info.host), "%s", hostName().c_str());
-    std::snprintf(info.device, sizeof(info.device), "cuda:%d %s", o.device, prop.name);
+    std::snprintf(info.device, sizeof(info.device), "cuda:%d %.80s", o.device, prop.name);
   }
   report.header(infos);
   Status s = Status::ok();
