@@ -15,6 +15,7 @@
 #            GPU, bfloat16 and float32, 8 B to 1 GiB (-f 2, --iter_budget 4G, no check), then the
 #            same at 2 and 4 ranks up to 32 MiB with the exact check (-c 1)
 #   lat      ferry-perf all_reduce 8 B, 2 ranks, plain and --graph
+# A ferry-perf step that fails fast (an error, not a timeout) runs once more with --rank-threads.
 #
 # Memory limits (p ranks on one GPU share its memory; B = the copy bandwidth, read + write, so a
 # collective's time is at least the bytes it must read plus write over B; S = nccl-tests' algbw bytes):
@@ -95,6 +96,32 @@ run_step() {
   return 0
 }
 
+# run_perf NAME LIMIT OUTFILE ARGS...: ferry-perf ARGS as a step; when it fails fast (not a timeout,
+# not a missing device), once more with --rank-threads (one host thread per rank, no groups), so that
+# a problem with groups alone does not hide every number. The summary notes the retry.
+run_perf() {
+  local name=$1 limit=$2 outfile=$3
+  shift 3
+  run_step "$name" "$limit" "$outfile" "$perf" "$@"
+  local last
+  last=$(tail -n 1 "$status_file")
+  case "$last" in
+    "$name	FAIL	exit "*)
+      sed -i '$d' "$status_file"
+      mv "$outfile" "${outfile%.txt}-groups.txt"
+      run_step "$name" "$limit" "$outfile" "$perf" "$@" --rank-threads
+      last=$(tail -n 1 "$status_file")
+      sed -i '$d' "$status_file"
+      if [[ $last == "$name	ok	"* ]]; then
+        printf '%s\tok\tonly with --rank-threads\n' "$name" >> "$status_file"
+      else
+        printf '%s\tFAIL\t%s (also with --rank-threads)\n' "$name" "${last#"$name	FAIL	"}" >> "$status_file"
+      fi
+      ;;
+  esac
+  return 0
+}
+
 # --- build --------------------------------------------------------------------------------------
 if [[ -n $prebuilt ]]; then
   bin="$prebuilt/bin"
@@ -170,18 +197,18 @@ colls="all_reduce reduce_scatter all_gather alltoall"
 for p in 4 2 1; do
   for t in bfloat16 float32; do
     # shellcheck disable=SC2086
-    run_step "perf-$p-$t" 90 "$raw/perf-$p-$t.txt" "$perf" $colls --gpu-ranks "$p" --device "$device" \
+    run_perf "perf-$p-$t" 90 "$raw/perf-$p-$t.txt" $colls --gpu-ranks "$p" --device "$device" \
       -d "$t" -b 8 -e 1G -f 2 -n 20 -w 5 --iter_budget 4G -c 0 -J "$raw/perf-$p-$t.json"
   done
 done
 for p in 4 2; do
   for t in bfloat16 float32; do
     # shellcheck disable=SC2086
-    run_step "check-$p-$t" 60 "$raw/check-$p-$t.txt" "$perf" $colls --gpu-ranks "$p" --device "$device" \
+    run_perf "check-$p-$t" 60 "$raw/check-$p-$t.txt" $colls --gpu-ranks "$p" --device "$device" \
       -d "$t" -b 8 -e 32M -f 8 -n 2 -w 1 -c 1 -J "$raw/check-$p-$t.json"
   done
 done
-run_step lat-plain 60 "$raw/lat-plain.txt" "$perf" all_reduce --gpu-ranks 2 --device "$device" \
+run_perf lat-plain 60 "$raw/lat-plain.txt" all_reduce --gpu-ranks 2 --device "$device" \
   -b 8 -e 8 -n 1000 -w 100 -c 1 -J "$raw/lat-plain.json"
 run_step lat-graph 60 "$raw/lat-graph.txt" "$perf" all_reduce --gpu-ranks 2 --device "$device" \
   -b 8 -e 8 -n 1000 -w 1 -c 1 --graph -J "$raw/lat-graph.json"
@@ -254,7 +281,8 @@ for coll, factor in limits.items():
                     best = max(best, res.get(place, {}).get("bus_bw", 0.0) or 0.0)
         label = f"{coll} {p} ranks {t} >=256 MiB busbw"
         if best > 0 and limit > 0:
-            row(label, f"{best:.0f} GB/s = {100*best/limit:.1f}%", f">= 50% of {limit:.0f}", best >= 0.5 * limit)
+            row(label, f"{best:.0f} GB/s = {100*best/limit:.1f}%", f">= 50% of {limit:.0f}", best >= 0.5 * limit,
+                steps.get(f"perf-{p}-{t}", ("", ""))[1])
         else:
             row(label, "-", f">= 50% of {limit:.0f}" if limit else ">= 50% of limit", False,
                 why(f"perf-{p}-{t}", "copy") or "no rows >= 256 MiB")
@@ -265,7 +293,8 @@ for mode, target in (("plain", 10.0), ("graph", 5.0)):
     if res:
         t = res[0]["out_of_place"]["time"]
         tin = res[0]["in_place"]["time"]
-        row(label, f"{t:.2f} us", f"< {target:.0f} us", t < target, f"in-place {tin:.2f} us")
+        note = steps.get(f"lat-{mode}", ("", ""))[1]
+        row(label, f"{t:.2f} us", f"< {target:.0f} us", t < target, f"in-place {tin:.2f} us" + (f"; {note}" if note else ""))
     else:
         row(label, "-", f"< {target:.0f} us", False, why(f"lat-{mode}") or "no result")
 
@@ -276,7 +305,7 @@ for name, (state, reason) in steps.items():
     if state != "ok":
         row(f"step {name}", "-", "runs", False, reason)
     elif name == "suite" or name.startswith("check-"):
-        row(f"step {name}", "ok", "runs", True)
+        row(f"step {name}", "ok", "runs", True, reason)
 
 w = [max(len(str(r[i])) for r in rows + [("target", "value", "goal", "verdict", "note")]) for i in range(5)]
 head = ("target", "value", "goal", "verdict", "note")

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -71,6 +72,8 @@ class GpuRunner {
   Pointers pointers(const GpuRank& g, int rank, const Spec& s, size_t iter) const;
   Status issueOne(int rank, const Spec& s, size_t iter);
   Status issue(const Spec& s, size_t iter);  // every rank, inside one group
+  Status perRank(const std::function<Status(int)>& fn);  // fn(rank) on one thread per rank
+  Status issueRange(const Spec& s, size_t first, int count);  // as --rank-threads says
   Status syncAll();
   Status forkFrom(cudaEvent_t start);  // other streams wait for `start` on rank 0's
   Status joinInto();                   // rank 0's stream waits for the others
@@ -169,6 +172,39 @@ Status GpuRunner::issue(const Spec& s, size_t iter) {
   return end;
 }
 
+Status GpuRunner::perRank(const std::function<Status(int)>& fn) {
+  std::vector<Status> results(ranks_.size(), Status::ok());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    threads.emplace_back([&, r] {
+      const cudaError_t e = cudaSetDevice(o_.device);  // the current device is per thread
+      results[static_cast<size_t>(r)] = e != cudaSuccess ? cudaStatus(e, "cudaSetDevice") : fn(r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& st : results) FERRY_TRY(st);
+  return Status::ok();
+}
+
+Status GpuRunner::issueRange(const Spec& s, size_t first, int count) {
+  if (!o_.rankThreads) {
+    for (int i = 0; i < count; ++i) FERRY_TRY(issue(s, first + static_cast<size_t>(i)));
+    return Status::ok();
+  }
+  // One thread per rank, each issuing its own operations in order; sendrecv's send and recv form a
+  // group on their thread, so neither waits for the other.
+  return perRank([&](int r) {
+    for (int i = 0; i < count; ++i) {
+      const bool pair = s.coll == Coll::kSendRecv;
+      if (pair) FERRY_TRY(groupStart());
+      const Status st = issueOne(r, s, first + static_cast<size_t>(i));
+      if (pair) FERRY_TRY(groupEnd());
+      FERRY_TRY(st);
+    }
+    return Status::ok();
+  });
+}
+
 Status GpuRunner::syncAll() {
   for (GpuRank& g : ranks_) FERRY_PERF_CUDA(cudaStreamSynchronize(g.stream));
   return Status::ok();
@@ -224,11 +260,11 @@ Status GpuRunner::measure(const Spec& s, Measurement& m) {
   if (o_.graph) {
     FERRY_TRY(measureGraph(s, ops, m, seconds));
   } else {
-    for (int i = 0; i < m.warmupIters * o_.aggIters; ++i) FERRY_TRY(issue(s, static_cast<size_t>(i)));
+    FERRY_TRY(issueRange(s, 0, m.warmupIters * o_.aggIters));
     FERRY_TRY(syncAll());
     FERRY_PERF_CUDA(cudaEventRecord(start_, ranks_[0].stream));
     FERRY_TRY(forkFrom(start_));
-    for (int i = 0; i < ops; ++i) FERRY_TRY(issue(s, static_cast<size_t>(i)));
+    FERRY_TRY(issueRange(s, 0, ops));
     FERRY_TRY(joinInto());
     FERRY_PERF_CUDA(cudaEventRecord(stop_, ranks_[0].stream));
     FERRY_PERF_CUDA(cudaEventSynchronize(stop_));
@@ -274,7 +310,7 @@ Status GpuRunner::check(const Spec& s, Measurement& m) {
       FERRY_PERF_CUDA(cudaMemcpy(p.base, g.hostRecv.get(), recvBytes, cudaMemcpyHostToDevice));
       if (!s.inPlace) FERRY_PERF_CUDA(cudaMemcpy(const_cast<void*>(p.send), g.hostSend.get(), sendBytes, cudaMemcpyHostToDevice));
     }
-    FERRY_TRY(issue(s, 0));
+    FERRY_TRY(issueRange(s, 0, 1));
     FERRY_TRY(syncAll());
     for (int r = 0; r < n; ++r) {
       GpuRank& g = ranks_[static_cast<size_t>(r)];

@@ -4,6 +4,8 @@
 // Why one thread. Each operation is issued for every rank between groupStart() and groupEnd()
 // (NCCL's single-thread, several-GPU pattern), so the order in which the ranks are visited can
 // never deadlock, and no host thread waits on another; each rank has its own non-blocking stream.
+// --rank-threads instead gives each rank its own host thread issuing its own operations, without
+// groups (as a multi-threaded application would): the alternative where groups are the problem.
 //
 // Timing is on the device, around all ranks together: an event on rank 0's stream starts the
 // clock, every other stream waits for it, the -n x -m operations are issued, every stream joins

@@ -125,6 +125,8 @@ Status validate(const Options& o) {
     return usageError("-i 0 without -f would never reach -e: give a step size or a step factor");
   }
   if (o.graph && o.gpuRanks == 0) return usageError("--graph needs --gpu-ranks: only GPU ranks run from a CUDA graph");
+  if (o.rankThreads && o.gpuRanks == 0) return usageError("--rank-threads needs --gpu-ranks");
+  if (o.rankThreads && o.graph) return usageError("--rank-threads and --graph do not combine: the graph is captured by one thread");
   if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
   return Status::ok();
@@ -196,8 +198,8 @@ Result<Options> parseOptions(const std::vector<std::string>& args) {
       o.help = true;
       return o;
     }
-    if (a == "--graph") {  // the one extension without a value
-      o.graph = true;
+    if (a == "--graph" || a == "--rank-threads") {  // the extensions without a value
+      (a == "--graph" ? o.graph : o.rankThreads) = true;
       continue;
     }
     if (a.size() < 2 || a[0] != '-' || a == "--") {  // a positional argument: a collective
@@ -271,6 +273,7 @@ std::string usage(const std::string& program) {
          "  --gpu-ranks <n>             run n ranks in this process on CUDA (Comm::initAll), no launcher\n"
          "  --device <id>               the CUDA device all of them use (default 0)\n"
          "  --graph                     with --gpu-ranks: time replays of a CUDA graph of -n operations\n"
+         "  --rank-threads              with --gpu-ranks: one host thread per rank instead of one thread and groups\n"
          "  -h,--help                   this text\n"
          "Exit status: 0 when every checked value is right, 1 when one is wrong or an operation failed, 2 for bad usage.\n";
 }

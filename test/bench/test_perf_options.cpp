@@ -115,6 +115,9 @@ TEST_CASE("GPU mode flags: --gpu-ranks, --device, --graph") {
   CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "two"}), Catch::Contains("--gpu-ranks 'two'"));
   CHECK_THAT(parseError({"all_reduce", "--device", "-1"}), Catch::Contains("--device '-1'"));
   CHECK_THAT(parseError({"all_reduce", "--graph"}), Catch::Contains("--graph needs --gpu-ranks"));
+  CHECK(parseOk({"all_reduce", "--gpu-ranks", "2", "--rank-threads"}).rankThreads);
+  CHECK_THAT(parseError({"all_reduce", "--rank-threads"}), Catch::Contains("--rank-threads needs --gpu-ranks"));
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "--rank-threads", "--graph"}), Catch::Contains("do not combine"));
   CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "-z", "1"}), Catch::Contains("-z 1"));
   CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "-T", "5"}), Catch::Contains("-T"));
 }
