@@ -12,8 +12,9 @@
 #                        the CUDA driver (ldd): UCX, hwloc, ibverbs, numa, libstdc++, libgcc_s ...
 #   lib/ucx/             UCX's transport modules (gpu_check.sh points UCX_MODULE_DIR here)
 #   lib/fallback/        libstdc++ and libgcc_s, used only where the machine's are older than needed
-#   tests/gpu_tests.tsv  the build's `gpu` suite: NAME <TAB> TIMEOUT <TAB> FILE [<TAB> ARGS]
-#   tests/FILE           each listed test executable (and data files its arguments name)
+#   tests/gpu_tests.tsv  the build's `gpu` suite: NAME <TAB> TIMEOUT <TAB> PROGRAM <TAB> ARGS, run in
+#                        tests/; PROGRAM is ./FILE for ferry's executables, else an interpreter name
+#   tests/FILE           each listed test executable, and the build or source files its arguments name
 #   gpu_check.sh         a copy of bench/gpu_check.sh
 #   MANIFEST             commit, build options, the newest glibc / libstdc++ symbol versions needed
 # gpu_check.sh --prebuilt sets LD_LIBRARY_PATH=BUNDLE/lib. The binaries link the CUDA runtime
@@ -57,9 +58,13 @@ for t in json.load(sys.stdin):
             shutil.copy(a, os.path.join(out, os.path.basename(a)))
             a = os.path.basename(a)
         args.append(a)
-    shutil.copy(exe, os.path.join(out, os.path.basename(exe)))
-    originals.append(exe)
-    lines.append("\t".join([t["name"].replace("\t", " "), str(t.get("timeout") or 60), os.path.basename(exe), " ".join(args)]))
+    if exe.startswith(build) or exe.startswith(src):  # built by ferry: copied
+        shutil.copy(exe, os.path.join(out, os.path.basename(exe)))
+        originals.append(exe)
+        exe = "./" + os.path.basename(exe)
+    else:  # an interpreter (bash, python3): found on the PATH of the GPU machine
+        exe = os.path.basename(exe)
+    lines.append("\t".join([t["name"].replace("\t", " "), str(t.get("timeout") or 60), exe, " ".join(args)]))
 open(os.path.join(out, "gpu_tests.tsv"), "w").write("\n".join(lines) + "\n")
 open(os.path.join(out, ".originals"), "w").write("".join(e + "\n" for e in originals))
 print(f"gpu suite: {len(lines) - 1} tests")

@@ -156,8 +156,9 @@ fi
 
 # --- gpu suite ----------------------------------------------------------------------------------
 suite_gpu() {
-  # Bundle: tests/gpu_tests.tsv lists NAME <TAB> TIMEOUT <TAB> FILE [<TAB> ARGS]; exit 77 is a skip.
+  # Bundle: tests/gpu_tests.tsv lists NAME <TAB> TIMEOUT <TAB> PROGRAM <TAB> ARGS; exit 77 is a skip.
   local list="$prebuilt/tests/gpu_tests.tsv" failed=0 ran=0 name limit file args rc
+  local PATH="$prebuilt/bin:$PATH"
   if [[ -z $prebuilt ]]; then
     local text
     text=$(meson test -C "$build_dir" --suite gpu --print-errorlogs --num-processes 4 2>&1) || rc=$?
@@ -171,7 +172,7 @@ suite_gpu() {
     [[ -z $name || $name == \#* ]] && continue
     rc=0
     # shellcheck disable=SC2086
-    (cd "$prebuilt/tests" && timeout "$limit" "./$file" $args) > "$raw/suite-$name.txt" 2>&1 || rc=$?
+    (cd "$prebuilt/tests" && timeout "$limit" "$file" $args) > "$raw/suite-$name.txt" 2>&1 || rc=$?
     ran=$((ran + 1))
     case $rc in
       0) echo "OK    $name" ;;
