@@ -3,6 +3,7 @@
 # ending with one summary table (PASS/FAIL per target).
 #
 #   bash bench/gpu_check.sh [--prebuilt DIR] [--out DIR] [--build-dir DIR] [--device N] [--budget SECONDS]
+#                           [--max-bytes SIZE]   (default 1G; smaller only for a smoke test)
 #
 # Steps, each under `timeout` and within one overall deadline (--budget, default 450 s), each
 # reported as ok or FAIL with its reason; a failed step never stops the ones after it:
@@ -36,6 +37,7 @@ out=""
 build_dir="$src/build-gpu"
 device=0
 budget=450
+max_bytes=1G
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
 while [[ $# -gt 0 ]]; do
@@ -45,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir) [[ $# -ge 2 ]] || { echo "gpu_check.sh: --build-dir needs a directory" >&2; exit 2; }; build_dir=$2; shift 2 ;;
     --device) [[ $# -ge 2 && $2 =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --device needs a number" >&2; exit 2; }; device=$2; shift 2 ;;
     --budget) [[ $# -ge 2 && $2 =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: --budget needs seconds" >&2; exit 2; }; budget=$2; shift 2 ;;
+    --max-bytes) [[ $# -ge 2 && $2 =~ ^[0-9]+[KMG]?$ ]] || { echo "gpu_check.sh: --max-bytes needs a size (8, 64K, 1G)" >&2; exit 2; }; max_bytes=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -88,7 +91,10 @@ run_step() {
     local reason
     if ((rc == 124 || rc == 137)); then reason="timed out after ${limit}s"
     elif grep -q "no CUDA device" "$outfile"; then reason="no CUDA device"
-    else reason="exit $rc: $({ grep -v -e '^#' -e '^ *$' "$outfile" || true; } | tail -n 1 | cut -c1-120)"
+    else  # the tools' own error line, or a failed check's, else the last line of output
+      reason=$({ grep -E -e '^(ferry-perf|ferry-gpu-micro): ' -e 'FAILED' -e '^# error' "$outfile" | grep -v 'no version information' ||
+                 grep -v -e '^#' -e '^ *$' "$outfile" || true; } | tail -n 1 | cut -c1-120)
+      reason="exit $rc: $reason"
     fi
     printf '%s\tFAIL\t%s\n' "$name" "$reason" >> "$status_file"
     say "$name: FAIL ($reason)"
@@ -188,9 +194,9 @@ export -f suite_gpu
 run_step suite 120 "$raw/suite.txt" bash -c suite_gpu
 
 # --- micro-benchmarks ---------------------------------------------------------------------------
-run_step copy 60 "$raw/micro-copy.txt" "$micro" copy -s 1G -n 20
+run_step copy 60 "$raw/micro-copy.txt" "$micro" copy -s "$max_bytes" -n 20
 for t in float32 bfloat16; do
-  run_step "rcopy-$t" 60 "$raw/micro-rcopy-$t.txt" "$micro" reduce_copy -d "$t" -s 1G -n 5
+  run_step "rcopy-$t" 60 "$raw/micro-rcopy-$t.txt" "$micro" reduce_copy -d "$t" -s "$max_bytes" -n 5
 done
 
 # --- ferry-perf ---------------------------------------------------------------------------------
@@ -199,7 +205,7 @@ for p in 4 2 1; do
   for t in bfloat16 float32; do
     # shellcheck disable=SC2086
     run_perf "perf-$p-$t" 90 "$raw/perf-$p-$t.txt" $colls --gpu-ranks "$p" --device "$device" \
-      -d "$t" -b 8 -e 1G -f 2 -n 20 -w 5 --iter_budget 4G -c 0 -J "$raw/perf-$p-$t.json"
+      -d "$t" -b 8 -e "$max_bytes" -f 2 -n 20 -w 5 --iter_budget 4G -c 0 -J "$raw/perf-$p-$t.json"
   done
 done
 for p in 4 2; do

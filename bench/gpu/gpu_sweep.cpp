@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -96,7 +97,11 @@ GpuRunner::~GpuRunner() {
   for (GpuRank& g : ranks_) {
     if (g.stream) cudaStreamSynchronize(g.stream);
   }
-  for (GpuRank& g : ranks_) g.comm.reset();  // before the buffers it may have registered
+  // Communicators go before the buffers they may have registered, each on its own thread, so that
+  // a destructor that waits for its peers cannot wait for one this thread has yet to destroy.
+  std::vector<std::thread> closers;
+  for (GpuRank& g : ranks_) closers.emplace_back([&g] { g.comm.reset(); });
+  for (std::thread& t : closers) t.join();
   for (GpuRank& g : ranks_) {
     cudaFree(g.send);
     cudaFree(g.recv);
@@ -292,13 +297,21 @@ Status GpuRunner::check(const Spec& s, Measurement& m) {
     auto offsetIn = [](const void* p, const uint8_t* base) {
       return static_cast<size_t>(static_cast<const uint8_t*>(p) - base);
     };
+    // The receive region a rank's check moves between host and device: the receive buffer, and in
+    // place also the input inside it (reduce_scatter's whole input starts at the region, and is
+    // longer than its output).
+    auto regionBytes = [&](int r) {
+      const Pointers p = pointers(ranks_[static_cast<size_t>(r)], r, s, 0);
+      if (!s.inPlace) return recvBytes;
+      return std::max(offsetIn(p.send, p.base) + sendBytes, offsetIn(p.recv, p.base) + recvBytes);
+    };
     std::vector<std::thread> workers;
     for (int r = 0; r < n; ++r) {
       workers.emplace_back([&, r] {
         GpuRank& g = ranks_[static_cast<size_t>(r)];
         const Pointers p = pointers(g, r, s, 0);
         const CheckPlan plan(s.coll, s.type, s.op, n, r, s.root, seed);
-        CheckPlan::fillSentinel(g.hostRecv.get(), recvBytes);
+        CheckPlan::fillSentinel(g.hostRecv.get(), regionBytes(r));
         uint8_t* input = s.inPlace ? g.hostRecv.get() + offsetIn(p.send, p.base) : g.hostSend.get();
         plan.fillInput(input, s.counts.sendCount);
       });
@@ -307,14 +320,14 @@ Status GpuRunner::check(const Spec& s, Measurement& m) {
     for (int r = 0; r < n; ++r) {
       GpuRank& g = ranks_[static_cast<size_t>(r)];
       const Pointers p = pointers(g, r, s, 0);
-      FERRY_PERF_CUDA(cudaMemcpy(p.base, g.hostRecv.get(), recvBytes, cudaMemcpyHostToDevice));
+      FERRY_PERF_CUDA(cudaMemcpy(p.base, g.hostRecv.get(), regionBytes(r), cudaMemcpyHostToDevice));
       if (!s.inPlace) FERRY_PERF_CUDA(cudaMemcpy(const_cast<void*>(p.send), g.hostSend.get(), sendBytes, cudaMemcpyHostToDevice));
     }
     FERRY_TRY(issueRange(s, 0, 1));
     FERRY_TRY(syncAll());
     for (int r = 0; r < n; ++r) {
       GpuRank& g = ranks_[static_cast<size_t>(r)];
-      FERRY_PERF_CUDA(cudaMemcpy(g.hostRecv.get(), pointers(g, r, s, 0).base, recvBytes, cudaMemcpyDeviceToHost));
+      FERRY_PERF_CUDA(cudaMemcpy(g.hostRecv.get(), pointers(g, r, s, 0).base, regionBytes(r), cudaMemcpyDeviceToHost));
     }
     workers.clear();
     for (int r = 0; r < n; ++r) {
@@ -383,6 +396,8 @@ Status GpuRunner::runAll() {
 }  // namespace
 
 int runGpuSweep(const Options& o, const std::vector<std::string>& args, const std::string& tool) {
+  // Rows reach a redirected stdout as they are measured: a run stopped by a timeout keeps them.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int devices = 0;
   const cudaError_t e = cudaGetDeviceCount(&devices);
   if (e != cudaSuccess || devices == 0) {
@@ -416,18 +431,18 @@ int runGpuSweep(const Options& o, const std::vector<std::string>& args, const st
     std::snprintf(info.device, sizeof(info.device), "cuda:%d %.80s", o.device, prop.name);
   }
   report.header(infos);
-  Status s = Status::ok();
-  {
-    GpuRunner runner(o, report, progress);
-    s = runner.init(std::move(*comms));
-    if (s.isOk()) s = runner.runAll();
-    progress.clear();
-  }
+  // The results are out (table flushed, JSON written) before the communicators are destroyed, so
+  // that a teardown that hangs loses nothing.
+  GpuRunner runner(o, report, progress);
+  Status s = runner.init(std::move(*comms));
+  if (s.isOk()) s = runner.runAll();
+  progress.clear();
   if (!s.isOk()) {
     std::fprintf(stderr, "%s: %s\n", tool.c_str(), s.toString().c_str());
     report.error(s.toString());
   }
   const bool written = report.finish();
+  std::fflush(stdout);
   return (!s.isOk() || report.outOfBounds() > 0 || !written) ? 1 : 0;
 }
 
