@@ -15,7 +15,7 @@
 #   perf     ferry-perf all_reduce reduce_scatter all_gather alltoall, --gpu-ranks 1, 2, 4 on one
 #            GPU, bfloat16 and float32, 8 B to 1 GiB (-f 2, --iter_budget 4G, no check), then the
 #            same at 2 and 4 ranks up to 32 MiB with the exact check (-c 1)
-#   lat      ferry-perf all_reduce 8 B, 2 ranks, plain and --graph
+#   lat      ferry-perf all_reduce 8 B, 2 ranks, plain and --graph (run right after the 4-rank sweeps)
 # A ferry-perf step that fails fast (an error, not a timeout) runs once more with --rank-threads.
 #
 # Memory limits (p ranks on one GPU share its memory; B = the copy bandwidth, read + write, so a
@@ -200,14 +200,19 @@ for t in float32 bfloat16; do
 done
 
 # --- ferry-perf ---------------------------------------------------------------------------------
+# Targets first (4 ranks, the 8 B latencies), so that a hang late in the run costs the least.
 colls="all_reduce reduce_scatter all_gather alltoall"
-for p in 4 2 1; do
-  for t in bfloat16 float32; do
-    # shellcheck disable=SC2086
-    run_perf "perf-$p-$t" 90 "$raw/perf-$p-$t.txt" $colls --gpu-ranks "$p" --device "$device" \
-      -d "$t" -b 8 -e "$max_bytes" -f 2 -n 20 -w 5 --iter_budget 4G -c 0 -J "$raw/perf-$p-$t.json"
-  done
-done
+sweep() {  # sweep P TYPE: the unchecked 8 B .. max sweep of the four collectives at P ranks
+  # shellcheck disable=SC2086
+  run_perf "perf-$1-$2" 90 "$raw/perf-$1-$2.txt" $colls --gpu-ranks "$1" --device "$device" \
+    -d "$2" -b 8 -e "$max_bytes" -f 2 -n 20 -w 5 --iter_budget 4G -c 0 -J "$raw/perf-$1-$2.json"
+}
+sweep 4 bfloat16
+sweep 4 float32
+run_perf lat-plain 60 "$raw/lat-plain.txt" all_reduce --gpu-ranks 2 --device "$device" \
+  -b 8 -e 8 -n 1000 -w 100 -c 1 -J "$raw/lat-plain.json"
+run_step lat-graph 60 "$raw/lat-graph.txt" "$perf" all_reduce --gpu-ranks 2 --device "$device" \
+  -b 8 -e 8 -n 1000 -w 1 -c 1 --graph -J "$raw/lat-graph.json"
 for p in 4 2; do
   for t in bfloat16 float32; do
     # shellcheck disable=SC2086
@@ -215,10 +220,10 @@ for p in 4 2; do
       -d "$t" -b 8 -e 32M -f 8 -n 2 -w 1 -c 1 -J "$raw/check-$p-$t.json"
   done
 done
-run_perf lat-plain 60 "$raw/lat-plain.txt" all_reduce --gpu-ranks 2 --device "$device" \
-  -b 8 -e 8 -n 1000 -w 100 -c 1 -J "$raw/lat-plain.json"
-run_step lat-graph 60 "$raw/lat-graph.txt" "$perf" all_reduce --gpu-ranks 2 --device "$device" \
-  -b 8 -e 8 -n 1000 -w 1 -c 1 --graph -J "$raw/lat-graph.json"
+for p in 2 1; do
+  sweep "$p" bfloat16
+  sweep "$p" float32
+done
 
 # --- summary ------------------------------------------------------------------------------------
 summary="$work/summary.txt"
