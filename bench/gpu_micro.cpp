@@ -39,13 +39,13 @@ using namespace ferry::kernels::cuda;
 namespace {
 
 // CUDA failures end the tool: it measures, it has nothing to recover.
-#define MICRO_CUDA(call)                                                                             \
-  do {                                                                                               \
-    const cudaError_t micro_e_ = (call);                                                            \
-    if (micro_e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "ferry-gpu-micro: %s: %s\n", #call, cudaGetErrorString(micro_e_));       \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
+#define FERRY_MICRO_CUDA(call)                                                                \
+  do {                                                                                        \
+    const cudaError_t micro_e_ = (call);                                                      \
+    if (micro_e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "ferry-gpu-micro: %s: %s\n", #call, cudaGetErrorString(micro_e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 struct Args {
@@ -59,16 +59,16 @@ struct Args {
 template <typename Fn>
 std::vector<double> timeRuns(cudaStream_t stream, int runs, Fn fn) {
   cudaEvent_t a, b;
-  MICRO_CUDA(cudaEventCreate(&a));
-  MICRO_CUDA(cudaEventCreate(&b));
+  FERRY_MICRO_CUDA(cudaEventCreate(&a));
+  FERRY_MICRO_CUDA(cudaEventCreate(&b));
   std::vector<double> out;
   for (int i = 0; i < runs; ++i) {
-    MICRO_CUDA(cudaEventRecord(a, stream));
+    FERRY_MICRO_CUDA(cudaEventRecord(a, stream));
     fn();
-    MICRO_CUDA(cudaEventRecord(b, stream));
-    MICRO_CUDA(cudaEventSynchronize(b));
+    FERRY_MICRO_CUDA(cudaEventRecord(b, stream));
+    FERRY_MICRO_CUDA(cudaEventSynchronize(b));
     float ms = 0;
-    MICRO_CUDA(cudaEventElapsedTime(&ms, a, b));
+    FERRY_MICRO_CUDA(cudaEventElapsedTime(&ms, a, b));
     out.push_back(ms * 1e-3);
   }
   cudaEventDestroy(a);
@@ -82,10 +82,10 @@ double gbps(double bytes, double seconds) { return seconds > 0 ? bytes / seconds
 // Best and median D2D copy bandwidth (read + write) of `bytes`.
 void measureCopy(void* dst, const void* src, size_t bytes, int runs, cudaStream_t stream, double& best,
                  double& median) {
-  for (int i = 0; i < 2; ++i) MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
-  MICRO_CUDA(cudaStreamSynchronize(stream));
+  for (int i = 0; i < 2; ++i) FERRY_MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+  FERRY_MICRO_CUDA(cudaStreamSynchronize(stream));
   const std::vector<double> t =
-      timeRuns(stream, runs, [&] { MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); });
+      timeRuns(stream, runs, [&] { FERRY_MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); });
   best = gbps(2.0 * bytes, t.front());
   median = gbps(2.0 * bytes, t[t.size() / 2]);
 }
@@ -93,10 +93,10 @@ void measureCopy(void* dst, const void* src, size_t bytes, int runs, cudaStream_
 int runCopy(const Args& a) {
   void *src, *dst;
   cudaStream_t stream;
-  MICRO_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MICRO_CUDA(cudaMalloc(&src, a.bytes));
-  MICRO_CUDA(cudaMalloc(&dst, a.bytes));
-  MICRO_CUDA(cudaMemset(src, 1, a.bytes));
+  FERRY_MICRO_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  FERRY_MICRO_CUDA(cudaMalloc(&src, a.bytes));
+  FERRY_MICRO_CUDA(cudaMalloc(&dst, a.bytes));
+  FERRY_MICRO_CUDA(cudaMemset(src, 1, a.bytes));
   double best = 0, median = 0;
   const int runs = a.runs > 0 ? a.runs : 20;
   measureCopy(dst, src, a.bytes, runs, stream, best, median);
@@ -113,7 +113,7 @@ void fillPattern(void* dst, size_t bytes, uint32_t bits, size_t elt) {
   std::vector<uint8_t> chunk(size_t{16} << 20);
   for (size_t i = 0; i < chunk.size(); i += elt) std::memcpy(&chunk[i], &bits, elt);
   for (size_t off = 0; off < bytes; off += chunk.size()) {
-    MICRO_CUDA(cudaMemcpy(static_cast<uint8_t*>(dst) + off, chunk.data(), std::min(chunk.size(), bytes - off),
+    FERRY_MICRO_CUDA(cudaMemcpy(static_cast<uint8_t*>(dst) + off, chunk.data(), std::min(chunk.size(), bytes - off),
                           cudaMemcpyHostToDevice));
   }
 }
@@ -124,15 +124,15 @@ int runReduceCopy(const Args& a, const cudaDeviceProp& prop) {
   const size_t bytes = count * info.size;
   void *src0, *src1, *dst;
   cudaStream_t stream;
-  MICRO_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  MICRO_CUDA(cudaMalloc(&src0, bytes));
-  MICRO_CUDA(cudaMalloc(&src1, bytes));
-  MICRO_CUDA(cudaMalloc(&dst, bytes));
+  FERRY_MICRO_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  FERRY_MICRO_CUDA(cudaMalloc(&src0, bytes));
+  FERRY_MICRO_CUDA(cudaMalloc(&src1, bytes));
+  FERRY_MICRO_CUDA(cudaMalloc(&dst, bytes));
   // 1.0 and 2.0, whose sum 3.0 is exact in both types.
   const bool bf16 = a.type == ferry::DataType::kBfloat16;
   fillPattern(src0, bytes, bf16 ? 0x3F80u : 0x3F800000u, info.size);
   fillPattern(src1, bytes, bf16 ? 0x4000u : 0x40000000u, info.size);
-  MICRO_CUDA(cudaMemset(dst, 0, bytes));
+  FERRY_MICRO_CUDA(cudaMemset(dst, 0, bytes));
 
   double copyBest = 0, copyMedian = 0;
   measureCopy(dst, src0, bytes, 10, stream, copyBest, copyMedian);
@@ -174,7 +174,7 @@ int runReduceCopy(const Args& a, const cudaDeviceProp& prop) {
   std::vector<uint8_t> back(std::min(bytes, size_t{16} << 20));
   const uint32_t three = bf16 ? 0x4040u : 0x40400000u;
   for (size_t off : {size_t{0}, bytes - back.size()}) {
-    MICRO_CUDA(cudaMemcpy(back.data(), static_cast<uint8_t*>(dst) + off, back.size(), cudaMemcpyDeviceToHost));
+    FERRY_MICRO_CUDA(cudaMemcpy(back.data(), static_cast<uint8_t*>(dst) + off, back.size(), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < back.size(); i += info.size) {
       uint32_t v = 0;
       std::memcpy(&v, &back[i], info.size);
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   cudaDeviceProp prop{};
-  MICRO_CUDA(cudaGetDeviceProperties(&prop, 0));
+  FERRY_MICRO_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("# device 0: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (a.mode == "copy") return runCopy(a);
 #if FERRY_MICRO_REDUCE_COPY
