@@ -4,7 +4,8 @@
 #   PATH=/usr/local/cuda/bin:$PATH meson setup build -Dcuda=enabled -Dcuda-arch=sm_90 && ninja -C build
 # then, there:  bash bench/gpu_check.sh --prebuilt BUNDLE --out DIR
 #
-#   bash bench/gpu_bundle.sh [--build DIR] [--out BUNDLE]     (defaults: build, gpu-bundle)
+#   bash bench/gpu_bundle.sh [--build DIR] [--out BUNDLE]     (defaults: build, build-gpu-bundle,
+#                                                              which git ignores like every build*)
 #
 # Bundle layout:
 #   bin/ferry-perf, bin/ferry-gpu-micro, bin/ferryrun    stripped executables
@@ -24,7 +25,7 @@ set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$src/build"
-out="$src/gpu-bundle"
+out="$src/build-gpu-bundle"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -83,7 +84,7 @@ is_system() {
   esac
   return 1
 }
-elfs() { for f in "$out"/bin/* "$out"/tests/* "$out"/lib/ucx/*.so.0; do [[ -f $f ]] && file -L "$f" | grep -q ELF && echo "$f"; done; }
+elfs() { for f in "$out"/bin/* "$out"/tests/* "$out"/lib/ucx/*.so.0; do [[ -f $f && $(file -L "$f") == *ELF* ]] && echo "$f"; done; }
 # The first round reads the executables where they were built (their RUNPATH finds libferry there);
 # the next ones read the copies, whose own dependencies then resolve from lib/.
 originals() { echo "$build/bench/ferry-perf"; echo "$build/bench/ferry-gpu-micro"; echo "$build/tools/ferryrun"; cat "$out/tests/.originals" 2>/dev/null || true; }

@@ -131,10 +131,11 @@ run_perf() {
 # --- build --------------------------------------------------------------------------------------
 if [[ -n $prebuilt ]]; then
   bin="$prebuilt/bin"
+  chmod -f u+x "$prebuilt"/bin/* "$prebuilt"/tests/* 2> /dev/null || true  # in case a copy lost the bits
   export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [[ -d $prebuilt/lib/ucx ]] && export UCX_MODULE_DIR="$prebuilt/lib/ucx"
   # The bundle's libstdc++ only where the machine's lacks a symbol version the binaries need.
-  if ldd "$prebuilt/bin/ferry-perf" 2>&1 | grep -q "version .* not found"; then
+  if [[ $(ldd "$prebuilt/bin/ferry-perf" 2>&1 || true) == *"version "*" not found"* ]]; then
     export LD_LIBRARY_PATH="$prebuilt/lib/fallback:$LD_LIBRARY_PATH"
   fi
   say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
