@@ -4,6 +4,7 @@
 // live in bench/perf/ and are shared with mpi-perf (bench/mpi_perf.cpp).
 //
 //   build/tools/ferryrun -n 4 build/bench/ferry-perf all_reduce -b 8 -e 64M -f 4
+//   build/bench/ferry-perf all_reduce --gpu-ranks 4 -b 8 -e 1G -f 2 -d bfloat16   (CUDA builds)
 //
 // docs/BENCHMARKS.md describes the flags, the table, the JSON schema and the charts.
 #include <cstdio>
@@ -16,6 +17,9 @@
 #include "bench/perf/host_info.hpp"
 #include "bench/perf/options.hpp"
 #include "bench/perf/sweep.hpp"
+#if FERRY_PERF_GPU
+#include "bench/gpu/gpu_sweep.hpp"
+#endif
 
 namespace {
 
@@ -88,6 +92,14 @@ int main(int argc, char** argv) {
   if (options->help) {
     std::printf("%s", ferry::perf::usage("ferry-perf").c_str());
     return 0;
+  }
+  if (options->gpuRanks > 0) {
+#if FERRY_PERF_GPU
+    return ferry::perf::runGpuSweep(*options, args, "ferry-perf");
+#else
+    std::fprintf(stderr, "ferry-perf: --gpu-ranks: this build has no CUDA (meson setup -Dcuda=enabled)\n");
+    return 1;
+#endif
   }
   const int64_t residentBeforeInit = ferry::perf::residentBytes();
   auto comm = ferry::Comm::fromEnv();

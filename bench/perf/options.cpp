@@ -62,7 +62,7 @@ constexpr Flag kFlags[] = {
     {'f', "stepfactor"}, {'n', "iters"},      {'m', "agg_iters"},    {'w', "warmup_iters"}, {'N', "run_cycles"},
     {'c', "check"},    {'o', "op"},           {'d', "datatype"},     {'r', "root"},        {'z', "blocking"},
     {'T', "timeout"},  {'a', "average"},      {'J', "output_file"},  {'M', "memory_report"},
-    {'\0', "iter_budget"},
+    {'\0', "iter_budget"}, {'\0', "gpu-ranks"}, {'\0', "device"},
 };
 
 // Apply one flag with its value to `o`.
@@ -107,8 +107,12 @@ Status apply(Options& o, const Flag& f, const std::string& shown, const std::str
       if (value.empty()) return usageError(shown + " needs a file name");
       o.jsonPath = value;
       return Status::ok();
-    case '\0': { auto v = parseSize(shown, value); FERRY_TRY(v); o.iterBudget = *v; return Status::ok(); }
+    case '\0': break;  // the long-only extensions, below
   }
+  const std::string name = f.longName;
+  if (name == "iter_budget") { auto v = parseSize(shown, value); FERRY_TRY(v); o.iterBudget = *v; return Status::ok(); }
+  if (name == "gpu-ranks") { auto v = integer(1, 1024); FERRY_TRY(v); o.gpuRanks = static_cast<int>(*v); return Status::ok(); }
+  if (name == "device") { auto v = integer(0, 1023); FERRY_TRY(v); o.device = static_cast<int>(*v); return Status::ok(); }
   return usageError("unhandled flag " + shown);
 }
 
@@ -120,6 +124,11 @@ Status validate(const Options& o) {
   if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes < o.maxBytes) {
     return usageError("-i 0 without -f would never reach -e: give a step size or a step factor");
   }
+  if (o.graph && o.gpuRanks == 0) return usageError("--graph needs --gpu-ranks: only GPU ranks run from a CUDA graph");
+  if (o.rankThreads && o.gpuRanks == 0) return usageError("--rank-threads needs --gpu-ranks");
+  if (o.rankThreads && o.graph) return usageError("--rank-threads and --graph do not combine: the graph is captured by one thread");
+  if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
+  if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
   return Status::ok();
 }
 
@@ -189,6 +198,10 @@ Result<Options> parseOptions(const std::vector<std::string>& args) {
       o.help = true;
       return o;
     }
+    if (a == "--graph" || a == "--rank-threads") {  // the extensions without a value
+      (a == "--graph" ? o.graph : o.rankThreads) = true;
+      continue;
+    }
     if (a.size() < 2 || a[0] != '-' || a == "--") {  // a positional argument: a collective
       if (a == "all") {
         o.colls.assign(allColls().begin(), allColls().end());
@@ -257,6 +270,10 @@ std::string usage(const std::string& program) {
          "  -t,--nthreads 1, -g,--ngpus 1   accepted for nccl-tests scripts; one rank per process\n"
          "ferry-perf extensions:\n"
          "  --iter_budget <size>        cap -n and -w per size so that iterations x -m x size <= budget\n"
+         "  --gpu-ranks <n>             run n ranks in this process on CUDA (Comm::initAll), no launcher\n"
+         "  --device <id>               the CUDA device all of them use (default 0)\n"
+         "  --graph                     with --gpu-ranks: time replays of a CUDA graph of -n operations\n"
+         "  --rank-threads              with --gpu-ranks: one host thread per rank instead of one thread and groups\n"
          "  -h,--help                   this text\n"
          "Exit status: 0 when every checked value is right, 1 when one is wrong or an operation failed, 2 for bad usage.\n";
 }

@@ -35,6 +35,10 @@ struct Options {
   std::string jsonPath;           ///< -J
   bool memoryReport = false;      ///< -M
   size_t iterBudget = 0;          ///< --iter_budget: 0 = always -n and -w iterations
+  int gpuRanks = 0;               ///< --gpu-ranks: >0 runs that many ranks in this process on CUDA
+  int device = 0;                 ///< --device: the CUDA device every GPU rank uses
+  bool graph = false;             ///< --graph: time replays of a CUDA graph of the -n operations
+  bool rankThreads = false;       ///< --rank-threads: one host thread per GPU rank instead of groups
   bool help = false;              ///< -h: print usage and exit 0
 
   /// Timed iterations at a size of `bytes`: -n, or fewer so that iterations x -m x bytes stays

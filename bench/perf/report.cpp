@@ -106,7 +106,7 @@ Report::Report(const Options& options, std::string tool, std::string library, in
   json_.key("collectives").beginArray();
   for (Coll c : o.colls) json_.value(collInfo(c).name);
   json_.endArray();
-  json_.key("config").beginObject().field("nthreads", 1).field("ngpus", 1);
+  json_.key("config").beginObject().field("nthreads", 1).field("ngpus", o.gpuRanks > 0 ? o.gpuRanks : 1);
   json_.field("minimum_bytes", static_cast<uint64_t>(o.minBytes)).field("maximum_bytes", static_cast<uint64_t>(o.maxBytes));
   if (o.stepFactor > 1) json_.field("step_factor", static_cast<uint64_t>(o.stepFactor));
   else json_.field("step_bytes", static_cast<uint64_t>(o.stepBytes));
@@ -140,10 +140,10 @@ void Report::header(const std::vector<RankInfo>& ranks) {
   if (!printer_) return;
   const Options& o = options_;
   line("# %s version %s, library %s\n", tool_.c_str(), FERRY_PERF_VERSION, library_.c_str());
-  line("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d "
-       "validation: %d graph: 0\n",
-       o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes, o.stepFactor > 1 ? "factor" : "bytes",
-       o.warmupIters, o.iters, o.aggIters, o.check);
+  line("# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d "
+       "validation: %d graph: %d\n",
+       o.gpuRanks > 0 ? o.gpuRanks : 1, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes, o.stepFactor > 1 ? "factor" : "bytes",
+       o.warmupIters, o.iters, o.aggIters, o.check, o.graph ? 1 : 0);
   if (o.iterBudget > 0) {
     line("# Iteration budget: %s per size: fewer iterations where iters x agg iters x size exceeds it\n",
          formatBytes(o.iterBudget).c_str());
@@ -163,7 +163,7 @@ void Report::header(const std::vector<RankInfo>& ranks) {
         .field("group", 0)
         .field("pid", r.pid)
         .field("hostname", r.host)
-        .field("device", "cpu")
+        .field("device", options_.gpuRanks > 0 ? "cuda" : "cpu")
         .field("device_info", r.device)
         .endObject();
   }

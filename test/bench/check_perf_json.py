@@ -101,7 +101,7 @@ def validate(doc, nranks=None, clean=False):
     for i, d in enumerate(doc["devices"]):
         check_keys(d, f"devices[{i}]", ["rank", "group", "pid", "hostname", "device", "device_info"])
         expect(d["rank"] == i, f"devices[{i}]", "devices must be in rank order")
-        expect(d["device"] == "cpu", f"devices[{i}]", "device must be 'cpu' on host memory")
+        expect(d["device"] in ("cpu", "cuda"), f"devices[{i}]", "device must be 'cpu' (host memory) or 'cuda' (--gpu-ranks)")
     expect(not doc["devices"] or len(doc["devices"]) == n, "devices", "one per rank")
 
     expect(isinstance(doc["results"], list), "results", "must be a list")

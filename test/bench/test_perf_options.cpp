@@ -99,6 +99,29 @@ TEST_CASE("bad flags are usage errors naming the flag and the value") {
   CHECK_THAT(parseError({"-b", "8"}), Catch::Contains("no collective"));
 }
 
+TEST_CASE("GPU mode flags: --gpu-ranks, --device, --graph") {
+  const Options cpu = parseOk({"all_reduce"});
+  CHECK(cpu.gpuRanks == 0);
+  CHECK(cpu.device == 0);
+  CHECK_FALSE(cpu.graph);
+  const Options o = parseOk({"all_reduce", "alltoall", "--gpu-ranks", "4", "--device=1", "--graph", "-b", "8"});
+  CHECK(o.colls == std::vector<Coll>{Coll::kAllReduce, Coll::kAllToAll});
+  CHECK(o.gpuRanks == 4);
+  CHECK(o.device == 1);
+  CHECK(o.graph);
+  CHECK(o.minBytes == 8);
+  CHECK(parseOk({"all_reduce", "--gpu-ranks=2", "--iter_budget", "1G"}).iterBudget == size_t{1} << 30);
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "0"}), Catch::Contains("--gpu-ranks '0'"));
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "two"}), Catch::Contains("--gpu-ranks 'two'"));
+  CHECK_THAT(parseError({"all_reduce", "--device", "-1"}), Catch::Contains("--device '-1'"));
+  CHECK_THAT(parseError({"all_reduce", "--graph"}), Catch::Contains("--graph needs --gpu-ranks"));
+  CHECK(parseOk({"all_reduce", "--gpu-ranks", "2", "--rank-threads"}).rankThreads);
+  CHECK_THAT(parseError({"all_reduce", "--rank-threads"}), Catch::Contains("--rank-threads needs --gpu-ranks"));
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "--rank-threads", "--graph"}), Catch::Contains("do not combine"));
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "-z", "1"}), Catch::Contains("-z 1"));
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "-T", "5"}), Catch::Contains("-T"));
+}
+
 TEST_CASE("sizes step by factor or by bytes, inclusive of -e") {
   CHECK(parseOk({"all_reduce", "-b", "8", "-e", "64M", "-f", "4"}).sizes().size() == 12);  // 8 ... 32M
   CHECK(parseOk({"all_reduce", "-b", "1K", "-e", "4K", "-f", "2"}).sizes() == std::vector<size_t>{1024, 2048, 4096});
