@@ -52,6 +52,7 @@ struct Float8e5m2 {
 
 // ---- bit casts ------------------------------------------------------------------------------
 
+/// The bits of a float (CUDA's intrinsic in device code, memcpy on the host).
 FERRY_HOST_DEVICE uint32_t floatToBits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
@@ -62,6 +63,7 @@ FERRY_HOST_DEVICE uint32_t floatToBits(float f) {
 #endif
 }
 
+/// The float with bits u.
 FERRY_HOST_DEVICE float bitsToFloat(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);

@@ -17,7 +17,8 @@ import tempfile
 
 SCHEMA = "ferry-perf/1"
 COLLECTIVES = {"all_reduce", "reduce_scatter", "all_gather", "alltoall", "broadcast", "reduce", "sendrecv"}
-TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"}
+TYPES = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3",
+         "f8e5m2"}
 OPS = {"sum", "prod", "max", "min", "avg"}
 NUMBER = (int, float)
 

@@ -39,11 +39,11 @@ sweep() {
 sweep 2 6 -b 8 -e 1M -f 8 -n 3 -w 1 -c 2
 # Every type (x every op for reductions, x every root for rooted ones), 8 B ... 4 KiB by 8.
 case $COLL in
-  all_reduce | reduce_scatter) per=50 ;;  # 10 types x 5 ops
-  reduce) per=150 ;;                      # 10 types x 5 ops x 3 roots
-  broadcast) per=30 ;;                    # 10 types x 3 roots
-  sendrecv) per=50 ;;                     # nccl-tests lists every op for sendrecv too
-  *) per=10 ;;
+  all_reduce | reduce_scatter) per=60 ;;  # 12 types x 5 ops
+  reduce) per=180 ;;                      # 12 types x 5 ops x 3 roots
+  broadcast) per=36 ;;                    # 12 types x 3 roots
+  sendrecv) per=60 ;;                     # nccl-tests lists every op for sendrecv too
+  *) per=12 ;;
 esac
 sweep 3 $((per * 4)) -b 8 -e 4K -f 8 -n 1 -w 0 -d all -o all -r all
 

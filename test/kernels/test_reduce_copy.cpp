@@ -115,13 +115,34 @@ TEST_CASE("emulated reduceCopy equals the host kernels for every type, op, fan-i
               else if (layout == 2 && d == 1) dstPtrs.push_back(srcMem[nSrcs - 1].at(0));
               else dstPtrs.push_back(dstMem[d].at(shift));
             }
+            const int threads = layout == 0 ? 4 : layout == 1 ? 8 : 32;
             REQUIRE(cuda::launchReduceCopy(type, op, nSrcs, srcPtrs.data(), nDsts, dstPtrs.data(), n, divisor, 3,
-                                           8, nullptr) == 0);
+                                           threads, nullptr) == 0);
             for (int d = 0; d < nDsts; ++d) {
               INFO("destination " << d);
               CHECK((n == 0 || std::memcmp(dstPtrs[d], want.data(), n * es) == 0));
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("emulated copyBytes copies to every destination at any alignment") {
+  std::mt19937_64 rng(5);
+  for (size_t bytes : {0, 1, 15, 16, 17, 1000, 4099}) {
+    for (size_t offset : {0, 1, 3}) {
+      for (int nDsts = 1; nDsts <= 3; ++nDsts) {
+        Arena src(bytes), d0(bytes), d1(bytes), d2(bytes);
+        for (size_t i = 0; i < bytes; ++i) *src.at(offset + i) = static_cast<unsigned char>(rng());
+        // The last destination is misaligned by one more byte when nDsts == 3 (the scalar path).
+        void* dsts[3] = {d0.at(offset), d1.at(offset), d2.at(offset + (nDsts == 3 ? 1 : 0))};
+        const void* from = src.at(offset);
+        simt::launch(dim3(1), dim3(8), [&] { cuda::copyBytes(nDsts, dsts, from, bytes); });
+        for (int d = 0; d < nDsts; ++d) {
+          INFO("bytes " << bytes << " offset " << offset << " destination " << d << " of " << nDsts);
+          CHECK((bytes == 0 || std::memcmp(dsts[d], from, bytes) == 0));
         }
       }
     }
