@@ -69,14 +69,14 @@ FERRY_DEVICE_NOINLINE __device__ void directEnd(const DevComm& comm, const Direc
 /// 8 sources or destinations go through the channel's scratch, slotBytes at a time, in the same order.
 template <class R>
 __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* const* srcs, int nDsts,
-                           void* const* dsts, size_t bytes, uint32_t div) {
+                           void* const* dsts, size_t bytes, uint32_t div, const R& red) {
   if (bytes == 0) return;
   if (nSrcs <= 8 && nDsts <= 8) {
-    R::run(nSrcs, srcs, nDsts, dsts, bytes, div);
+    red.run(nSrcs, srcs, nDsts, dsts, bytes, div);
     return;
   }
   uint8_t* scr = comm.scratch(c);
-  const size_t chunk = comm.layout.slotBytes / R::kElemBytes * R::kElemBytes;
+  const size_t chunk = comm.layout.slotBytes / red.elemBytes() * red.elemBytes();
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t len = bytes - off < chunk ? bytes - off : chunk;
     const void* s[8];
@@ -87,7 +87,7 @@ __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* co
       if (!first) s[k++] = scr;
       while (k < 8 && used < nSrcs) s[k++] = static_cast<const uint8_t*>(srcs[used++]) + off;
       void* to = scr;
-      R::run(k, s, 1, &to, len, used == nSrcs ? div : 0);
+      red.run(k, s, 1, &to, len, used == nSrcs ? div : 0);
       __syncthreads();
     }
     for (int d0 = 0; d0 < nDsts; d0 += 8) {
@@ -101,9 +101,9 @@ __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* co
 
 /// All-reduce, reduce-scatter, reduce.
 template <class R>
-FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels, const R& red) {
   const int n = comm.nRanks, r = comm.rank;
-  const size_t es = R::kElemBytes;
+  const size_t es = red.elemBytes();
   const uint32_t div = w.op == RedOp::kAvg ? static_cast<uint32_t>(n) : 0u;
   const DirectPeers p = directBegin(comm, w, c);
   const void* srcs[kMaxDevRanks];
@@ -124,7 +124,7 @@ FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, cons
     }
   }
   for (int q = 0; q < n; ++q) srcs[q] = p.send[q] + inOff;
-  reduceMany<R>(comm, c, n, srcs, nd, dsts, len, div);
+  reduceMany(comm, c, n, srcs, nd, dsts, len, div, red);
   directEnd(comm, p, c);
 }
 

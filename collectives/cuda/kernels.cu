@@ -36,7 +36,8 @@
 // turn, reduce-scatter, all-gather, chain broadcast and reduce; ring_kernels.cuh), FIFO all-to-all
 // and send/recv (p2p_kernels.cuh; used for those kinds whatever the algorithm), kDirect (single
 // copy; direct_kernels.cuh). Each over the simple or LL protocol (direct ignores it). Type and op
-// are dispatched once per work; copies are type-agnostic and instantiated once per protocol.
+// are run-time values of the reduction policy (RedRt): each step calls one out-of-line reduce-copy
+// of its type and op, so every algorithm is instantiated once per protocol.
 #include <cstdint>
 
 #include "kernels/cuda/simt.hpp"
@@ -72,24 +73,6 @@ __device__ void localCopy(const DevWork& w, int c, int nChannels) {
   __syncthreads();
 }
 
-/// Reduction works: type and op dispatched once, then algorithm and protocol.
-struct ReduceWorkFn {
-  const DevComm& comm;
-  const DevWork& w;
-  int c, nChannels;
-  template <typename T, typename Op>
-  __device__ void operator()() const {
-    using R = Red<T, Op>;
-    if (w.algo == DevAlgo::kDirect) {
-      directReduceWork<R>(comm, w, c, nChannels);
-    } else if (w.proto == DevProto::kLL) {
-      ringReduceWork<DevProto::kLL, R>(comm, w, c, nChannels);
-    } else {
-      ringReduceWork<DevProto::kSimple, R>(comm, w, c, nChannels);
-    }
-  }
-};
-
 __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
   if (w.count == 0) return;
   if (comm.nRanks == 1) {
@@ -101,8 +84,19 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
     case WorkKind::kAllReduce:
     case WorkKind::kReduceScatter:
     case WorkKind::kReduce:
-      kernels::cuda::dispatchTypeOp(w.type, w.op, ReduceWorkFn{comm, w, c, nChannels});
+    {
+      // Type and op are run-time values of the policy (prims.cuh, RedRt): one instantiation per
+      // algorithm and protocol keeps nvcc's time in minutes.
+      const RedRt red{w.type, w.op, static_cast<uint32_t>(es)};
+      if (w.algo == DevAlgo::kDirect) {
+        directReduceWork(comm, w, c, nChannels, red);
+      } else if (w.proto == DevProto::kLL) {
+        ringReduceWork<DevProto::kLL>(comm, w, c, nChannels, red);
+      } else {
+        ringReduceWork<DevProto::kSimple>(comm, w, c, nChannels, red);
+      }
       break;
+    }
     case WorkKind::kAllGather:
     case WorkKind::kBroadcast:
       if (w.algo == DevAlgo::kDirect) {

@@ -181,6 +181,7 @@ __device__ __forceinline__ uint64_t llLoad(const uint64_t* slot, size_t i, uint3
 /// only moves bytes (all-gather, broadcast, all-to-all, send/recv), so copies are instantiated once.
 struct RedCopy {
   static constexpr size_t kElemBytes = 1;
+  __device__ size_t elemBytes() const { return 1; }
   FERRY_DEVICE_NOINLINE __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes, uint32_t) {
     kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
   }
@@ -189,6 +190,7 @@ struct RedCopy {
 template <typename T, typename Op>
 struct Red {
   static constexpr size_t kElemBytes = sizeof(T);
+  __device__ size_t elemBytes() const { return sizeof(T); }
   FERRY_DEVICE_NOINLINE __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes,
                              uint32_t divisor) {
     if (nSrcs == 1 && divisor == 0) {
@@ -204,6 +206,31 @@ struct Red {
   /// a op b over one pack; with a divisor, the avg's fused last step.
   __device__ static uint64_t pack(uint64_t a, uint64_t b, uint32_t divisor) {
     return divisor != 0 ? kernels::cuda::applyPack8Divide<T, Op>(a, b, divisor) : kernels::cuda::applyPack8<T, Op>(a, b);
+  }
+};
+
+/// The reduction policy the algorithms are instantiated with: type and op chosen at run time, each
+/// step calling one out-of-line Red<T, Op> function. Instantiating every algorithm for every type
+/// and op (12 x 4, times protocols and verbs) made ptxas run for tens of minutes; with one
+/// instantiation per protocol the cost is a call per step (simple) or per 8-byte pack (LL, whose
+/// messages are small by definition).
+struct RedRt {
+  DataType type;
+  RedOp op;
+  uint32_t bytes;  // element size
+  __device__ size_t elemBytes() const { return bytes; }
+  FERRY_DEVICE_NOINLINE __device__ void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
+                                            size_t n, uint32_t divisor) const {
+    if (nSrcs == 1 && divisor == 0) {
+      RedCopy::run(1, srcs, nDsts, dsts, n, 0);
+      return;
+    }
+    kernels::cuda::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { Red<T, Op>::run(nSrcs, srcs, nDsts, dsts, n, divisor); });
+  }
+  FERRY_DEVICE_NOINLINE __device__ uint64_t pack(uint64_t a, uint64_t b, uint32_t divisor) const {
+    uint64_t v = 0;
+    kernels::cuda::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { v = Red<T, Op>::pack(a, b, divisor); });
+    return v;
   }
 };
 
@@ -227,7 +254,7 @@ struct Prims<DevProto::kSimple> {
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
   template <class R>
-  FERRY_DEVICE_NOINLINE __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
     const void* srcs[2];
     void* dsts[2];
     int ns = 0, nd = 0;
@@ -235,7 +262,7 @@ struct Prims<DevProto::kSimple> {
     if (own != nullptr) srcs[ns++] = own;
     if (out != nullptr && (doRecv || out != own)) dsts[nd++] = out;  // a pure copy onto itself is skipped
     if (doSend) dsts[nd++] = snd.wait();
-    if (bytes > 0 && nd > 0) R::run(ns, srcs, nd, dsts, bytes, ns == 2 ? divisor : 0);
+    if (bytes > 0 && nd > 0) red.run(ns, srcs, nd, dsts, bytes, ns == 2 ? divisor : 0);
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence_system();
@@ -268,7 +295,7 @@ struct Prims<DevProto::kLL> {
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
   template <class R>
-  FERRY_DEVICE_NOINLINE __device__ void op(bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
     uint64_t* sendSlot = doSend ? snd.wait() : nullptr;
     const uint64_t* recvSlot = rcv.slot();
     const uint32_t sendFlag = llFlag(snd.step), recvFlag = llFlag(rcv.step);
@@ -279,7 +306,7 @@ struct Prims<DevProto::kLL> {
       uint64_t v;
       if (doRecv) {
         v = llLoad(recvSlot, i, recvFlag);
-        if (o != nullptr) v = R::pack(v, loadPack(o, i, bytes), divisor);
+        if (o != nullptr) v = red.pack(v, loadPack(o, i, bytes), divisor);
       } else {
         v = loadPack(o, i, bytes);
       }

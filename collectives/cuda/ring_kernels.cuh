@@ -48,9 +48,9 @@ struct RingSegments {
 
 /// All-reduce, reduce-scatter and reduce (chain) for reduction policy R over protocol P.
 template <DevProto P, class R>
-FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels, const R& red) {
   const int n = comm.nRanks, r = comm.rank;
-  const size_t es = R::kElemBytes;
+  const size_t es = red.elemBytes();
   const uint32_t div = w.op == RedOp::kAvg ? static_cast<uint32_t>(n) : 0u;
   const auto* in = static_cast<const uint8_t*>(w.send);
   auto* out = static_cast<uint8_t*>(w.recv);
@@ -65,11 +65,11 @@ FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const 
       const Part s = slicePart(part, k, se);
       const uint8_t* own = in + s.off * es;
       if (pos == 0) {
-        prims.template op<R>(false, true, own, nullptr, s.len * es, 0);
+        prims.op(red, false, true, own, nullptr, s.len * es, 0);
       } else if (pos < n - 1) {
-        prims.template op<R>(true, true, own, nullptr, s.len * es, 0);
+        prims.op(red, true, true, own, nullptr, s.len * es, 0);
       } else {
-        prims.template op<R>(true, false, own, out + s.off * es, s.len * es, div);
+        prims.op(red, true, false, own, out + s.off * es, s.len * es, div);
       }
     }
     prims.save();
@@ -83,24 +83,24 @@ FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const 
   for (size_t k = 0; k < ks; ++k) {
     // Reduce-scatter: n-1 steps, the partial of one segment moving forward at each.
     Part s = slicePart(seg.part(rsSendSegment(r, n, 0)), k, se);
-    prims.template op<R>(false, true, in + s.off * es, nullptr, s.len * es, 0);  // send
+    prims.op(red, false, true, in + s.off * es, nullptr, s.len * es, 0);  // send
     for (int step = 0; step < n - 2; ++step) {
       s = slicePart(seg.part(rsRecvSegment(r, n, step)), k, se);
-      prims.template op<R>(true, true, in + s.off * es, nullptr, s.len * es, 0);  // recvReduceSend
+      prims.op(red, true, true, in + s.off * es, nullptr, s.len * es, 0);  // recvReduceSend
     }
     s = slicePart(seg.part(r), k, se);
     if (!allReduce) {
       // recvReduceCopy into this rank's block of the output.
       const Part mine = slicePart(channelPart(w.count, nChannels, c), k, se);
-      prims.template op<R>(true, false, in + s.off * es, out + mine.off * es, s.len * es, div);
+      prims.op(red, true, false, in + s.off * es, out + mine.off * es, s.len * es, div);
       continue;
     }
     // The turn: the final value of segment r (divided once for avg) goes to out and onward.
-    prims.template op<R>(true, true, in + s.off * es, out + s.off * es, s.len * es, div);  // recvReduceCopySend
+    prims.op(red, true, true, in + s.off * es, out + s.off * es, s.len * es, div);  // recvReduceCopySend
     // All-gather of the finished segments: n-1 more steps.
     for (int t = 0; t < n - 1; ++t) {
       s = slicePart(seg.part(agRecvSegment(r, n, t)), k, se);
-      prims.template op<RedCopy>(true, t < n - 2, nullptr, out + s.off * es, s.len * es, 0);  // recvCopySend / recv
+      prims.op(RedCopy{}, true, t < n - 2, nullptr, out + s.off * es, s.len * es, 0);  // recvCopySend / recv
     }
   }
   prims.save();
@@ -122,19 +122,19 @@ FERRY_DEVICE_NOINLINE __device__ void ringCopyWork(const DevComm& comm, const De
       const Part s = slicePart(part, k, se);
       const size_t off = s.off * es, bytes = s.len * es;
       if (pos == 0) {
-        prims.template op<RedCopy>(false, true, in + off, out + off, bytes, 0);  // send (and copy)
+        prims.op(RedCopy{}, false, true, in + off, out + off, bytes, 0);  // send (and copy)
       } else {
-        prims.template op<RedCopy>(true, pos < n - 1, nullptr, out + off, bytes, 0);  // recvCopySend / recv
+        prims.op(RedCopy{}, true, pos < n - 1, nullptr, out + off, bytes, 0);  // recvCopySend / recv
       }
     }
   } else {
     for (size_t k = 0; k < ks; ++k) {
       const Part s = slicePart(part, k, se);
       const size_t bytes = s.len * es;
-      prims.template op<RedCopy>(false, true, in + s.off * es, out + (w.count * r + s.off) * es, bytes, 0);
+      prims.op(RedCopy{}, false, true, in + s.off * es, out + (w.count * r + s.off) * es, bytes, 0);
       for (int t = 0; t < n - 1; ++t) {
         const size_t off = (w.count * agRecvSegment(r, n, t) + s.off) * es;
-        prims.template op<RedCopy>(true, t < n - 2, nullptr, out + off, bytes, 0);
+        prims.op(RedCopy{}, true, t < n - 2, nullptr, out + off, bytes, 0);
       }
     }
   }
