@@ -79,8 +79,8 @@ __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* co
   const size_t chunk = comm.layout.slotBytes / red.elemBytes() * red.elemBytes();
   for (size_t off = 0; off < bytes; off += chunk) {
     const size_t len = bytes - off < chunk ? bytes - off : chunk;
-    const void* s[8];
-    void* d[8];
+    const void* s[8] = {};
+    void* d[8] = {};
     int used = 0;
     for (bool first = true; used < nSrcs; first = false) {
       int k = 0;
@@ -156,7 +156,7 @@ FERRY_DEVICE_NOINLINE __device__ void directCopyWork(const DevComm& comm, const 
   const size_t off = part.off * es, len = part.len * es, blk = w.count * es;
   if (len > 0 && w.kind == WorkKind::kAllGather) {
     const uint8_t* src = p.send[r] + off;
-    void* d[8];
+    void* d[8] = {};
     int k = 0;
     for (int q = 0; q < n; ++q) {
       uint8_t* to = p.recv[q] + blk * r + off;

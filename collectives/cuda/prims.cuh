@@ -197,8 +197,8 @@ struct Red {
       kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
       return;
     }
-    const T* s[8];
-    T* d[8];
+    const T* s[8] = {};
+    T* d[8] = {};
     for (int i = 0; i < nSrcs; ++i) s[i] = static_cast<const T*>(srcs[i]);
     for (int i = 0; i < nDsts; ++i) d[i] = static_cast<T*>(dsts[i]);
     kernels::cuda::reduceCopy<T, Op>(nSrcs, s, nDsts, d, bytes / sizeof(T), divisor);
@@ -255,8 +255,8 @@ struct Prims<DevProto::kSimple> {
 
   template <class R>
   FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
-    const void* srcs[2];
-    void* dsts[2];
+    const void* srcs[2] = {nullptr, nullptr};
+    void* dsts[2] = {nullptr, nullptr};
     int ns = 0, nd = 0;
     if (doRecv) srcs[ns++] = rcv.wait();
     if (own != nullptr) srcs[ns++] = own;
