@@ -3,6 +3,7 @@
 // registration only records the buffer (registrations.hpp).
 #include <cstdlib>
 
+#include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
@@ -34,6 +35,16 @@ extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   return entry(fn, [&]() -> Status {
     if (ptr == nullptr) return argError(fn, "ptr is NULL (it receives the allocation)");
     *ptr = nullptr;
+    // With a GPU, NCCL's contract: device memory on the current device (what callers then pass as
+    // device buffers). Without one, page-aligned host memory (ferry's host extension).
+    if (ferry::cuda::deviceCount() > 0) {
+      auto device = ferry::cuda::currentDevice(ferry::cuda::Where{});
+      FERRY_TRY(device);
+      auto mem = ferry::cuda::deviceAlloc(size > 0 ? size : 1, ferry::cuda::Where{-1, *device});
+      FERRY_TRY(mem);
+      *ptr = *mem;
+      return Status::ok();
+    }
     void* p = nullptr;
     int err = posix_memalign(&p, kPageBytes, size > 0 ? size : 1);
     if (err != 0) {
@@ -48,6 +59,10 @@ FERRY_NCCL_ALIAS(ncclMemAlloc)
 
 extern "C" ncclResult_t pncclMemFree(void* ptr) {
   return entry("ncclMemFree", [&]() -> Status {
+    if (ptr != nullptr && ferry::cuda::pointerKind(ptr) == ferry::cuda::MemKind::kDevice) {
+      ferry::cuda::deviceFree(ptr);
+      return Status::ok();
+    }
     std::free(ptr);
     return Status::ok();
   });
