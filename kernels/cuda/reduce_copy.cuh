@@ -283,6 +283,13 @@ __device__ __forceinline__ void combineScalar(int nSrcs, const T* const* srcs, i
 
 /// Vectors each thread keeps in flight per source in reduceCopy's body.
 inline constexpr int kReduceCopyUnroll = 4;
+/// The same for one element type. float16 and float8 convert every lane with a dozen integer
+/// operations (16 lanes per vector for float8), so unrolling them four times made each of their
+/// instantiations tens of thousands of PTX lines and the collective kernel's ptxas run several
+/// minutes; they keep fewer vectors in flight (their reductions are rarer than float32/bfloat16).
+template <typename T>
+inline constexpr int kReduceCopyUnrollFor =
+    std::is_same_v<T, Float8e4m3> || std::is_same_v<T, Float8e5m2> ? 1 : std::is_same_v<T, Float16> ? 2 : kReduceCopyUnroll;
 
 /// Block-cooperative reduce-copy (see the top of the file). Every thread of the block calls it
 /// with the same arguments. srcs and dsts may alias exactly. nSrcs in [1, kMaxReduceSrcs], nDsts in
@@ -325,9 +332,11 @@ __device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const*
   const size_t nVec = (count - head) / kVecElems;
   const size_t stride = blockDim.x;
   size_t v = threadIdx.x;
-  for (; v + (kReduceCopyUnroll - 1) * stride < nVec; v += kReduceCopyUnroll * stride) {
-    rc_detail::combineWords<T, Op, uint4, kReduceCopyUnroll>(nSrcs, alignedSrcs, nDsts, alignedDsts, v, stride,
-                                                             divisor);
+  constexpr int kUnroll = kReduceCopyUnrollFor<T>;
+  if constexpr (kUnroll > 1) {
+    for (; v + (kUnroll - 1) * stride < nVec; v += kUnroll * stride) {
+      rc_detail::combineWords<T, Op, uint4, kUnroll>(nSrcs, alignedSrcs, nDsts, alignedDsts, v, stride, divisor);
+    }
   }
   // Phase 3: remaining vectors, then the scalar tail.
   for (; v < nVec; v += stride) {
@@ -336,13 +345,44 @@ __device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const*
   rc_detail::combineScalar<T, Op>(nSrcs, srcs, nDsts, dsts, head + nVec * kVecElems, count, divisor);
 }
 
-/// Block-cooperative copy of `bytes` bytes from src to every dst (16-byte vectors when the pointers
-/// share their alignment). dsts may include src itself.
+/// Block-cooperative copy of `bytes` bytes from src to every dst (16-byte vectors, kReduceCopyUnroll
+/// in flight per thread, when the pointers share their offset modulo 16; bytes otherwise). dsts may
+/// include src itself. Written apart from reduceCopy<uint8_t>: that one carries the reduction loops
+/// over sources and lanes, and the collective kernel copies at a dozen call sites, which made nvcc's
+/// code (and ptxas's time) several times larger for nothing.
 __device__ inline void copyBytes(int nDsts, void* const* dsts, const void* src, size_t bytes) {
-  const uint8_t* srcs[1] = {static_cast<const uint8_t*>(src)};
-  uint8_t* d[kMaxReduceDsts];
-  for (int j = 0; j < nDsts; ++j) d[j] = static_cast<uint8_t*>(dsts[j]);
-  reduceCopy<uint8_t, OpSum>(1, srcs, nDsts, d, bytes, 0);
+  const auto* s = static_cast<const uint8_t*>(src);
+  const uintptr_t offset = reinterpret_cast<uintptr_t>(s) & 15u;
+  bool common = true;
+  for (int d = 0; d < nDsts; ++d) common = common && (reinterpret_cast<uintptr_t>(dsts[d]) & 15u) == offset;
+  size_t head = common ? (16u - offset) & 15u : bytes;
+  if (head > bytes) head = bytes;
+  for (size_t i = threadIdx.x; i < head; i += blockDim.x) {
+    const uint8_t v = s[i];
+    for (int d = 0; d < nDsts; ++d) static_cast<uint8_t*>(dsts[d])[i] = v;
+  }
+  if (head == bytes) return;
+  const size_t nVec = (bytes - head) / 16, stride = blockDim.x;
+  const auto* sv = reinterpret_cast<const uint4*>(s + head);
+  size_t v = threadIdx.x;
+  for (; v + (kReduceCopyUnroll - 1) * stride < nVec; v += kReduceCopyUnroll * stride) {
+    uint4 x[kReduceCopyUnroll];
+FERRY_UNROLL
+    for (int u = 0; u < kReduceCopyUnroll; ++u) x[u] = sv[v + u * stride];
+    for (int d = 0; d < nDsts; ++d) {
+      auto* dv = reinterpret_cast<uint4*>(static_cast<uint8_t*>(dsts[d]) + head);
+FERRY_UNROLL
+      for (int u = 0; u < kReduceCopyUnroll; ++u) dv[v + u * stride] = x[u];
+    }
+  }
+  for (; v < nVec; v += stride) {
+    const uint4 x = sv[v];
+    for (int d = 0; d < nDsts; ++d) reinterpret_cast<uint4*>(static_cast<uint8_t*>(dsts[d]) + head)[v] = x;
+  }
+  for (size_t i = head + nVec * 16 + threadIdx.x; i < bytes; i += blockDim.x) {
+    const uint8_t b = s[i];
+    for (int d = 0; d < nDsts; ++d) static_cast<uint8_t*>(dsts[d])[i] = b;
+  }
 }
 
 // ---- LL packs -------------------------------------------------------------------------------
