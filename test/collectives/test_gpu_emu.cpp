@@ -62,7 +62,7 @@ using Bytes = std::vector<uint8_t, Alloc<uint8_t>>;
 
 const DataType kTypes[] = {DataType::kInt8,   DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
                            DataType::kInt64,  DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
-                           DataType::kFloat64, DataType::kBfloat16};
+                           DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2};
 const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
 struct Variant {
   DevAlgo algo;
@@ -153,7 +153,7 @@ std::mt19937_64& rng() {
 }
 
 /// Values that round (random mantissas) but stay far from overflow: magnitudes in [1/8, 4) for
-/// sums, [1/2, 2) for products (at most 4 factors, so float16 stays finite).
+/// sums, [1/2, 2) for products (at most 4 factors, so float16 and float8 stay finite).
 void fill(DataType t, RedOp op, void* dst, size_t count) {
   auto& g = rng();
   const bool prod = op == RedOp::kProd;
@@ -170,6 +170,16 @@ void fill(DataType t, RedOp op, void* dst, size_t count) {
       case DataType::kBfloat16: {
         const uint16_t v = static_cast<uint16_t>(sign << 15 | (127 + e) << 7 | ((x >> 8) & 0x7F));
         std::memcpy(static_cast<uint8_t*>(dst) + 2 * i, &v, 2);
+        break;
+      }
+      case DataType::kFloat8e4m3: {  // bias 7, 3 mantissa bits
+        const uint8_t v = static_cast<uint8_t>(sign << 7 | (7 + e) << 3 | ((x >> 8) & 0x7));
+        static_cast<uint8_t*>(dst)[i] = v;
+        break;
+      }
+      case DataType::kFloat8e5m2: {  // bias 15, 2 mantissa bits
+        const uint8_t v = static_cast<uint8_t>(sign << 7 | (15 + e) << 2 | ((x >> 8) & 0x3));
+        static_cast<uint8_t*>(dst)[i] = v;
         break;
       }
       case DataType::kFloat32: {
