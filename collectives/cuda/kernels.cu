@@ -41,14 +41,10 @@
 #include <cstdint>
 
 #include "kernels/cuda/simt.hpp"
-#if __has_include("kernels/cuda/reduce_copy.cuh")
 #include "kernels/cuda/reduce_copy.cuh"
 // dtypes.cuh and ring_math.hpp both define FERRY_HOST_DEVICE, differently; dtypes.cuh is fully
 // parsed here, so ring_math.hpp (through dev_comm.hpp) may define its own.
 #undef FERRY_HOST_DEVICE
-#else
-#include "collectives/cuda/reduce_copy_fallback.cuh"
-#endif
 #include "collectives/cuda/dev_comm.hpp"
 #include "collectives/cuda/direct_kernels.cuh"
 #include "collectives/cuda/p2p_kernels.cuh"
