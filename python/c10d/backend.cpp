@@ -1,0 +1,1 @@
+// The c10d backend (in progress).
