@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """gloo-perf: ferry-perf's sweep through PyTorch's torch.distributed "gloo" backend on CPU tensors,
-so that bench/compare can put Gloo next to ferry, Open MPI and MPICH. Same command line (the flags
+so that bench/compare can put Gloo next to ferry, Open MPI and MPICH. With --backend ferry the same
+sweep runs through ferry's c10d backend (bench/torch_compare.py puts the two side by side). Same command line (the flags
 below), sizes, iteration budget, formulas, table and JSON schema (ferry-perf/1) as ferry-perf.
 
   bench/gloo_perf.py --nranks 4 all_reduce -b 8 -e 64M -f 4 -J gloo.json
@@ -12,7 +13,8 @@ joins that job instead. Run it with Debian's /usr/bin/python3 and python3-torch.
 What each collective calls. torch's API is in place for most of them; where NCCL's buffer
 convention needs another buffer, a copy is added and timed, as mpi-perf does where MPI lacks a form:
   all_reduce      dist.all_reduce(recv); out of place recv is first copied from send
-  reduce_scatter  not run: ProcessGroupGloo in torch 1.13 has no reduce_scatter (reported, skipped)
+  reduce_scatter  dist._reduce_scatter_base(recv, send) (ferry only: ProcessGroupGloo in torch 1.13
+                  has no reduce_scatter; reported, skipped); in place recv is rank r's block of send
   all_gather      dist.all_gather into a list of views of recv (in place: send is rank r's block)
   alltoall        dist.all_to_all_single(recv, send); in place, recv is first copied to a scratch
                   buffer that becomes the input
@@ -47,6 +49,7 @@ ROOTED = {"broadcast", "reduce"}
 GATHERED = {"reduce_scatter", "all_gather", "alltoall"}  # counts are per-rank shares
 UNSUPPORTED = {"reduce_scatter": "ProcessGroupGloo in torch 1.13 has no reduce_scatter",
                "sendrecv": "sendrecv is not a torch.distributed collective"}
+GLOO_ONLY_UNSUPPORTED = {"reduce_scatter"}  # ferry's backend has it
 ALL_TYPES = ["int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"]
 TYPE_ALIASES = {"float16": "half", "float32": "float", "float64": "double", "char": "int8", "int": "int32"}
 OPS = ["sum", "prod", "max", "min", "avg"]
@@ -77,6 +80,8 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("collectives", nargs="+", metavar="COLLECTIVE")
     p.add_argument("--nranks", type=int, default=0, help="start this many ranks on this host")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "ferry"],
+                   help="torch.distributed backend (ferry: its c10d backend, from PYTHONPATH)")
     p.add_argument("-b", "--minbytes", default="32M")
     p.add_argument("-e", "--maxbytes", default="32M")
     p.add_argument("-i", "--stepbytes", default="1M")
@@ -196,7 +201,8 @@ class Bench:
             print(text, flush=True)
 
     def supports(self, coll, typ, op):
-        if coll in UNSUPPORTED or typ not in self.tt:
+        if typ not in self.tt or (coll in UNSUPPORTED and
+                                   not (self.a.backend == "ferry" and coll in GLOO_ONLY_UNSUPPORTED)):
             return False
         return coll not in REDUCES or op in self.rops
 
@@ -208,6 +214,8 @@ class Bench:
             if not in_place:
                 recv.copy_(send)
             dist.all_reduce(recv, op=self.rops[op])
+        elif coll == "reduce_scatter":
+            dist._reduce_scatter_base(recv, send, op=self.rops[op])
         elif coll == "all_gather":
             dist.all_gather([recv[i * param:(i + 1) * param] for i in range(n)],
                             recv[r * param:(r + 1) * param] if in_place else send)
@@ -240,7 +248,10 @@ class Bench:
         """(send, recv) for operation number `index`: nccl-tests' shift walks through the buffers."""
         steps = self.a.max_bytes // total if total else 1
         shift = total * (index % steps) if steps else 0
-        send_count, recv_count, _ = c
+        send_count, recv_count, param = c
+        if in_place and coll == "reduce_scatter":  # NCCL's in place: recv is rank r's block of send
+            send = self.typed(self.recv, typ, send_count, shift)
+            return send, send[self.rank * param:(self.rank + 1) * param]
         recv = self.typed(self.recv, typ, recv_count, shift)
         send = recv if in_place else self.typed(self.send, typ, send_count, shift)
         return send, recv
@@ -294,6 +305,13 @@ class Bench:
             out = self.inputs(coll, typ, op, 0, idx)
             for src in range(1, n):
                 v = self.inputs(coll, typ, op, src, idx)
+                out = (out + v if op == "sum" else out * v if op == "prod" else
+                       torch.maximum(out, v) if op == "max" else torch.minimum(out, v))
+            return out
+        if coll == "reduce_scatter":
+            out = self.inputs(coll, typ, op, 0, r * param + idx)
+            for src in range(1, n):
+                v = self.inputs(coll, typ, op, src, r * param + idx)
                 out = (out + v if op == "sum" else out * v if op == "prod" else
                        torch.maximum(out, v) if op == "max" else torch.minimum(out, v))
             return out
@@ -386,13 +404,16 @@ class Bench:
                 self.print(f"#   wrong elements per rank ({name}): " + " ".join(map(str, m["wrong_per_rank"])))
 
 
-def library_name(torch):
+def library_name(torch, backend):
     """'Gloo (torch 1.13.1)': Debian's package version where dpkg knows it (its torch says 1.13.0a0)."""
     try:
         v = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "python3-torch"], capture_output=True,
                            text=True, check=True).stdout.split("+")[0]
     except (OSError, subprocess.CalledProcessError):
         v = ""
+    if backend == "ferry":
+        import ferry
+        return f"ferry {ferry.__version__} (c10d, torch {v or torch.__version__})"
     return f"Gloo (torch {v or torch.__version__})"
 
 
@@ -446,13 +467,15 @@ def rank_main(a, argv):
     torch.set_num_threads(1)  # one core per rank, as the MPI ranks and ferry's use
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     start = now()
-    dist.init_process_group("gloo", rank=rank, world_size=n,
+    if a.backend == "ferry":
+        import ferry.torch_backend  # noqa: F401  registers "ferry"
+    dist.init_process_group(a.backend, rank=rank, world_size=n,
                             timeout=datetime.timedelta(seconds=a.timeout or 300))
     if not a.root_all and int(a.root) >= n:
         if rank == 0:
             print(f"gloo-perf: -r {a.root} is not a rank: this job has {n} ranks", file=sys.stderr)
         return 2
-    library = library_name(torch)
+    library = library_name(torch, a.backend)
     mine = {"rank": rank, "group": 0, "pid": os.getpid(), "hostname": socket.gethostname().split(".")[0],
             "device": "cpu", "device_info": cpu_model()}
     devices = [None] * n

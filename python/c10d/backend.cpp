@@ -9,6 +9,16 @@
 #include <numeric>
 #include <string>
 
+// A CUDA tensor's call is issued on its stream (backend_cuda.cpp); without CUDA there are none.
+#if FERRY_TORCH_CUDA
+#define FERRY_IF_CUDA(tensor, ...) \
+  if ((tensor).is_cuda()) {        \
+    __VA_ARGS__                    \
+  }
+#else
+#define FERRY_IF_CUDA(tensor, ...)
+#endif
+
 namespace ferry::torch_c10d {
 
 namespace {
@@ -76,49 +86,6 @@ std::vector<int64_t> checkSplits(const CallSite& at, const char* what, const std
 
 }  // namespace
 
-/// Sends and receives waiting to be handed to the progress thread as one Comm::sendRecv batch.
-/// Shared with the Works it holds (they start the batch when waited on), and outlived by them.
-class P2pBatch {
- public:
-  explicit P2pBatch(Comm* comm) : comm_(comm) {}
-
-  void add(const P2pOp& op, at::Tensor keep, c10::intrusive_ptr<FerryWork> work) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ops_.push_back(op);
-    keep_.push_back(std::move(keep));
-    works_.push_back(std::move(work));
-  }
-
-  /// Queue what is batched (nothing when empty).
-  void flush() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (ops_.empty() || comm_ == nullptr) return;
-    auto done = std::make_shared<Completion>(std::move(works_));
-    comm_->enqueue([done, ops = std::move(ops_), keep = std::move(keep_)](Comm& c) {
-      Status st = c.sendRecv(ops);
-      done->complete(st);
-      return st;
-    });
-    ops_.clear();
-    keep_.clear();
-    works_.clear();
-  }
-
-  /// Flush, then forget the communicator (it is being destroyed).
-  void detach() {
-    flush();
-    std::lock_guard<std::mutex> lock(mutex_);
-    comm_ = nullptr;
-  }
-
- private:
-  std::mutex mutex_;
-  Comm* comm_;
-  std::vector<P2pOp> ops_;
-  std::vector<at::Tensor> keep_;  // the tensors' storage stays alive until the batch ran
-  std::vector<c10::intrusive_ptr<FerryWork>> works_;
-};
-
 ProcessGroupFerry::ProcessGroupFerry(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      std::chrono::milliseconds /*timeout: ferry's own deadline is FERRY_TIMEOUT*/)
     : BackendBase(rank, size) {
@@ -137,7 +104,13 @@ ProcessGroupFerry::ProcessGroupFerry(const c10::intrusive_ptr<c10d::Store>& stor
                 "' does not parse: ", parsed.status().toString());
     id = *parsed;
   }
+#if FERRY_TORCH_CUDA
+  // The device torch's current one (torch.cuda.set_device before init_process_group), as NCCL's.
+  const int device = defaultDevice();
+  auto comm = device >= 0 ? Comm::create(id, rank, size, device) : Comm::create(id, rank, size);
+#else
   auto comm = Comm::create(id, rank, size);
+#endif
   TORCH_CHECK(comm.isOk(), "ferry: process group on rank ", rank, " of ", size, ": ", comm.status().toString());
   comm_ = std::move(*comm);
   p2p_ = std::make_shared<P2pBatch>(comm_.get());
@@ -147,7 +120,8 @@ ProcessGroupFerry::~ProcessGroupFerry() {
   p2p_->detach();
   // What is queued still references this group's communicator: let it run (each operation has
   // ferry's deadline), then destroy.
-  comm_->enqueue([](Comm&) { return Status::ok(); })->wait();
+  Status drained = comm_->enqueue([](Comm&) { return Status::ok(); })->wait();
+  (void)drained;  // each operation already reported its own outcome to its Work
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::post(c10d::OpType type, std::vector<at::Tensor> outputs, Body body) {
@@ -170,6 +144,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::broadcast(std::vector<at::Tens
   const int root = checkRoot(at, opts.rootRank, getSize());
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ferry: broadcast on rank ", getRank(), ": rootTensor is ", opts.rootTensor,
                     " (expected 0: one tensor per process)");
+  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::BROADCAST, at, tensors, tensors[0],
+                                                 [b, root](Comm& c, Stream s) {
+                                                   return c.broadcast(b.data, b.data, b.count, b.type, root, s);
+                                                 });)
   return post(c10d::OpType::BROADCAST, tensors,
               [b, root](Comm& c) { return c.broadcast(b.data, b.data, b.count, b.type, root); });
 }
@@ -180,6 +158,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce(std::vector<at::Tens
   TORCH_CHECK_VALUE(!tensors.empty(), "ferry: allreduce on rank ", getRank(), ": tensors is an empty list");
   const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false);
   const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
+  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::ALLREDUCE, at, tensors, tensors[0],
+                                                 [bufs, op](Comm& c, Stream s) {
+                                                   for (const Buffer& b : bufs) {
+                                                     FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op, s));
+                                                   }
+                                                   return Status::ok();
+                                                 });)
   return post(c10d::OpType::ALLREDUCE, tensors, [bufs, op](Comm& c) {
     for (const Buffer& b : bufs) FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op));
     return Status::ok();
@@ -192,6 +177,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce_coalesced(std::vecto
   TORCH_CHECK_VALUE(!tensors.empty(), "ferry: allreduce_coalesced on rank ", getRank(), ": tensors is an empty list");
   const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false);
   const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
+  // CUDA: the all-reduces of one group, fused into one launch.
+  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::ALLREDUCE_COALESCED, at, tensors, tensors[0],
+                                                 [bufs, op](Comm& c, Stream s) {
+                                                   for (const Buffer& b : bufs) {
+                                                     FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op, s));
+                                                   }
+                                                   return Status::ok();
+                                                 });)
   // One all-reduce over the tensors packed end to end (unless they already are).
   return post(c10d::OpType::ALLREDUCE_COALESCED, tensors, [bufs, op](Comm& c) {
     size_t total = 0;
@@ -222,6 +215,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce(std::vector<at::Tensor>
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ferry: reduce on rank ", getRank(), ": rootTensor is ", opts.rootTensor,
                     " (expected 0: one tensor per process)");
   const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
+  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::REDUCE, at, tensors, tensors[0],
+                                                 [b, op, root](Comm& c, Stream s) {
+                                                   return c.reduce(b.data, b.data, b.count, b.type, op, root, s);
+                                                 });)
   return post(c10d::OpType::REDUCE, tensors,
               [b, op, root](Comm& c) { return c.reduce(b.data, b.data, b.count, b.type, op, root); });
 }
@@ -236,6 +233,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allgather(std::vector<std::vec
   const Buffer in = checkTensor(at, "input_tensors[0]", inputs[0]);
   const std::vector<Buffer> outs = checkTensors(at, "output_tensors[0]", outputs[0], inputs[0], true);
   at::Tensor keep = inputs[0];
+  FERRY_IF_CUDA(inputs[0], if (!adjacent(outs) || in.data == outs[0].data) {
+    return cudaAllgatherList(at, outputs[0], inputs[0]);
+  } return issueOnStream(c10d::OpType::ALLGATHER, at, outputs[0], inputs[0], [in, outs](Comm& c, Stream s) {
+    return c.allGather(in.data, outs[0].data, in.count, in.type, s);
+  });)
   return post(c10d::OpType::ALLGATHER, outputs[0], [in, outs, keep](Comm& c) {
     if (adjacent(outs) && in.data != outs[0].data) return c.allGather(in.data, outs[0].data, in.count, in.type);
     const size_t bytes = bytesOf(in);
@@ -257,6 +259,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_allgather_base(at::Tensor& ou
   TORCH_CHECK_VALUE(out.count == in.count * static_cast<size_t>(getSize()), "ferry: _allgather_base on rank ",
                     getRank(), ": output_tensor has ", out.count, " elements (expected ", in.count * getSize(),
                     " = world size ", getSize(), " x the input's ", in.count, ")");
+  FERRY_IF_CUDA(input, return issueOnStream(c10d::OpType::_ALLGATHER_BASE, at, {output, input}, input,
+                                            [in, out](Comm& c, Stream s) {
+                                              return c.allGather(in.data, out.data, in.count, in.type, s);
+                                            });)
   return post(c10d::OpType::_ALLGATHER_BASE, {output, input},
               [in, out](Comm& c) { return c.allGather(in.data, out.data, in.count, in.type); });
 }
@@ -278,15 +284,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::gather(std::vector<std::vector
   } else {
     checkListSize(at, "output_tensors", outputs.size(), 0, "only the root receives");
   }
-  const int rank = getRank();
-  return post(c10d::OpType::GATHER, keep, [in, outs, root, rank](Comm& c) {
-    std::vector<P2pOp> ops;
-    if (rank == root) {
-      for (size_t r = 0; r < outs.size(); ++r) ops.push_back(P2pOp::recv(outs[r].data, in.count, in.type, static_cast<int>(r)));
-    }
-    ops.push_back(P2pOp::send(in.data, in.count, in.type, root));
-    return c.sendRecv(ops);
-  });
+  std::vector<P2pOp> ops;
+  for (size_t r = 0; r < outs.size(); ++r) ops.push_back(P2pOp::recv(outs[r].data, in.count, in.type, static_cast<int>(r)));
+  ops.push_back(P2pOp::send(in.data, in.count, in.type, root));
+  FERRY_IF_CUDA(inputs[0], return cudaSendRecv(c10d::OpType::GATHER, at, keep, inputs[0], ops);)
+  return post(c10d::OpType::GATHER, keep, [ops](Comm& c) { return c.sendRecv(ops); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::scatter(std::vector<at::Tensor>& outputs,
@@ -306,15 +308,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::scatter(std::vector<at::Tensor
   } else {
     checkListSize(at, "input_tensors", inputs.size(), 0, "only the root sends");
   }
-  const int rank = getRank();
-  return post(c10d::OpType::SCATTER, keep, [out, ins, root, rank](Comm& c) {
-    std::vector<P2pOp> ops;
-    if (rank == root) {
-      for (size_t r = 0; r < ins.size(); ++r) ops.push_back(P2pOp::send(ins[r].data, out.count, out.type, static_cast<int>(r)));
-    }
-    ops.push_back(P2pOp::recv(out.data, out.count, out.type, root));
-    return c.sendRecv(ops);
-  });
+  std::vector<P2pOp> ops;
+  for (size_t r = 0; r < ins.size(); ++r) ops.push_back(P2pOp::send(ins[r].data, out.count, out.type, static_cast<int>(r)));
+  ops.push_back(P2pOp::recv(out.data, out.count, out.type, root));
+  FERRY_IF_CUDA(outputs[0], return cudaSendRecv(c10d::OpType::SCATTER, at, keep, outputs[0], ops);)
+  return post(c10d::OpType::SCATTER, keep, [ops](Comm& c) { return c.sendRecv(ops); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -329,6 +327,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at:
   const RedOp op = toRedOp(at, opts.reduceOp, outputs[0].scalar_type());
   std::vector<at::Tensor> keep = inputs[0];
   keep.push_back(outputs[0]);
+  FERRY_IF_CUDA(outputs[0], if (!adjacent(ins)) { return cudaReduceScatterList(at, outputs[0], inputs[0], op); }
+                return issueOnStream(c10d::OpType::REDUCE_SCATTER, at, keep, outputs[0], [out, ins, op](Comm& c, Stream s) {
+                  return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op, s);
+                });)
   return post(c10d::OpType::REDUCE_SCATTER, outputs, [out, ins, op, keep](Comm& c) {
     if (adjacent(ins)) return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op);
     const size_t bytes = bytesOf(out);
@@ -350,6 +352,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_reduce_scatter_base(at::Tenso
                     getRank(), ": input_tensor has ", in.count, " elements (expected ", out.count * getSize(),
                     " = world size ", getSize(), " x the output's ", out.count, ")");
   const RedOp op = toRedOp(at, opts.reduceOp, output.scalar_type());
+  FERRY_IF_CUDA(input, return issueOnStream(c10d::OpType::_REDUCE_SCATTER_BASE, at, {output, input}, input,
+                                            [in, out, op](Comm& c, Stream s) {
+                                              return c.reduceScatter(in.data, out.data, out.count, out.type, op, s);
+                                            });)
   return post(c10d::OpType::_REDUCE_SCATTER_BASE, {output, input},
               [in, out, op](Comm& c) { return c.reduceScatter(in.data, out.data, out.count, out.type, op); });
 }
@@ -369,6 +375,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& outp
                       getRank(), ": input has ", in.count, " and output ", out.count,
                       " elements (expected equal counts, a multiple of the world size ", n, ")");
     const size_t per = in.count / static_cast<size_t>(n);
+    FERRY_IF_CUDA(input, return issueOnStream(c10d::OpType::ALLTOALL_BASE, at, {output, input}, input,
+                                              [in, out, per](Comm& c, Stream s) {
+                                                return c.allToAll(in.data, out.data, per, in.type, s);
+                                              });)
     return post(c10d::OpType::ALLTOALL_BASE, {output, input},
                 [in, out, per](Comm& c) { return c.allToAll(in.data, out.data, per, in.type); });
   }
@@ -393,6 +403,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& outp
     inOff += sendCount;
     outOff += recvCount;
   }
+  FERRY_IF_CUDA(input, return cudaSendRecv(c10d::OpType::ALLTOALL_BASE, at, {output, input}, input, ops);)
   return post(c10d::OpType::ALLTOALL_BASE, {output, input}, [ops](Comm& c) { return c.sendRecv(ops); });
 }
 
@@ -416,6 +427,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall(std::vector<at::Tenso
   }
   std::vector<at::Tensor> keep = outputs;
   keep.insert(keep.end(), inputs.begin(), inputs.end());
+  FERRY_IF_CUDA(inputs[0], return cudaSendRecv(c10d::OpType::ALLTOALL, at, keep, inputs[0], ops);)
   return post(c10d::OpType::ALLTOALL, keep, [ops](Comm& c) { return c.sendRecv(ops); });
 }
 
@@ -423,12 +435,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::postP2p(c10d::OpType type, con
                                                           std::vector<at::Tensor>& tensors, int peer) {
   checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
   const Buffer b = checkTensor(at, "tensors[0]", tensors[0]);
+  const P2pOp op = type == c10d::OpType::SEND ? P2pOp::send(b.data, b.count, b.type, peer)
+                                               : P2pOp::recv(b.data, b.count, b.type, peer);
+#if FERRY_TORCH_CUDA
+  if (tensors[0].is_cuda()) {
+    if (!coalescing_) return cudaSendRecv(type, at, tensors, tensors[0], {op});
+    // Inside batch_isend_irecv: issued together at endCoalescing, whose Works stand for these.
+    coalescedOps_.push_back(op);
+    coalescedKeep_.push_back(tensors[0]);
+    auto work = c10::make_intrusive<FerryWork>(getRank(), type, tensors, nullptr,
+                                              std::vector<c10::Device>{tensors[0].device()});
+    coalescedWorks_.push_back(work);
+    return work;
+  }
+#endif
   std::weak_ptr<P2pBatch> batch = p2p_;
   auto work = c10::make_intrusive<FerryWork>(getRank(), type, tensors, [batch] {
     if (auto b = batch.lock()) b->flush();
   });
-  const P2pOp op = type == c10d::OpType::SEND ? P2pOp::send(b.data, b.count, b.type, peer)
-                                               : P2pOp::recv(b.data, b.count, b.type, peer);
   p2p_->add(op, tensors[0], work);
   return work;
 }
@@ -447,8 +471,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::barrier(const c10d::BarrierOpt
   return post(c10d::OpType::BARRIER, {}, [](Comm& c) { return c.barrier(); });
 }
 
-void ProcessGroupFerry::startCoalescing() {}  // send/recv are batched anyway
+// Host tensors' send/recv are batched anyway; CUDA tensors' wait for the end of the block.
+void ProcessGroupFerry::startCoalescing() {
+#if FERRY_TORCH_CUDA
+  coalescing_ = true;
+#endif
+}
 
-void ProcessGroupFerry::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) { p2p_->flush(); }
+void ProcessGroupFerry::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) {
+  p2p_->flush();
+#if FERRY_TORCH_CUDA
+  coalescing_ = false;
+  if (coalescedOps_.empty()) return;
+  std::vector<P2pOp> ops = std::move(coalescedOps_);
+  std::vector<at::Tensor> keep = std::move(coalescedKeep_);
+  std::vector<c10::intrusive_ptr<FerryWork>> works = std::move(coalescedWorks_);
+  coalescedOps_.clear();
+  coalescedKeep_.clear();
+  coalescedWorks_.clear();
+  (void)reqs;  // this block's CUDA requests are `works`; host ones complete with their batch
+  try {
+    cudaSendRecv(c10d::OpType::SEND, site("batch_isend_irecv"), keep, keep[0], ops);
+  } catch (const std::exception& e) {
+    for (auto& w : works) w->complete(Status(ErrorCode::kRemoteError, e.what()));
+    throw;
+  }
+  // Issued: each request's future records its event on the stream now, after the transfers.
+  for (auto& w : works) w->complete(Status::ok());
+#else
+  (void)reqs;
+#endif
+}
 
 }  // namespace ferry::torch_c10d

@@ -23,12 +23,11 @@
 
 #include "ferry/comm.hpp"
 #include "python/c10d/compat.hpp"
+#include "python/c10d/p2p_batch.hpp"
 #include "python/c10d/tensor_args.hpp"
 #include "python/c10d/work.hpp"
 
 namespace ferry::torch_c10d {
-
-class P2pBatch;
 
 class ProcessGroupFerry final : public BackendBase {
  public:
@@ -88,6 +87,27 @@ class ProcessGroupFerry final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> postP2p(c10d::OpType type, const CallSite& at, std::vector<at::Tensor>& tensors,
                                          int peer);
   CallSite site(const char* fn) const { return {fn, getRank()}; }
+
+#if FERRY_TORCH_CUDA
+  // CUDA tensors (backend_cuda.cpp): issued at once on the tensors' current stream.
+  /// The device this process drives: torch's current CUDA device, or -1 without one.
+  static int defaultDevice();
+  /// Run `issue` inside one ferry group on `sample`'s current stream; the Work is complete at once
+  /// and its future waits for that stream.
+  c10::intrusive_ptr<c10d::Work> issueOnStream(c10d::OpType type, const CallSite& at, std::vector<at::Tensor> outputs,
+                                               const at::Tensor& sample,
+                                               const std::function<Status(Comm&, Stream)>& issue);
+  c10::intrusive_ptr<c10d::Work> cudaAllgatherList(const CallSite& at, std::vector<at::Tensor>& outs,
+                                                   const at::Tensor& in);
+  c10::intrusive_ptr<c10d::Work> cudaReduceScatterList(const CallSite& at, at::Tensor& out,
+                                                       std::vector<at::Tensor>& ins, RedOp op);
+  c10::intrusive_ptr<c10d::Work> cudaSendRecv(c10d::OpType type, const CallSite& at, std::vector<at::Tensor> keep,
+                                              const at::Tensor& sample, const std::vector<P2pOp>& ops);
+  bool coalescing_ = false;                       // inside startCoalescing / endCoalescing
+  std::vector<P2pOp> coalescedOps_;               // CUDA transfers of the open block
+  std::vector<at::Tensor> coalescedKeep_;
+  std::vector<c10::intrusive_ptr<FerryWork>> coalescedWorks_;
+#endif
 
   std::unique_ptr<ferry::Comm> comm_;
   std::shared_ptr<P2pBatch> p2p_;

@@ -22,8 +22,10 @@ namespace ferry::torch_c10d {
 class FerryWork : public c10d::Work {
  public:
   /// `outputs` are the tensors the call writes (the future's value); `start` is called before any
-  /// wait on a Work whose operation may not be queued yet (the lazily batched send/recv).
-  FerryWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::function<void()> start = nullptr);
+  /// wait on a Work whose operation may not be queued yet (the lazily batched send/recv); `devices`
+  /// are the CUDA devices of stream-ordered outputs (the future then records events on them).
+  FerryWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::function<void()> start = nullptr,
+            std::vector<c10::Device> devices = {});
 
   bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout) override;

@@ -1,0 +1,58 @@
+// The c10d backend's batch of host send/recv calls (backend.hpp says when a batch starts).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ferry/comm.hpp"
+#include "python/c10d/work.hpp"
+
+namespace ferry::torch_c10d {
+
+/// Sends and receives waiting to be handed to the progress thread as one Comm::sendRecv batch.
+/// Shared with the Works it holds (they start the batch when waited on), and outlived by them.
+class P2pBatch {
+ public:
+  explicit P2pBatch(Comm* comm) : comm_(comm) {}
+
+  void add(const P2pOp& op, at::Tensor keep, c10::intrusive_ptr<FerryWork> work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ops_.push_back(op);
+    keep_.push_back(std::move(keep));
+    works_.push_back(std::move(work));
+  }
+
+  /// Queue what is batched as one Comm::sendRecv (nothing when empty).
+  void flush() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ops_.empty() || comm_ == nullptr) return;
+    auto done = std::make_shared<Completion>(std::move(works_));
+    comm_->enqueue([done, ops = std::move(ops_), keep = std::move(keep_)](Comm& c) {
+      Status st = c.sendRecv(ops);
+      done->complete(st);
+      return st;
+    });
+    ops_.clear();
+    keep_.clear();
+    works_.clear();
+  }
+
+  /// Flush, then forget the communicator (it is being destroyed).
+  void detach() {
+    flush();
+    std::lock_guard<std::mutex> lock(mutex_);
+    comm_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  Comm* comm_;
+  std::vector<P2pOp> ops_;
+  std::vector<at::Tensor> keep_;  // the tensors' storage stays alive until the batch ran
+  std::vector<c10::intrusive_ptr<FerryWork>> works_;
+};
+
+}  // namespace ferry::torch_c10d
