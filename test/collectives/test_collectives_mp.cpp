@@ -1,6 +1,5 @@
 // Every collective × data type × op × world size {1,2,3,4,8} × count {0,1,7,1023,1048579} ×
 // in-place/out-of-place, on real processes over UCX, compared exactly with closed-form values.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <cstdlib>

@@ -1,6 +1,5 @@
 // Error paths on real processes: ranks that disagree, a rank that dies mid-collective, a sticky
 // error, bad arguments. Each must end in a clear error on every rank well within the deadline.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <signal.h>

@@ -3,7 +3,6 @@
 // communicators' calls, error reporting) and the errors of device requests without CUDA or a GPU.
 // Ranks are threads of this process; values come from the rank so that the expected ones have a
 // closed form (small integers, exact in float32).
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <functional>

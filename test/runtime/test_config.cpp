@@ -1,5 +1,4 @@
 // The knob registry and the log-setting parsers: defaults, FERRY_ over NCCL_ names, rejected values.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <map>

@@ -3,7 +3,6 @@
 // The environment is a map handed to detectLaunch() as its lookup, so no test touches the process
 // environment and each case states exactly the variables it means. Errors are compared as whole
 // messages: the message is the user interface of a broken launch script.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <map>

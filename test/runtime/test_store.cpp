@@ -7,7 +7,6 @@
 // not thread-safe, so rank threads report a message and the main thread asserts. FERRY_TIMEOUT is
 // set to 2 s before ferry first reads its configuration, so that the root's stall limit (a frame
 // that stops making progress) and a detached root's idle limit can be observed within seconds.
-#define CATCH_CONFIG_MAIN
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

@@ -1,6 +1,5 @@
 // The tuner's choices under a fixed host model, FERRY_ALGO / FERRY_PROTO restrictions, and the
 // host model's serialisation (it travels from rank 0 to every rank at init).
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include "runtime/tuner.hpp"

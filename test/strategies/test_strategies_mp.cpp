@@ -2,7 +2,6 @@
 // those of one process trained on the same global batches (relative difference under 1e-5), and
 // the bytes each rank sent and received per step equal the strategy's formula (strategies/cost.hpp),
 // as do the bytes of all ranks together. Each rank prints its numbers; the test prints them all.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <cinttypes>

@@ -2,7 +2,6 @@
 // the optimizers against hand-computed updates, the data generator's determinism, DDP's bucket
 // plan, and the identity data parallelism rests on (the mean of shard gradients is the gradient
 // of the whole batch).
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <cmath>
