@@ -9,8 +9,9 @@
 // Built a second time with FERRY_TEST_ON_GPU=1 against the nvcc build (test_gpu_cuda, suite gpu):
 // the same cases on a real GPU, every rank a stream of one device, every buffer managed memory.
 // It exits 77 (skip) where there is no GPU.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "test/common/catch_runner.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -464,7 +465,7 @@ TEST_CASE("gpu emu: a mixed list, repeated launches", "[gpu-emu]") {
   }
 }
 
-int main(int argc, char** argv) {
+int testMain(int argc, char** argv, RunCatch runCatch) {
 #if FERRY_TEST_ON_GPU
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -472,5 +473,5 @@ int main(int argc, char** argv) {
     return 77;
   }
 #endif
-  return Catch::Session().run(argc, argv);
+  return runCatch(argc, argv);
 }

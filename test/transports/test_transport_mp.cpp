@@ -6,8 +6,9 @@
 // cancel, close, a peer that dies); conformance.cpp the shared checks. Checks a transport does not
 // claim in its capabilities are skipped with a warning. FERRY_TEST_VERBOSE=1 prints every rank's
 // output, passing or not.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
+
+#include "test/common/catch_runner.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -373,7 +374,7 @@ TEST_CASE("hundreds of concurrent requests to and from every peer, in a shuffled
   }
 }
 
-int main(int argc, char** argv) {
+int testMain(int argc, char** argv, RunCatch runCatch) {
   // `--transport NAME` (or FERRY_TEST_TRANSPORT) picks the transport; the rest goes to Catch.
   std::vector<char*> rest;
   std::string name;
@@ -402,5 +403,5 @@ int main(int argc, char** argv) {
   }
   std::printf("transport %s (name() \"%s\"): zeroCopy %d, deviceMemory %d, detectsPeerDeath %d\n", name.c_str(),
               probe.name.c_str(), probe.caps.zeroCopy, probe.caps.deviceMemory, probe.caps.detectsPeerDeath);
-  return Catch::Session().run(static_cast<int>(rest.size()), rest.data());
+  return runCatch(static_cast<int>(rest.size()), rest.data());
 }
