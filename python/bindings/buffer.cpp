@@ -43,13 +43,13 @@ std::string nameOfFormat(const char* format, Py_ssize_t itemsize) {
     f.erase(0, 1);
   }
   std::string name;
+  if (f.size() == 2 && f[0] == 'Z') return "complex" + bits;  // "Zf", "Zd": complex pairs
   if (f.size() != 1) return "format '" + std::string(format) + "'";
   switch (f[0]) {
     case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': name = "int" + bits; break;
     case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': name = "uint" + bits; break;
     case 'e': case 'f': case 'd': case 'g': name = "float" + bits; break;
     case '?': name = "bool"; break;
-    case 'Z': name = "complex" + bits; break;
     default: return "format '" + std::string(format) + "'";
   }
   // One-byte types have no byte order.
