@@ -39,13 +39,18 @@ class HostBuffer {
   /// ferry.InvalidArgumentError (layout, dtype, device, read-only) or TypeError (not an array).
   static HostBuffer borrow(pybind11::handle obj, const ArgRef& arg, bool writable);
 
+  /// Move-only: the export is released once, by the last owner.
   HostBuffer(HostBuffer&&) noexcept = default;
   HostBuffer& operator=(HostBuffer&&) noexcept = default;
   ~HostBuffer() = default;
 
+  /// The first element (may be null when count() is 0).
   void* data() const { return data_; }
+  /// Elements, all dimensions together.
   size_t count() const { return count_; }
+  /// The element type, one ferry reduces.
   DataType type() const { return type_; }
+  /// count() in bytes.
   size_t bytes() const { return count_ * dataTypeSize(type_); }
   /// The element `i` elements in, as a byte pointer.
   char* at(size_t i) const { return static_cast<char*>(data_) + i * dataTypeSize(type_); }

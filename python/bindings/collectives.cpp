@@ -18,6 +18,7 @@ namespace ferry::bindings {
 namespace py = pybind11;
 namespace {
 
+// `op` as a ferry.RedOp or its name ("sum"); anything else names the argument in the error.
 RedOp parseOp(py::handle op, const ArgRef& arg) {
   if (py::isinstance<RedOp>(op)) return op.cast<RedOp>();
   if (py::isinstance<py::str>(op)) {
@@ -31,6 +32,7 @@ RedOp parseOp(py::handle op, const ArgRef& arg) {
                                    "; expected a string ('sum', 'prod', 'max', 'min', 'avg') or a ferry.RedOp"));
 }
 
+// The C++ API takes one DataType per call, so both arrays must hold it.
 void checkSameType(const HostBuffer& b, const ArgRef& arg, const HostBuffer& ref, const char* refName) {
   if (b.type() != ref.type()) {
     raiseArg(arg, "has dtype " + std::string(dataTypeName(b.type())) + "; expected " + dataTypeName(ref.type()) +
@@ -77,6 +79,7 @@ py::object slotView(py::handle obj, const ArgRef& arg, size_t start, size_t coun
   return flat[py::slice(static_cast<py::ssize_t>(start), static_cast<py::ssize_t>(start + count), 1)];
 }
 
+// The buffers a call borrowed, handed to runOp (dropped after the call, or kept by the Work).
 std::vector<HostBuffer> keep(HostBuffer a) {
   std::vector<HostBuffer> v;
   v.push_back(std::move(a));
@@ -90,6 +93,9 @@ std::vector<HostBuffer> keep(HostBuffer a, HostBuffer b) {
   return v;
 }
 
+// Each collective below: the in-place form first (one buffer, written), then the out-of-place
+// form (send read-only, recv written, checked against send). The lambdas capture raw pointers and
+// counts only; the HostBuffers that own the memory travel separately to runOp.
 py::object allReduce(PyComm& self, py::handle send, py::handle recv, py::handle opObj, bool asyncOp) {
   const char* fn = "all_reduce";
   auto c = self.get(fn);
@@ -116,6 +122,7 @@ py::object allReduce(PyComm& self, py::handle send, py::handle recv, py::handle 
                [=](Comm& comm) { return comm.allReduce(sp, rp, n, t, op); });
 }
 
+// In place (recv None) the C++ API wants recv == send + rank * n: this rank's block of send.
 py::object reduceScatter(PyComm& self, py::handle send, py::handle recv, py::handle opObj, bool asyncOp) {
   const char* fn = "reduce_scatter";
   auto c = self.get(fn);
@@ -146,6 +153,7 @@ py::object reduceScatter(PyComm& self, py::handle send, py::handle recv, py::han
                [=](Comm& comm) { return comm.reduceScatter(sp, rp, n, t, op); });
 }
 
+// In place (send None) the C++ API wants send == recv + rank * n: this rank's block of recv.
 py::object allGather(PyComm& self, py::handle send, py::handle recv, bool asyncOp) {
   const char* fn = "all_gather";
   auto c = self.get(fn);
@@ -203,6 +211,7 @@ py::object allToAll(PyComm& self, py::handle send, py::handle recv, bool asyncOp
                [=](Comm& comm) { return comm.allToAll(sp, rp, n, t); });
 }
 
+// A root out of range is left to the C++ API, which checks it before any communication.
 py::object broadcast(PyComm& self, py::handle buf, int root, py::handle recv, bool asyncOp) {
   const char* fn = "broadcast";
   auto c = self.get(fn);
@@ -310,6 +319,7 @@ py::object sendRecv(PyComm& self, py::sequence sends, py::sequence recvs, bool a
   return runOp(c, asyncOp, std::move(buffers), py::none(), [ops](Comm& comm) { return comm.sendRecv(ops); });
 }
 
+// Moves no data: nothing to borrow.
 py::object barrier(PyComm& self, bool asyncOp) {
   return runOp(self.get("barrier"), asyncOp, {}, py::none(), [](Comm& comm) { return comm.barrier(); });
 }

@@ -10,6 +10,7 @@ namespace ferry::bindings {
 namespace py = pybind11;
 namespace {
 
+// A communicator that Comm::create / fromEnv made, or their error raised.
 PyComm created(Result<std::unique_ptr<Comm>> result) { return PyComm(unwrap(std::move(result))); }
 
 std::string hexId(uint64_t id) {
@@ -18,6 +19,7 @@ std::string hexId(uint64_t id) {
   return buf;
 }
 
+// UniqueId travels between processes as hex (an environment variable), bytes or a pickle.
 void registerUniqueId(py::module_& m) {
   py::class_<UniqueId>(m, "UniqueId",
                        "The rendezvous of one job (ncclUniqueId): where the root listens and the job secret. One "
@@ -69,6 +71,9 @@ void PyComm::close() {
   last.reset();
 }
 
+// The one place where bindings call into a communicator's collectives. The sync path holds `comm`
+// (a shared_ptr copy) and `buffers` across the call, so neither close() nor the caller's other
+// threads can free what ferry is using; both are released with the GIL held again.
 py::object runOp(const std::shared_ptr<Comm>& comm, bool asyncOp, std::vector<HostBuffer> buffers,
                  py::object result, std::function<Status(Comm&)> op) {
   if (asyncOp) {
@@ -93,6 +98,7 @@ void registerComm(py::module_& m) {
   registerUniqueId(m);
   m.attr("SPLIT_NOCOLOR") = kSplitNoColor;
 
+  // Every call that can block (rendezvous, split, abort, close, collectives) releases the GIL.
   py::class_<PyComm> cls(m, "Comm",
                          "One rank's handle on a group of ranks. Every collective is called by every rank with "
                          "matching arguments and returns when this rank's part is done. Close it with close() or "
