@@ -313,6 +313,24 @@ def check_errors(comm, lib, c):
              f"expected {3 * W}", what="reduce_scatter send size")
 
 
+def check_peer_death(comm, lib, c):
+    """The last rank exits without a word: the others' next call raises RemoteError naming it, and the
+    error is sticky (later calls, Comm.error(), queued Work). Leaves the communicator failed."""
+    import os
+    import ferry
+    W, r = comm.size, comm.rank
+    comm.barrier()
+    if r == W - 1:
+        c.report()
+        os._exit(0)  # exit code 0: ferryrun lets the others run on
+    x = lib.full(10, lib.types[-1])
+    c.raises(ferry.RemoteError, lambda: comm.all_reduce(x), f"rank {W - 1}", "died", what="a peer that exited")
+    c.raises(ferry.RemoteError, comm.barrier, f"rank {W - 1}", what="the sticky error")
+    c.true(isinstance(comm.error(), ferry.RemoteError), f"Comm.error() after a peer died: {comm.error()!r}")
+    work = comm.all_reduce(x, async_op=True)
+    c.raises(ferry.RemoteError, work.wait, f"rank {W - 1}", what="Work.wait after a peer died")
+
+
 def main():
     libname = sys.argv[1] if len(sys.argv) > 1 else "numpy"
     if libname == "torch":
@@ -340,7 +358,7 @@ def main():
         check_async(comm, lib, c)
         check_split(comm, lib, c)
         check_errors(comm, lib, c)
-        comm.barrier()
+        check_peer_death(comm, lib, c)  # last: the communicator is failed afterwards
     c.report()
 
 
