@@ -311,6 +311,14 @@ def check_errors(comm, lib, c):
     c.raises(ferry.InvalidArgumentError,
              lambda: comm.reduce_scatter(lib.full(2 * W, dtype), lib.full(3, dtype)), "argument 'send'",
              f"expected {3 * W}", what="reduce_scatter send size")
+    # Ranks that disagree on the count: MismatchError on every rank, on a communicator of their own
+    # since the error is sticky.
+    with comm.split(0) as sub:
+        e = c.raises(ferry.MismatchError, lambda: sub.all_reduce(lib.full(4 + r, dtype)), f"rank {r}", "mismatch",
+                     what="all_reduce with a count that differs between ranks")
+        c.true(e.code == ferry.ErrorCode.MISMATCH and isinstance(sub.error(), ferry.MismatchError),
+               "a mismatch is not sticky on its communicator")
+    comm.barrier()  # the parent is unaffected
 
 
 def check_peer_death(comm, lib, c):
