@@ -96,7 +96,7 @@ std::vector<HostBuffer> keep(HostBuffer a, HostBuffer b) {
 // Each collective below: the in-place form first (one buffer, written), then the out-of-place
 // form (send read-only, recv written, checked against send). The lambdas capture raw pointers and
 // counts only; the HostBuffers that own the memory travel separately to runOp.
-py::object allReduce(PyComm& self, py::handle send, py::handle recv, py::handle opObj, bool asyncOp) {
+py::object allReduce(PyComm& self, py::object send, py::object recv, py::object opObj, bool asyncOp) {
   const char* fn = "all_reduce";
   auto c = self.get(fn);
   ArgRef sendArg{fn, "send", c->rank()}, recvArg{fn, "recv", c->rank()};
@@ -123,7 +123,7 @@ py::object allReduce(PyComm& self, py::handle send, py::handle recv, py::handle 
 }
 
 // In place (recv None) the C++ API wants recv == send + rank * n: this rank's block of send.
-py::object reduceScatter(PyComm& self, py::handle send, py::handle recv, py::handle opObj, bool asyncOp) {
+py::object reduceScatter(PyComm& self, py::object send, py::object recv, py::object opObj, bool asyncOp) {
   const char* fn = "reduce_scatter";
   auto c = self.get(fn);
   const int rank = c->rank(), size = c->size();
@@ -154,7 +154,7 @@ py::object reduceScatter(PyComm& self, py::handle send, py::handle recv, py::han
 }
 
 // In place (send None) the C++ API wants send == recv + rank * n: this rank's block of recv.
-py::object allGather(PyComm& self, py::handle send, py::handle recv, bool asyncOp) {
+py::object allGather(PyComm& self, py::object send, py::object recv, bool asyncOp) {
   const char* fn = "all_gather";
   auto c = self.get(fn);
   const int rank = c->rank(), size = c->size();
@@ -185,7 +185,7 @@ py::object allGather(PyComm& self, py::handle send, py::handle recv, bool asyncO
                [=](Comm& comm) { return comm.allGather(sp, rp, n, t); });
 }
 
-py::object allToAll(PyComm& self, py::handle send, py::handle recv, bool asyncOp) {
+py::object allToAll(PyComm& self, py::object send, py::object recv, bool asyncOp) {
   const char* fn = "all_to_all";
   auto c = self.get(fn);
   const int rank = c->rank(), size = c->size();
@@ -212,7 +212,7 @@ py::object allToAll(PyComm& self, py::handle send, py::handle recv, bool asyncOp
 }
 
 // A root out of range is left to the C++ API, which checks it before any communication.
-py::object broadcast(PyComm& self, py::handle buf, int root, py::handle recv, bool asyncOp) {
+py::object broadcast(PyComm& self, py::object buf, int root, py::object recv, bool asyncOp) {
   const char* fn = "broadcast";
   auto c = self.get(fn);
   const int rank = c->rank();
@@ -243,7 +243,7 @@ py::object broadcast(PyComm& self, py::handle buf, int root, py::handle recv, bo
                [=](Comm& comm) { return comm.broadcast(sp, rp, n, t, root); });
 }
 
-py::object reduce(PyComm& self, py::handle send, py::handle recv, py::handle opObj, int root, bool asyncOp) {
+py::object reduce(PyComm& self, py::object send, py::object recv, py::object opObj, int root, bool asyncOp) {
   const char* fn = "reduce";
   auto c = self.get(fn);
   const int rank = c->rank();
@@ -273,7 +273,7 @@ py::object reduce(PyComm& self, py::handle send, py::handle recv, py::handle opO
                [=](Comm& comm) { return comm.reduce(sp, rp, n, t, op, root); });
 }
 
-py::object send(PyComm& self, py::handle buf, int peer, bool asyncOp) {
+py::object send(PyComm& self, py::object buf, int peer, bool asyncOp) {
   auto c = self.get("send");
   HostBuffer b = HostBuffer::borrow(buf, {"send", "buf", c->rank()}, false);
   const void* p = b.data();
@@ -282,7 +282,7 @@ py::object send(PyComm& self, py::handle buf, int peer, bool asyncOp) {
   return runOp(c, asyncOp, keep(std::move(b)), py::none(), [=](Comm& comm) { return comm.send(p, n, t, peer); });
 }
 
-py::object recv(PyComm& self, py::handle buf, int peer, bool asyncOp) {
+py::object recv(PyComm& self, py::object buf, int peer, bool asyncOp) {
   auto c = self.get("recv");
   HostBuffer b = HostBuffer::borrow(buf, {"recv", "buf", c->rank()}, true);
   void* p = b.data();
