@@ -9,7 +9,7 @@ Two entry points (docs/PYTHON.md):
 """
 import sys as _sys
 
-from ferry._ferry import *  # noqa: F401,F403  (the bindings: Comm, DataType, RedOp, Error, ...)
+from ferry._ferry import *  # noqa: F401,F403  (the bindings: Comm, UniqueId, RedOp, Work, Error, ...)
 from ferry import _ferry
 
 __version__ = _ferry.__version__
