@@ -15,6 +15,10 @@ from ferry import _ferry
 __version__ = _ferry.__version__
 
 # The c10d backend is registered when torch is already loaded, so that `import ferry` alone does
-# not pay for importing torch.
+# not pay for importing torch. Where it was not built (no libtorch-dev at build time) the bindings
+# still import; `import ferry.torch_backend` then says why the backend is missing.
 if "torch" in _sys.modules:
-    from ferry import torch_backend as _torch_backend  # noqa: F401
+    try:
+        from ferry import torch_backend as _torch_backend  # noqa: F401
+    except ImportError:
+        pass
