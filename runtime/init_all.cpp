@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ferry/comm.hpp"
+#include "runtime/cuda/cuda_api.hpp"
 
 namespace ferry {
 
@@ -18,6 +19,14 @@ Result<std::vector<std::unique_ptr<Comm>>> Comm::initAll(const std::vector<int>&
       return makeError(ErrorCode::kInvalidArgument,
                        "Comm::initAll: devices[%d] = %d is invalid (expected a CUDA device >= 0, or -1 for a host-only "
                        "rank)",
+                       i, devices[i]);
+    }
+    // Refused before any rank joins: one rank failing alone would leave the others waiting for it
+    // in the rendezvous until the deadline.
+    if (devices[i] >= 0 && !cuda::built()) {
+      return makeError(ErrorCode::kInvalidUsage,
+                       "Comm::initAll: devices[%d] = %d was requested but ferry was built without CUDA (reconfigure "
+                       "with nvcc on PATH, -Dcuda=enabled)",
                        i, devices[i]);
     }
   }
