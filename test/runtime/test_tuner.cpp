@@ -18,6 +18,7 @@ HostModel model(int cores) {
   m.syncSpin = 0.2e-6;
   m.syncSleep = 10e-6;
   m.copyBw = 16e9;
+  m.copyBwCache = 40e9;
   m.reduceBw = 12e9;
   m.cmaBw = 14e9;
   m.cmaCall = 1e-6;
