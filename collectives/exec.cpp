@@ -28,14 +28,13 @@ void* Scratch::get(size_t bytes) {
 
 Scratch::~Scratch() { std::free(data_); }
 
-Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, Deadline deadline)
+Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
     : ctx_(ctx),
       desc_(desc),
       seq_(seq),
       tagClass_(tagClass),
       tag_(makeTag(tagClass, seq, fingerprint(desc))),
-      deadline_(deadline),
-      start_(Clock::now()),
+      timeout_(timeoutSeconds),
       requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
@@ -43,9 +42,17 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
     t->count.store(desc.count, std::memory_order_relaxed);
     t->phase.store("", std::memory_order_relaxed);
     t->peer.store(-1, std::memory_order_relaxed);
-    t->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
+    t->startNs.store(0, std::memory_order_relaxed);  // set by startClock()
     t->active.store(true, std::memory_order_release);
   }
+}
+
+void Exec::startClock() {
+  if (clockStarted_) return;
+  clockStarted_ = true;
+  start_ = Clock::now();
+  deadline_ = Deadline::after(timeout_);
+  if (ctx_.trace != nullptr) ctx_.trace->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 Exec::~Exec() {
@@ -186,6 +193,8 @@ Status Exec::claimSlots(uint64_t depth) {
 }
 
 Status Exec::awaitCounter(int peer, uint64_t target) {
+  if (ctx_.arena->posted(peer) >= target) return Status::ok();
+  startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
   Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
     // A peer that runs another call first: it is the root cause, and that peer may already have
@@ -259,6 +268,7 @@ Status Exec::checkReceive(Request* req) {
 }
 
 Status Exec::wait(Request* req) {
+  startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(req->peer, std::memory_order_relaxed);
   Backoff backoff;
   Clock::time_point nextCheck = Clock::now();

@@ -92,7 +92,7 @@ struct Comm::Impl {
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
-    coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
+    coll::Exec ex(ctx, desc, s, cls, config().timeout);
     Status st;
     if (cls == coll::TagClass::kCollective) {
       Plan p = plan(desc);
