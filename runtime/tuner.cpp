@@ -123,8 +123,9 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
   const double f = over ? static_cast<double>(in_.ranksOnHost) / m.cores : 1.0;  // work sharing a core
   const double S = over ? m.syncSleep : m.syncSpin;
   const double c = 1.0 / m.copyBw, g = 1.0 / m.reduceBw, k = 1.0 / m.cmaBw;
-  // Copying b bytes: a buffer of up to one chunk stays in the L2 (small messages, mailboxes
-  // reused call after call); larger ones stream through memory.
+  // Copying b bytes this rank wrote or will read again itself: up to one chunk it stays in the L2
+  // (small messages, mailboxes reused call after call); larger ones stream through memory. Bytes
+  // another core wrote arrive at about the memory rate either way (c).
   const double cc = m.copyBwCache > 0 ? 1.0 / m.copyBwCache : c;
   auto copy = [&](double b) { return b * (b <= static_cast<double>(chunk_) ? cc : c); };
   const double mb = static_cast<double>(in_.mailboxBytes);
@@ -159,12 +160,12 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kAllGather:
-      add(Algorithm::kDirect, Protocol::kShm, shm && B <= mb, S + f * n * copy(B));
+      add(Algorithm::kDirect, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * B * c));
       add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kAllToAll:
-      add(Algorithm::kDirect, Protocol::kShm, shm && n * B <= mb, S + f * 2 * copy(n * B));
+      add(Algorithm::kDirect, Protocol::kShm, shm && n * B <= mb, S + f * (2 * n * B * c));
       add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + B * c));
       add(Algorithm::kPairwise, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
@@ -178,7 +179,7 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       const double work = std::max(2.0, (n + 1) / std::min<double>(n, m.cores));
       const double steps = std::max(1.0, std::ceil(B / kb));
       add(Algorithm::kDirect, Protocol::kShm, shm,
-          B <= kb ? S + f * 2 * copy(B) : (1 + steps * (over ? 1 : 0.5)) * S + work * B * c + kb * c);
+          B <= kb ? S + f * (copy(B) + B * c) : (1 + steps * (over ? 1 : 0.5)) * S + work * B * c + kb * c);
       // Single-copy reads of the root's buffer; the root waits until every reader is done. Readers
       // of one process's pages contend in the kernel (4 ranks on this 2-core host, 1 MiB: three
       // readers together read 3.2 GB/s, one alone 4.3 GB/s): their reads add up.
