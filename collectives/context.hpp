@@ -67,6 +67,10 @@ struct Context {
   /// peer running something else is named within milliseconds whatever algorithm either runs.
   transport::Arena* arena = nullptr;
   size_t chunkBytes = 256 * 1024;  ///< single-host algorithms: bytes per read-and-reduce chunk
+  /// Lower bounds of each rank's arena counter (counters only grow): a wait this already
+  /// satisfies reads nothing from shared memory. A reader trailing a broadcast root, or a root
+  /// whose readers are far enough along, then takes no cache miss on those counters.
+  std::vector<uint64_t> seen;
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };

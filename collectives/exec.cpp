@@ -185,15 +185,16 @@ Status Exec::await(int peer, int phase) {
 Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
   const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
-  for (int i = 1; i < ctx_.size; ++i) {
-    int p = (ctx_.rank + i) % ctx_.size;
-    if (ctx_.arena->posted(p) < target) FERRY_TRY(awaitCounter(p, target));
-  }
+  for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitCounter((ctx_.rank + i) % ctx_.size, target));
   return Status::ok();
 }
 
 Status Exec::awaitCounter(int peer, uint64_t target) {
-  if (ctx_.arena->posted(peer) >= target) return Status::ok();
+  if (ctx_.seen.size() != static_cast<size_t>(ctx_.size)) ctx_.seen.assign(static_cast<size_t>(ctx_.size), 0);
+  uint64_t& seen = ctx_.seen[static_cast<size_t>(peer)];
+  if (seen >= target) return Status::ok();
+  seen = ctx_.arena->posted(peer);
+  if (seen >= target) return Status::ok();
   startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
   Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
@@ -227,6 +228,7 @@ Status Exec::awaitCounter(int peer, uint64_t target) {
     }
     return failure(peer, false, st);
   }
+  seen = target;
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
   return Status::ok();
 }
