@@ -498,7 +498,8 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
 }
 
 // Reduce to root.
-//   oneshot/shm: every rank copies its input to its mailbox and returns; the root reduces them all.
+//   oneshot/shm: every rank copies its input to its mailbox (or, up to ringSlotBytes(), its ring
+//     slot) and returns; the root reduces them all.
 // Otherwise rank r reduces segment r (as in all-reduce) and the root collects the segments.
 //   direct/shm: inputs in the mailboxes, mailbox = [input | reduced segment]; the root copies
 //     every segment once its owner posted 2.
@@ -512,16 +513,20 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
   if (plan.algorithm == Algorithm::kOneShot) {
     // Every rank leaves its input in its mailbox and goes on; the root waits for all and reduces
-    // the whole vector. No rank but the root waits for anyone (the mailbox claim keeps the next
-    // writer off it until the root has read it).
+    // the whole vector. No rank but the root waits for anyone (the claim keeps the next writer
+    // off a slot until the root has read it). Inputs that fit a ring slot go through the ring,
+    // so the others may run up to ringDepth() calls ahead of the root, as eager sends would;
+    // through the mailboxes they could run one call ahead.
     announce(ex, plan, in, out);
-    FERRY_TRY(ex.claimMailbox());
-    std::memcpy(ex.slot(r), in, count * es);
+    const bool ring = count * es <= ex.context().arena->ringSlotBytes();
+    auto slotOf = [&](int p) { return ring ? ex.ringSlot(p) : ex.slot(p); };
+    FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());
+    std::memcpy(slotOf(r), in, count * es);
     ex.post(1);
     if (r != root) return Status::ok();
     ex.setPhase("reduce", 0, 1);
     FERRY_TRY(ex.awaitAll(1));
-    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p), 0}; }, static_cast<uint8_t*>(out), count,
+    return reduceFromAll(ex, plan, [&](int p) { return Source{slotOf(p), 0}; }, static_cast<uint8_t*>(out), count,
                          type, op);
   }
   if (plan.protocol == Protocol::kShm) {

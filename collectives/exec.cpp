@@ -28,14 +28,13 @@ void* Scratch::get(size_t bytes) {
 
 Scratch::~Scratch() { std::free(data_); }
 
-Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, Deadline deadline)
+Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
     : ctx_(ctx),
       desc_(desc),
       seq_(seq),
       tagClass_(tagClass),
       tag_(makeTag(tagClass, seq, fingerprint(desc))),
-      deadline_(deadline),
-      start_(Clock::now()),
+      timeout_(timeoutSeconds),
       requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
@@ -43,9 +42,17 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, De
     t->count.store(desc.count, std::memory_order_relaxed);
     t->phase.store("", std::memory_order_relaxed);
     t->peer.store(-1, std::memory_order_relaxed);
-    t->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
+    t->startNs.store(0, std::memory_order_relaxed);  // set by startClock()
     t->active.store(true, std::memory_order_release);
   }
+}
+
+void Exec::startClock() {
+  if (clockStarted_) return;
+  clockStarted_ = true;
+  start_ = Clock::now();
+  deadline_ = Deadline::after(timeout_);
+  if (ctx_.trace != nullptr) ctx_.trace->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 Exec::~Exec() {
@@ -178,19 +185,26 @@ Status Exec::await(int peer, int phase) {
 Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
   const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
-  for (int i = 1; i < ctx_.size; ++i) {
-    int p = (ctx_.rank + i) % ctx_.size;
-    if (ctx_.arena->posted(p) < target) FERRY_TRY(awaitCounter(p, target));
-  }
+  for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitCounter((ctx_.rank + i) % ctx_.size, target));
   return Status::ok();
 }
 
 Status Exec::awaitCounter(int peer, uint64_t target) {
+  if (ctx_.seen.size() != static_cast<size_t>(ctx_.size)) ctx_.seen.assign(static_cast<size_t>(ctx_.size), 0);
+  uint64_t& seen = ctx_.seen[static_cast<size_t>(peer)];
+  if (seen >= target) return Status::ok();
+  seen = ctx_.arena->posted(peer);
+  if (seen >= target) return Status::ok();
+  startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
   Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
+    // A peer that runs another call first: it is the root cause, and that peer may already have
+    // failed and exited (a broadcast reader that met the root's mismatching header does at once),
+    // its header still in shared memory while the liveness check would only say it died.
+    FERRY_TRY(checkPeerCall(peer));
     if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
     if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
-    return checkPeerCall(peer);
+    return Status::ok();
   });
   if (!st.isOk()) {
     if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
@@ -214,6 +228,7 @@ Status Exec::awaitCounter(int peer, uint64_t target) {
     }
     return failure(peer, false, st);
   }
+  seen = target;
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
   return Status::ok();
 }
@@ -255,6 +270,7 @@ Status Exec::checkReceive(Request* req) {
 }
 
 Status Exec::wait(Request* req) {
+  startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(req->peer, std::memory_order_relaxed);
   Backoff backoff;
   Clock::time_point nextCheck = Clock::now();

@@ -92,7 +92,7 @@ struct Comm::Impl {
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
-    coll::Exec ex(ctx, desc, s, cls, Deadline::after(config().timeout));
+    coll::Exec ex(ctx, desc, s, cls, config().timeout);
     Status st;
     if (cls == coll::TagClass::kCollective) {
       Plan p = plan(desc);
@@ -307,7 +307,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     ti.ranksOnHost = size;
   } else {
     ti.model.cores = cores;
-    ti.model.copyBw = ti.model.reduceBw = ti.model.cmaBw = 1e9;
+    ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.cmaBw = 1e9;
   }
   auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
   FERRY_TRY(tuner);

@@ -19,9 +19,10 @@ struct HostModel {
   double syncSpin = 0;   ///< seconds for a flag store to be seen by a spinning peer on another core
   double syncSleep = 0;  ///< seconds for a flag store to wake a peer sleeping in the kernel
   double copyBw = 0;     ///< memcpy, bytes per second, buffers larger than the caches
+  double copyBwCache = 0;  ///< memcpy, bytes per second, buffers of one chunk (l2Bytes / 8) that stay in the L2
   double reduceBw = 0;   ///< float32 sum of two inputs into an output, output bytes per second
   double cmaBw = 0;      ///< cross-memory attach reads, bytes per second
-  double cmaCall = 0;    ///< seconds per cross-memory attach call, beyond its bytes
+  double cmaCall = 0;    ///< seconds per cross-memory attach call, beyond its bytes (a 64-byte read)
   int64_t l2Bytes = 0;   ///< per-core cache the read-and-reduce chunks should fit
   int cores = 0;         ///< cores this process may run on
 

@@ -84,7 +84,9 @@ std::string describeState(uint64_t commId, int rank, int size, const coll::CallT
     }
     return buf;
   }
-  double running = static_cast<double>(Clock::now().time_since_epoch().count() - t.startNs.load()) / 1e9;
+  // startNs is 0 until the call first blocks (Exec::startClock): it has run for microseconds.
+  const int64_t startNs = t.startNs.load();
+  double running = startNs == 0 ? 0.0 : static_cast<double>(Clock::now().time_since_epoch().count() - startNs) / 1e9;
   n += std::snprintf(buf + n, sizeof(buf) - n, "%s(count=%zu) #%llu running for %.1f s", call != nullptr ? call : "?",
                      t.count.load(std::memory_order_relaxed), seq, running);
   const char* phase = t.phase.load(std::memory_order_relaxed);

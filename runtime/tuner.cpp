@@ -123,6 +123,11 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
   const double f = over ? static_cast<double>(in_.ranksOnHost) / m.cores : 1.0;  // work sharing a core
   const double S = over ? m.syncSleep : m.syncSpin;
   const double c = 1.0 / m.copyBw, g = 1.0 / m.reduceBw, k = 1.0 / m.cmaBw;
+  // Copying b bytes this rank wrote or will read again itself: up to one chunk it stays in the L2
+  // (small messages, mailboxes reused call after call); larger ones stream through memory. Bytes
+  // another core wrote arrive at about the memory rate either way (c).
+  const double cc = m.copyBwCache > 0 ? 1.0 / m.copyBwCache : c;
+  auto copy = [&](double b) { return b * (b <= static_cast<double>(chunk_) ? cc : c); };
   const double mb = static_cast<double>(in_.mailboxBytes);
   const double B = static_cast<double>(bytes);
   auto calls = [&](double b) { return std::ceil(b / static_cast<double>(chunk_)); };
@@ -164,13 +169,24 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + B * c));
       add(Algorithm::kPairwise, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
-    case OpKind::kBroadcast:
-      // Pipelined: the root's copies (into its mailbox and its own output) overlap the readers'.
+    case OpKind::kBroadcast: {
+      // Through the root's mailbox. Up to one chunk the root leaves the data there (or in its
+      // ring) and returns: one hand-off, and the root waits for nobody, so a stream of small
+      // broadcasts flows. Larger: the entry barrier, then chunk steps through the mailbox halves,
+      // the root's copies (into the mailbox and its own output) overlapping the readers'. The
+      // root copies every byte twice; all ranks together copy n + 1 times, shared by the cores.
+      const double kb = static_cast<double>(std::min(chunk_, in_.mailboxBytes / 2));
+      const double work = std::max(2.0, (n + 1) / std::min<double>(n, m.cores));
+      const double steps = std::max(1.0, std::ceil(B / kb));
       add(Algorithm::kDirect, Protocol::kShm, shm,
-          (1 + pipeSteps(B) * (over ? 1 : 0.5)) * S + f * 2 * B * c + static_cast<double>(chunk_) * c);
-      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * cma(B));
+          B <= kb ? S + f * (copy(B) + B * c) : (1 + steps * (over ? 1 : 0.5)) * S + work * B * c + kb * c);
+      // Single-copy reads of the root's buffer; the root waits until every reader is done. Readers
+      // of one process's pages contend in the kernel (4 ranks on this 2-core host, 1 MiB: three
+      // readers together read 3.2 GB/s, one alone 4.3 GB/s): their reads add up.
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + (n - 1) * cma(B));
       add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
+    }
     case OpKind::kReduce: {
       double E = B / n;
       // One-shot: everyone drops its input in its mailbox; only the root waits, then reduces all.

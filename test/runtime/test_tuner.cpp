@@ -17,6 +17,7 @@ HostModel model(int cores) {
   m.syncSpin = 0.2e-6;
   m.syncSleep = 10e-6;
   m.copyBw = 16e9;
+  m.copyBwCache = 40e9;
   m.reduceBw = 12e9;
   m.cmaBw = 14e9;
   m.cmaCall = 1e-6;
@@ -128,11 +129,33 @@ TEST_CASE("oversubscribed ranks pay kernel wake-ups: larger messages stay one-sh
   CHECK(oneshot > in.model.syncSleep);
 }
 
+TEST_CASE("small broadcasts go through the root's mailbox, where the root waits for no reader", "[tuner]") {
+  for (int ranks : {2, 4}) {
+    auto t = Tuner::create(inputs(ranks), "", "", 0);
+    REQUIRE(t.isOk());
+    for (size_t floats : {size_t{2}, size_t{1024}, size_t{16384}}) {
+      CAPTURE(ranks, floats);
+      auto p = plan(*t, OpKind::kBroadcast, floats);
+      CHECK(p.algorithm == Algorithm::kDirect);
+      CHECK(p.protocol == Protocol::kShm);
+    }
+  }
+  // Large ones: with a core per rank, one single-copy read beats two copies by the root; with
+  // three readers of one root on two cores, the reads contend and the mailbox pipeline wins.
+  auto two = Tuner::create(inputs(2), "", "", 0);
+  REQUIRE(two.isOk());
+  CHECK(plan(*two, OpKind::kBroadcast, 16 << 20).protocol == Protocol::kCma);
+  auto four = Tuner::create(inputs(4), "", "", 0);
+  REQUIRE(four.isOk());
+  CHECK(plan(*four, OpKind::kBroadcast, 1 << 20).protocol == Protocol::kShm);
+}
+
 TEST_CASE("the host model survives serialisation and rejects garbage", "[tuner]") {
   HostModel m = model(2);
   auto back = HostModel::deserialize(m.serialize());
   REQUIRE(back.isOk());
   CHECK(back->copyBw == Approx(m.copyBw));
+  CHECK(back->copyBwCache == Approx(m.copyBwCache));
   CHECK(back->cmaCall == Approx(m.cmaCall));
   CHECK(back->cores == 2);
   CHECK_FALSE(HostModel::deserialize({'x', 'y'}).isOk());
