@@ -269,12 +269,15 @@ def table_lines(run, n):
     return out
 
 
+# The section of the page that is written by hand about this run's figures: kept as it is.
+ANALYSIS = "## What stands between ferry and the memory limit"
 # Sections of the page written by hand from other runs (the GPU, torch.distributed): kept as they are.
 KEPT_SECTIONS = ("## GPU", "## Through PyTorch")
 
 
-def kept_sections(path):
-    """The KEPT_SECTIONS of the page now at `path`, each up to the next level-2 heading."""
+def old_sections(path, headings):
+    """The sections of the page now at `path` whose headings start with one of `headings`, each
+    up to the next level-2 heading, as lines (heading included)."""
     try:
         with open(path) as f:
             old = f.read().split("\n")
@@ -283,10 +286,23 @@ def kept_sections(path):
     out, keep = [], False
     for line in old:
         if line.startswith("## "):
-            keep = line.startswith(KEPT_SECTIONS)
+            keep = line.startswith(headings)
         if keep:
             out.append(line)
+    return out
+
+
+def kept_sections(path):
+    """The KEPT_SECTIONS of the page now at `path`."""
+    out = old_sections(path, KEPT_SECTIONS)
     return [""] + out if out else []
+
+
+def analysis_lines(path):
+    """The hand-written analysis of the page now at `path` (its body), or the placeholder."""
+    old = old_sections(path, (ANALYSIS,))
+    body = "\n".join(old[1:]).strip("\n")
+    return [body if body else PLACEHOLDER, ""]
 
 
 def write_page(run, path, chart_dir, checks):
@@ -307,7 +323,7 @@ def write_page(run, path, chart_dir, checks):
     lines += summary_lines(run) + machine_section(run) + libraries_section(run)
     lines += ["## Issue 4's targets", "", "Checked by `bench/performance_md.py` against this run:", ""]
     lines += [f"- **{v}** {t}" for v, t in checks] + [""]
-    lines += ["## What stands between ferry and the memory limit", "", PLACEHOLDER, ""]
+    lines += [ANALYSIS, ""] + analysis_lines(path)
     lines += ["## Charts", ""]
     for n in rec["ranks"]:
         for metric in ("busbw", "time"):
