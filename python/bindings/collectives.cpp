@@ -93,6 +93,20 @@ std::vector<HostBuffer> keep(HostBuffer a, HostBuffer b) {
   return v;
 }
 
+// The out-of-place form of the calls whose output has the input's count (all_reduce, reduce on
+// the root): send read-only, recv written, of the same type and count, not overlapping.
+struct OutOfPlace {
+  HostBuffer send;
+  HostBuffer recv;
+};
+OutOfPlace borrowOutOfPlace(py::handle send, const ArgRef& sendArg, py::handle recv, const ArgRef& recvArg) {
+  OutOfPlace io{HostBuffer::borrow(send, sendArg, false), HostBuffer::borrow(recv, recvArg, true)};
+  checkSameType(io.recv, recvArg, io.send, "send");
+  checkCount(io.recv, recvArg, io.send.count(), "the element count of 'send'");
+  checkOverlap(io.send, io.recv, recvArg, io.send.data(), io.send.data(), "recv=None for in place");
+  return io;
+}
+
 // Each collective below: the in-place form first (one buffer, written), then the out-of-place
 // form (send read-only, recv written, checked against send). The lambdas capture raw pointers and
 // counts only; the HostBuffers that own the memory travel separately to runOp.
@@ -109,16 +123,12 @@ py::object allReduce(PyComm& self, py::object send, py::object recv, py::object 
     return runOp(c, asyncOp, keep(std::move(b)), py::reinterpret_borrow<py::object>(send),
                  [=](Comm& comm) { return comm.allReduce(p, p, n, t, op); });
   }
-  HostBuffer s = HostBuffer::borrow(send, sendArg, false);
-  HostBuffer r = HostBuffer::borrow(recv, recvArg, true);
-  checkSameType(r, recvArg, s, "send");
-  checkCount(r, recvArg, s.count(), "the element count of 'send'");
-  checkOverlap(s, r, recvArg, s.data(), s.data(), "recv=None for in place");
-  const void* sp = s.data();
-  void* rp = r.data();
-  size_t n = s.count();
-  DataType t = s.type();
-  return runOp(c, asyncOp, keep(std::move(s), std::move(r)), py::reinterpret_borrow<py::object>(recv),
+  OutOfPlace io = borrowOutOfPlace(send, sendArg, recv, recvArg);
+  const void* sp = io.send.data();
+  void* rp = io.recv.data();
+  size_t n = io.send.count();
+  DataType t = io.send.type();
+  return runOp(c, asyncOp, keep(std::move(io.send), std::move(io.recv)), py::reinterpret_borrow<py::object>(recv),
                [=](Comm& comm) { return comm.allReduce(sp, rp, n, t, op); });
 }
 
@@ -260,16 +270,12 @@ py::object reduce(PyComm& self, py::object send, py::object recv, py::object opO
     return runOp(c, asyncOp, keep(std::move(s)), std::move(result),
                  [=](Comm& comm) { return comm.reduce(sp, rp, n, t, op, root); });
   }
-  HostBuffer s = HostBuffer::borrow(send, sendArg, false);
-  HostBuffer r = HostBuffer::borrow(recv, recvArg, true);
-  checkSameType(r, recvArg, s, "send");
-  checkCount(r, recvArg, s.count(), "the element count of 'send'");
-  checkOverlap(s, r, recvArg, s.data(), s.data(), "recv=None for in place");
-  const void* sp = s.data();
-  void* rp = r.data();
-  size_t n = s.count();
-  DataType t = s.type();
-  return runOp(c, asyncOp, keep(std::move(s), std::move(r)), py::reinterpret_borrow<py::object>(recv),
+  OutOfPlace io = borrowOutOfPlace(send, sendArg, recv, recvArg);
+  const void* sp = io.send.data();
+  void* rp = io.recv.data();
+  size_t n = io.send.count();
+  DataType t = io.send.type();
+  return runOp(c, asyncOp, keep(std::move(io.send), std::move(io.recv)), py::reinterpret_borrow<py::object>(recv),
                [=](Comm& comm) { return comm.reduce(sp, rp, n, t, op, root); });
 }
 
