@@ -298,23 +298,23 @@ class Bench:
             return (phase + src) % (n + 1)
         return (phase + 101 * src) % min(EXACT[typ], 4096)
 
+    def reduced(self, coll, typ, op, idx):
+        """Elements idx of every rank's input combined with op, in rank order."""
+        torch = self.torch
+        out = self.inputs(coll, typ, op, 0, idx)
+        for src in range(1, self.n):
+            v = self.inputs(coll, typ, op, src, idx)
+            out = (out + v if op == "sum" else out * v if op == "prod" else
+                   torch.maximum(out, v) if op == "max" else torch.minimum(out, v))
+        return out
+
     def expected(self, coll, typ, op, root, param, idx):
         """What element idx of this rank's receive buffer must hold after the operation."""
-        r, n, torch = self.rank, self.n, self.torch
+        r = self.rank
         if coll == "all_reduce" or (coll == "reduce" and r == root):
-            out = self.inputs(coll, typ, op, 0, idx)
-            for src in range(1, n):
-                v = self.inputs(coll, typ, op, src, idx)
-                out = (out + v if op == "sum" else out * v if op == "prod" else
-                       torch.maximum(out, v) if op == "max" else torch.minimum(out, v))
-            return out
-        if coll == "reduce_scatter":
-            out = self.inputs(coll, typ, op, 0, r * param + idx)
-            for src in range(1, n):
-                v = self.inputs(coll, typ, op, src, r * param + idx)
-                out = (out + v if op == "sum" else out * v if op == "prod" else
-                       torch.maximum(out, v) if op == "max" else torch.minimum(out, v))
-            return out
+            return self.reduced(coll, typ, op, idx)
+        if coll == "reduce_scatter":  # this rank's block of the reduced vector
+            return self.reduced(coll, typ, op, r * param + idx)
         if coll == "all_gather":
             return self.inputs(coll, typ, op, idx // param, idx % param)
         if coll == "alltoall":

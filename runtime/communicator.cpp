@@ -347,18 +347,6 @@ Status checkRankSize(const char* fn, int rank, int size) {
   return configStatus();
 }
 
-Status checkDevice(const char* fn, int rank, int device) {
-  if (device < -1) {
-    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: device %d is invalid (expected a CUDA device >= 0, "
-                     "or -1 for none)", fn, rank, device);
-  }
-  if (device >= 0 && !cuda::built()) {
-    return makeError(ErrorCode::kInvalidUsage, "%s on rank %d: device %d was requested but ferry was built without "
-                     "CUDA (reconfigure with nvcc on PATH, -Dcuda=enabled)", fn, rank, device);
-  }
-  return Status::ok();
-}
-
 class SoloRendezvous final : public Rendezvous {
  public:
   Result<std::vector<Bytes>> allGather(const Bytes& mine, Deadline) override { return std::vector<Bytes>{mine}; }
@@ -375,7 +363,7 @@ Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int siz
 
 Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size, int device) {
   FERRY_TRY(checkRankSize("Comm::create", rank, size));
-  FERRY_TRY(checkDevice("Comm::create", rank, device));
+  FERRY_TRY(cuda::checkDeviceRequest("Comm::create", rank, device));
   auto root = bootstrap::decodeUniqueId(id.bytes);
   FERRY_TRY(root);
   auto client = bootstrap::StoreClient::connect(root->addr, root->secret, rank, size, Deadline::after(config().timeout));

@@ -21,14 +21,9 @@ Result<std::vector<std::unique_ptr<Comm>>> Comm::initAll(const std::vector<int>&
                        "rank)",
                        i, devices[i]);
     }
-    // Refused before any rank joins: one rank failing alone would leave the others waiting for it
-    // in the rendezvous until the deadline.
-    if (devices[i] >= 0 && !cuda::built()) {
-      return makeError(ErrorCode::kInvalidUsage,
-                       "Comm::initAll: devices[%d] = %d was requested but ferry was built without CUDA (reconfigure "
-                       "with nvcc on PATH, -Dcuda=enabled)",
-                       i, devices[i]);
-    }
+    // Refused before any rank joins (Comm::create checks again): one rank failing alone would
+    // leave the others waiting for it in the rendezvous until the deadline.
+    FERRY_TRY(cuda::checkDeviceRequest("Comm::initAll", i, devices[i]));
   }
   auto id = UniqueId::create();
   FERRY_TRY(id);

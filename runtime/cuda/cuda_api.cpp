@@ -242,4 +242,16 @@ Status launchError(int error, const std::string& what, Where w) {
                 "launching the collective kernel for " + what + " on " + where(w) + ": " + errorText(error));
 }
 
+Status checkDeviceRequest(const char* fn, int rank, int device) {
+  if (device < -1) {
+    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: device %d is invalid (expected a CUDA device >= 0, "
+                     "or -1 for none)", fn, rank, device);
+  }
+  if (device >= 0 && !built()) {
+    return makeError(ErrorCode::kInvalidUsage, "%s on rank %d: device %d was requested but ferry was built without "
+                     "CUDA (reconfigure with nvcc on PATH, -Dcuda=enabled)", fn, rank, device);
+  }
+  return Status::ok();
+}
+
 }  // namespace ferry::cuda

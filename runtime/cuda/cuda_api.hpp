@@ -26,6 +26,9 @@ struct Where {
 
 /// True when ferry was built with the CUDA backend.
 bool built();
+/// Checks a rank's device request (`fn`'s argument): -1 for none, or a device >= 0 in a build with
+/// CUDA. Whether that device exists is for the CUDA calls that use it to say.
+Status checkDeviceRequest(const char* fn, int rank, int device);
 /// Devices the driver shows this process; 0 without CUDA, driver or GPU (computed once).
 int deviceCount();
 
