@@ -74,6 +74,12 @@ class FerryBackend final : public ferry::perf::Backend {
   }
 
   void abort(const std::string& reason) override { comm_->abort(reason); }
+  void* allocRegistered(size_t bytes) override {
+    auto p = ferry::hostAlloc(bytes);
+    if (!p.isOk()) std::fprintf(stderr, "ferry-perf: %s\n", p.status().message().c_str());
+    return p.isOk() ? *p : nullptr;
+  }
+  void freeRegistered(void* p) override { (void)ferry::hostFree(p); }
 
  private:
   std::unique_ptr<ferry::Comm> comm_;

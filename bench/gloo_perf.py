@@ -435,6 +435,7 @@ def write_json(a, bench, argv, start, library, devices):
     config.update({"step_factor": a.stepfactor} if a.stepfactor > 1 else {"step_bytes": a.step_bytes})
     config.update({"warmup_iters": a.warmup_iters, "iterations": a.iters, "aggregated_iterations": a.agg_iters,
                    "run_cycles": 1, "validation": a.check, "blocking_collectives": a.blocking == 1,
+                   "local_register": 0,
                    "average": a.average, "timeout": a.timeout, "iter_budget": a.budget,
                    "datatype": a.types[0] if len(a.types) == 1 else "all",
                    "op": a.ops[0] if len(a.ops) == 1 else "all", "root": "all" if a.root_all else int(a.root)})

@@ -176,6 +176,13 @@ class MpiBackend final : public ferry::perf::Backend {
     MPI_Abort(MPI_COMM_WORLD, 1);  // MPI cannot interrupt a blocked collective any other way
   }
 
+  void* allocRegistered(size_t bytes) override {
+    void* p = nullptr;
+    if (MPI_Alloc_mem(static_cast<MPI_Aint>(bytes), MPI_INFO_NULL, &p) != MPI_SUCCESS) return nullptr;
+    return p;
+  }
+  void freeRegistered(void* p) override { MPI_Free_mem(p); }
+
  private:
   int rank_ = 0;
   int size_ = 1;

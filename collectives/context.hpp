@@ -71,6 +71,10 @@ struct Context {
   /// satisfies reads nothing from shared memory. A reader trailing a broadcast root, or a root
   /// whose readers are far enough along, then takes no cache miss on those counters.
   std::vector<uint64_t> seen;
+  /// Whether, in the last call that looked (Exec::noteShared), every rank's announced buffers lay
+  /// in memory its peers map (ferry::hostAlloc). Every rank looks in the same calls at the same
+  /// headers, so every rank holds the same value: the tuner may choose by it.
+  bool peersShared = false;
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };
@@ -141,6 +145,13 @@ class Exec {
   Status awaitCounter(int peer, uint64_t target);
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
   Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
+  /// Where [remote, remote + bytes) of `peer` is mapped here (it lies in memory the peer
+  /// allocated as shared), or null: read it with readPeer().
+  const uint8_t* mappedPeer(int peer, uint64_t remote, size_t bytes) { return ctx_.arena->mapped(peer, remote, bytes); }
+  /// After every rank announced this call (phase 1 awaited from all): whether every buffer any
+  /// rank announced (null ones aside) is mappable by its peers. Records the answer in
+  /// context().peersShared, unless no rank announced a buffer.
+  bool noteShared();
   /// The buffer addresses `peer` announced for this call.
   uint64_t peerAddr(int peer, int which);
   /// Mailbox of rank `r` for this call's parity.

@@ -112,6 +112,8 @@ Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst
         const uint8_t* l = s.local + off * es;
         return p > 0 && setAside != nullptr && l < d + len * es && d < l + len * es ? setAside : l;
       }
+      // A peer's buffer in shared memory is reduced from where it lies; others are read here.
+      if (const uint8_t* m = ex.mappedPeer(p, s.remote + off * es, len * es)) return m;
       FERRY_TRY(ex.readPeer(p, s.remote + off * es, stageAt(which), len * es));
       return static_cast<const uint8_t*>(stageAt(which));
     };
@@ -136,11 +138,14 @@ void announce(Exec& ex, const Plan& plan, const void* a0, const void* a1) {
   ex.announce(static_cast<uint32_t>(plan.algorithm), static_cast<uint32_t>(plan.protocol), a0, a1);
 }
 
-// Announce, post 1, await everyone's 1.
+// Announce, post 1, await everyone's 1; then note whether every rank's buffers are shared
+// memory (the tuner's hint for the next calls).
 Status enter(Exec& ex) {
   ex.setPhase("arrival", 0, 1);
   ex.post(1);
-  return ex.awaitAll(1);
+  FERRY_TRY(ex.awaitAll(1));
+  ex.noteShared();
+  return Status::ok();
 }
 
 // Peers may read our announced buffers until they pass `phase`: post it and wait for everyone's.
@@ -150,20 +155,25 @@ Status leave(Exec& ex, int phase) {
   return ex.awaitAll(phase);
 }
 
-// Steps (a) and (b) of the pipelined reductions below for chunk step j: copy chunk j of every other
-// segment of `in` into this rank's areas, post 2j+1, wait for everyone's, then reduce chunk j of
-// segment r from the own input and every peer's area r into `dst` (this rank's chunk j).
-Status scatterReduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j,
-                         uint8_t* dst, DataType type, RedOp op) {
+// Step (a) of the pipelined reductions below for chunk step j: copy chunk j of every other segment
+// of `in` into this rank's areas, post 2j+1, wait for everyone's.
+Status scatterStep(Exec& ex, const Pipe& pp, const uint8_t* in, size_t count, size_t j, size_t es) {
   const int n = ex.size(), r = ex.rank();
-  const size_t es = dataTypeSize(type);
   for (int p = 0; p < n; ++p) {
     if (p == r) continue;
     size_t len = stepLen(pp, segmentCount(count, n, p), j);
     if (len > 0) std::memcpy(pp.area(ex, r, j, p), in + (segmentBegin(count, n, p) + j * pp.ke) * es, len * es);
   }
   ex.post(static_cast<int>(2 * j) + 1);
-  FERRY_TRY(ex.awaitAll(static_cast<int>(2 * j) + 1));
+  return ex.awaitAll(static_cast<int>(2 * j) + 1);
+}
+
+// Step (b): reduce chunk j of segment r from the own input and every peer's area r into `dst`
+// (this rank's chunk j).
+Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j,
+                  uint8_t* dst, DataType type, RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type);
   const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
   if (myLen == 0) return Status::ok();
   const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
@@ -185,6 +195,11 @@ Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out
   return Status::ok();
 }
 
+Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type,
+                          RedOp op);
+Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount,
+                                DataType type, RedOp op);
+
 // Two-shot all-reduce through the mailboxes, pipelined in chunk steps j = 0, 1, ...:
 //   (a) rank r copies chunk j of every other segment p of its input into its area p; posts 2j+1;
 //   (b) after everyone's 2j+1, reduces chunk j of segment r from its own input and every peer's
@@ -194,6 +209,8 @@ Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out
 // reads of (b) and (c) hit data a peer wrote moments before, still in the shared cache. Areas
 // alternate between two halves by step: a rank rewrites half (j & 1) at step j+2 only after every
 // peer posted 2(j+1)+1, which it does after finishing step j. The first post is the entry barrier.
+// When it shows every rank's buffers in shared memory, the ranks go on as twoshot/cma instead
+// (twoShotFromBuffers), reducing straight from the peers' inputs: no copy through the mailboxes.
 Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
                           RedOp op) {
   FERRY_TRY(ex.claimMailbox());
@@ -205,7 +222,9 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     uint8_t* mine = pp.area(ex, r, j, r);
-    FERRY_TRY(scatterReduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
+    FERRY_TRY(scatterStep(ex, pp, static_cast<const uint8_t*>(in), count, j, es));
+    if (j == 0 && ex.noteShared()) return twoShotFromBuffers(ex, plan, in, out, count, type, op);
+    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
     const size_t myLen = stepLen(pp, segN, j);
     if (myLen > 0) std::memcpy(out + (segB + j * pp.ke) * es, mine, myLen * es);
     ex.post(static_cast<int>(2 * j) + 2);
@@ -218,7 +237,8 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 // Reduce-scatter through the mailboxes, pipelined: at step j rank r copies chunk j of every other
 // block p of its input into its area p and posts j+1; after everyone's j+1 it reduces chunk j of
 // block r from its own input and every peer's area r straight into its output. One hand-off per
-// step; areas alternate halves as in pipelinedAllReduce.
+// step; areas alternate halves as in pipelinedAllReduce. As there, buffers all in shared memory
+// switch the ranks to direct/cma after the first step's barrier.
 Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount,
                               DataType type, RedOp op) {
   FERRY_TRY(ex.claimMailbox());
@@ -235,6 +255,7 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
     }
     ex.post(static_cast<int>(j) + 1);
     FERRY_TRY(ex.awaitAll(static_cast<int>(j) + 1));
+    if (j == 0 && ex.noteShared()) return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
     const uint8_t* local = i0 + (r * recvCount + at) * es;
     FERRY_TRY(reduceFromAll(
         ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, out + at * es, len, type, op));
@@ -255,7 +276,8 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce", static_cast<int>(j), steps);
     uint8_t* dst = r == root ? out + (segB + j * pp.ke) * es : pp.area(ex, r, j, r);
-    FERRY_TRY(scatterReduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, dst, type, op));
+    FERRY_TRY(scatterStep(ex, pp, static_cast<const uint8_t*>(in), count, j, es));
+    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, dst, type, op));
     ex.post(static_cast<int>(2 * j) + 2);
     if (r != root) continue;
     ex.setPhase("gather", static_cast<int>(j), steps);
@@ -333,7 +355,7 @@ Status arenaBarrier(Exec& ex) {
 //     cache), posts 2; after everyone's 2 it reads every other segment from its owner's output
 //     buffer; then the departure barrier.
 Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op) {
-  const int n = ex.size(), r = ex.rank();
+  const int r = ex.rank();
   const size_t es = dataTypeSize(type), bytes = count * es;
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
@@ -349,6 +371,16 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
     ex.setPhase("reduce", 0, 1);
     return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p), 0}; }, o, count, type, op);
   }
+  return twoShotFromBuffers(ex, plan, in, o, count, type, op);
+}
+
+namespace {
+
+// twoshot/cma after the entry barrier (also where pipelinedAllReduce finds every buffer shared).
+Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type,
+                          RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type);
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
   ex.setPhase("reduce-scatter", 0, 1);
   FERRY_TRY(reduceFromAll(
@@ -368,18 +400,12 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   return leave(ex, 3);
 }
 
-// Reduce-scatter (block r of every rank's input, reduced, lands in rank r's output).
-//   direct/shm: pipelined through the mailboxes (pipelinedReduceScatter).
-//   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
-Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
-                          RedOp op) {
+// direct/cma reduce-scatter after the entry barrier (also where pipelinedReduceScatter finds every
+// buffer shared).
+Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount,
+                                DataType type, RedOp op) {
   const int r = ex.rank();
   const size_t es = dataTypeSize(type), block = recvCount * es;
-  announce(ex, plan, in, out);
-  if (plan.protocol == Protocol::kShm) {
-    return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
-  }
-  FERRY_TRY(enter(ex));
   ex.setPhase("reduce", 0, 1);
   const size_t at = static_cast<size_t>(r) * block;
   FERRY_TRY(reduceFromAll(
@@ -389,6 +415,21 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
       },
       static_cast<uint8_t*>(out), recvCount, type, op));
   return leave(ex, 2);
+}
+
+}  // namespace
+
+// Reduce-scatter (block r of every rank's input, reduced, lands in rank r's output).
+//   direct/shm: pipelined through the mailboxes (pipelinedReduceScatter).
+//   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
+Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
+                          RedOp op) {
+  announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm) {
+    return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
+  }
+  FERRY_TRY(enter(ex));
+  return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
 }
 
 // All-gather: rank r's input becomes block r of every output.

@@ -138,6 +138,12 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
   h.addr[0] = reinterpret_cast<uintptr_t>(addr0);
   h.addr[1] = reinterpret_cast<uintptr_t>(addr1);
   h.seq.store(seq_, std::memory_order_release);
+  // Which buffers there are and which lie in memory peers map (noteShared); mappable() costs one
+  // relaxed load when this process has no shared allocations.
+  uint32_t bits = 0;
+  if (addr0 != nullptr) bits |= 1u | (ctx_.arena->mappable(addr0, 1) ? 2u : 0u);
+  if (addr1 != nullptr) bits |= 4u | (ctx_.arena->mappable(addr1, 1) ? 8u : 0u);
+  ctx_.arena->noteCall(seq_, bits);
 }
 
 void Exec::post(int phase) { ctx_.arena->post((seq_ << kPhaseBits) + static_cast<uint64_t>(phase)); }
@@ -243,6 +249,27 @@ Status Exec::readPeer(int peer, uint64_t remote, void* local, size_t bytes) {
   Status st = ctx_.arena->read(peer, remote, local, bytes);
   if (!st.isOk()) return failure(peer, false, st);
   return Status::ok();
+}
+
+bool Exec::noteShared() {
+  // From the call log, not the headers: a peer that finished this call may already have
+  // announced the next but one, rewriting the header of this parity.
+  bool any = false, all = true;
+  for (int r = 0; r < ctx_.size; ++r) {
+    uint32_t bits = 0;
+    if (!ctx_.arena->callBits(r, seq_, &bits)) {
+      all = false;  // cannot happen after phase 1 (the log outlives it); never guess "shared"
+      continue;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if ((bits & (1u << (2 * i))) == 0) continue;
+      any = true;
+      all = all && (bits & (2u << (2 * i))) != 0;
+    }
+  }
+  // Calls without buffers (barriers) say nothing about the next ones' buffers.
+  if (any) ctx_.peersShared = all;
+  return any && all;
 }
 
 uint64_t Exec::peerAddr(int peer, int which) {

@@ -80,7 +80,7 @@ struct Comm::Impl {
       return arena ? Plan{coll::Algorithm::kDirect, coll::Protocol::kShm, 0}
                    : Plan{coll::Algorithm::kPairwise, coll::Protocol::kMessages, 0};
     }
-    return tuner->choose(desc);
+    return tuner->choose(desc, ctx.peersShared);
   }
 
   /// Run one call: `body(ex, plan)` under the communicator's deadline, with a sticky error, a

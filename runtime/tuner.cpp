@@ -115,7 +115,7 @@ bool Tuner::allowed(OpKind kind, Algorithm a, Protocol p) const {
   return true;
 }
 
-std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const {
+std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes, bool shared) const {
   // bytes: the vector for all-reduce, broadcast, reduce; one rank's block for the others.
   const HostModel& m = in_.model;
   const double n = in_.ranks;
@@ -133,6 +133,10 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
   auto calls = [&](double b) { return std::ceil(b / static_cast<double>(chunk_)); };
   // Cross-memory reads of b bytes, in chunks.
   auto cma = [&](double b) { return b * k + calls(b) * m.cmaCall; };
+  // Reading b bytes of a peer's announced buffer into our own: a memcpy where the peers' buffers
+  // are shared memory; an operand of a reduction is then read where it lies, at no extra cost.
+  auto peerRead = [&](double b) { return shared ? b * c : cma(b); };
+  auto peerOperand = [&](double b) { return shared ? 0.0 : cma(b); };
   // Chunk steps of the algorithms pipelined through the mailboxes (b bytes per segment).
   auto pipeSteps = [&](double b) {
     double k = static_cast<double>(std::min(chunk_, in_.mailboxBytes / (2 * static_cast<size_t>(in_.ranks))));
@@ -150,23 +154,24 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       // Pipelined in chunk steps through the mailboxes: two hand-offs per step.
       add(Algorithm::kTwoShot, Protocol::kShm, shm,
           2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g + E * c + (n - 1) * E * c));
-      add(Algorithm::kTwoShot, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g + (n - 1) * cma(E)));
+      add(Algorithm::kTwoShot, Protocol::kCma, rd,
+          3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * E * g + (n - 1) * peerRead(E)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     }
     case OpKind::kReduceScatter:
       add(Algorithm::kDirect, Protocol::kShm, shm, pipeSteps(B) * S + f * ((n - 1) * B * c + (n - 1) * B * g));
-      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + (n - 1) * B * g));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * peerOperand(B) + (n - 1) * B * g));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kAllGather:
       add(Algorithm::kDirect, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * B * c));
-      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B)));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * peerRead(B)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kAllToAll:
       add(Algorithm::kDirect, Protocol::kShm, shm && n * B <= mb, S + f * (2 * n * B * c));
-      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * cma(B) + B * c));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * peerRead(B) + B * c));
       add(Algorithm::kPairwise, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kBroadcast: {
@@ -183,7 +188,9 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       // Single-copy reads of the root's buffer; the root waits until every reader is done. Readers
       // of one process's pages contend in the kernel (4 ranks on this 2-core host, 1 MiB: three
       // readers together read 3.2 GB/s, one alone 4.3 GB/s): their reads add up.
-      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + (n - 1) * cma(B));
+      // Mapped, the readers copy at the same time on their own cores.
+      add(Algorithm::kDirect, Protocol::kCma, rd,
+          shared ? 2 * S + (n - 1) / std::min<double>(n - 1, m.cores) * B * c : 2 * S + (n - 1) * cma(B));
       add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     }
@@ -193,7 +200,9 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
       add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + B * c + f * (n - 1) * B * g);
       add(Algorithm::kDirect, Protocol::kShm, shm,
           2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g) + (n - 1) * E * c);
-      add(Algorithm::kDirect, Protocol::kCma, rd, 3 * S + f * ((n - 1) * cma(E) + (n - 1) * E * g) + (n - 1) * cma(E));
+      // The others' reduced segments sit in their scratch, never shared: read across processes.
+      add(Algorithm::kDirect, Protocol::kCma, rd,
+          3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * E * g) + (n - 1) * cma(E));
       add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     }
@@ -204,11 +213,11 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes) const
   return out;
 }
 
-Plan Tuner::choose(const coll::OpDesc& d) {
+Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
   size_t bytes = d.count * dataTypeSize(d.type);
-  auto key = std::make_pair(static_cast<int>(d.kind), bytes);
+  auto key = std::make_tuple(static_cast<int>(d.kind), bytes, shared);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  auto cands = candidates(d.kind, bytes);
+  auto cands = candidates(d.kind, bytes, shared);
   const Candidate* best = nullptr;
   for (const Candidate& c : cands) {
     if (c.allowed && c.seconds < kInf && (best == nullptr || c.seconds < best->seconds)) best = &c;
@@ -236,8 +245,9 @@ Plan Tuner::choose(const coll::OpDesc& d) {
       }
       why += why.empty() ? buf : std::string(", ") + buf;
     }
-    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks: %s/%s, chunk %zu B%s [predicted: %s]", coll::opKindName(d.kind),
-               bytes, in_.ranks, coll::algorithmName(plan.algorithm), coll::protocolName(plan.protocol),
+    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s: %s/%s, chunk %zu B%s [predicted: %s]",
+               coll::opKindName(d.kind), bytes, in_.ranks, shared ? " (buffers in shared memory)" : "",
+               coll::algorithmName(plan.algorithm), coll::protocolName(plan.protocol),
                plan.chunkBytes, forcedOut ? " (FERRY_ALGO/FERRY_PROTO allow nothing that applies: ignored)" : "",
                why.c_str());
   }

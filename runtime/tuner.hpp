@@ -4,7 +4,9 @@
 // time is its synchronisations times the flag hand-off latency, plus the bytes each rank copies,
 // reads across processes and reduces, divided by the measured rates, with a penalty per
 // cross-memory call; when ranks outnumber cores the per-rank work is multiplied by ranks/cores and
-// hand-offs cost a kernel wake-up. The cheapest allowed candidate wins. Choices are cached per
+// hand-offs cost a kernel wake-up. Where the ranks' buffers are shared memory (ferry::hostAlloc),
+// reading a peer's buffer costs a copy at the memory rate and reducing from it nothing extra.
+// The cheapest allowed candidate wins. Choices are cached per
 // (collective, bytes) and, with FERRY_DEBUG_SUBSYS=TUNE, logged once each with every candidate's
 // predicted time. Every rank computes the same plan from the same inputs (rank 0's model).
 #pragma once
@@ -38,8 +40,9 @@ class Tuner {
   static Result<Tuner> create(const TunerInputs& in, const std::string& algo, const std::string& proto,
                               int64_t chunkBytes);
 
-  /// The plan for one call (count > 0).
-  coll::Plan choose(const coll::OpDesc& d);
+  /// The plan for one call (count > 0). `shared`: the ranks' buffers were all in shared memory
+  /// in the last call that looked (coll::Context::peersShared), so peers' buffers map.
+  coll::Plan choose(const coll::OpDesc& d, bool shared = false);
 
   /// One candidate and its predicted time, for logs and tests.
   struct Candidate {
@@ -47,7 +50,7 @@ class Tuner {
     double seconds;  ///< predicted; infinity when not applicable
     bool allowed;
   };
-  std::vector<Candidate> candidates(coll::OpKind kind, size_t bytes) const;
+  std::vector<Candidate> candidates(coll::OpKind kind, size_t bytes, bool shared = false) const;
 
  private:
   Tuner() = default;
@@ -58,7 +61,7 @@ class Tuner {
   // Allowed algorithms per collective (bit per Algorithm value); 0 = any. Index 0: every collective.
   uint32_t algoMask_[9] = {};
   uint32_t protoMask_ = 0;
-  std::map<std::pair<int, size_t>, coll::Plan> cache_;
+  std::map<std::tuple<int, size_t, bool>, coll::Plan> cache_;
 };
 
 }  // namespace ferry

@@ -9,7 +9,9 @@
 //   - two mailboxes (one per parity) of slotBytes() that peers read directly, for small messages;
 //   - a ring of small slots, for small one-way messages a sender may post several calls ahead;
 //   - with canRead(), its whole address space readable by peers with read() (a single copy from
-//     the owner's buffer into the reader's, e.g. cross-memory attach).
+//     the owner's buffer into the reader's, e.g. cross-memory attach);
+//   - the buffers it allocated as shared memory (ferry::hostAlloc), which peers may map and read
+//     in place (mapped()): no copy at all for a reduction, a memcpy for a read.
 // Double buffering by parity is what lets a rank start call s+1 while a slower peer still reads
 // what it published for call s; before it rewrites that mailbox in call s+2 it waits until every
 // peer has entered call s+1 (their counters say so), which they do only after finishing call s.
@@ -80,8 +82,20 @@ class Arena {
   /// every millisecond or so checks `deadline` (kTimeout) and calls `poll` (its error ends the wait).
   virtual Status wait(int r, uint64_t target, Deadline deadline, const std::function<Status()>& poll) = 0;
 
-  /// Copy `bytes` from address `remote` of rank `r`'s process into `local`.
+  /// Copy `bytes` from address `remote` of rank `r`'s process into `local` (a memcpy where
+  /// mapped() maps them).
   virtual Status read(int r, uint64_t remote, void* local, size_t bytes) = 0;
+  /// Where [remote, remote + bytes) of rank `r`'s process is mapped in this one, or null: only
+  /// memory the owner allocated as shared memory maps. Valid for the current call.
+  virtual const uint8_t* mapped(int r, uint64_t remote, size_t bytes) = 0;
+  /// Record 4 bits about this rank's call `seq` (before posting its phase 1) that peers read with
+  /// callBits() until this rank is far ahead (over ringDepth() calls): unlike the two headers,
+  /// which a rank running two calls ahead rewrites, it outlives any peer still in call `seq`.
+  virtual void noteCall(uint64_t seq, uint32_t bits) = 0;
+  /// Rank `r`'s bits for call `seq`; false if it has not recorded them (or recorded far later calls).
+  virtual bool callBits(int r, uint64_t seq, uint32_t* bits) const = 0;
+  /// Whether [addr, addr + bytes) of this process lies in memory peers can map.
+  virtual bool mappable(const void* addr, size_t bytes) const = 0;
 };
 
 }  // namespace ferry::transport

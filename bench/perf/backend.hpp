@@ -43,6 +43,10 @@ class Backend {
   virtual Status allGatherBytes(const void* in, void* out, size_t bytes) = 0;
   /// Make blocked and later calls fail (the -T timeout); may be called from another thread.
   virtual void abort(const std::string& reason) = 0;
+  /// -R 1: `bytes` of host memory from the library's own allocator (ferry::hostAlloc,
+  /// MPI_Alloc_mem), or null; freed with freeRegistered.
+  virtual void* allocRegistered(size_t bytes) = 0;
+  virtual void freeRegistered(void* p) = 0;
 };
 
 }  // namespace ferry::perf

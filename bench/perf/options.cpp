@@ -62,6 +62,7 @@ constexpr Flag kFlags[] = {
     {'f', "stepfactor"}, {'n', "iters"},      {'m', "agg_iters"},    {'w', "warmup_iters"}, {'N', "run_cycles"},
     {'c', "check"},    {'o', "op"},           {'d', "datatype"},     {'r', "root"},        {'z', "blocking"},
     {'T', "timeout"},  {'a', "average"},      {'J', "output_file"},  {'M', "memory_report"},
+    {'R', "local_register"},
     {'\0', "iter_budget"}, {'\0', "gpu-ranks"}, {'\0', "device"},
 };
 
@@ -88,6 +89,7 @@ Status apply(Options& o, const Flag& f, const std::string& shown, const std::str
     case 'N': { auto v = integer(0, 1 << 30); FERRY_TRY(v); o.runCycles = static_cast<int>(*v); return Status::ok(); }
     case 'c': { auto v = integer(0, 1 << 20); FERRY_TRY(v); o.check = static_cast<int>(*v); return Status::ok(); }
     case 'z': { auto v = integer(0, 1); FERRY_TRY(v); o.blocking = static_cast<int>(*v); return Status::ok(); }
+    case 'R': { auto v = integer(0, 1); FERRY_TRY(v); o.localRegister = static_cast<int>(*v); return Status::ok(); }
     case 'T': { auto v = integer(0, 1 << 30); FERRY_TRY(v); o.timeoutSeconds = static_cast<int>(*v); return Status::ok(); }
     case 'a': { auto v = integer(0, 3); FERRY_TRY(v); o.average = static_cast<int>(*v); return Status::ok(); }
     case 'M': { auto v = integer(0, 1); FERRY_TRY(v); o.memoryReport = *v == 1; return Status::ok(); }
@@ -128,6 +130,7 @@ Status validate(const Options& o) {
   if (o.rankThreads && o.gpuRanks == 0) return usageError("--rank-threads needs --gpu-ranks");
   if (o.rankThreads && o.graph) return usageError("--rank-threads and --graph do not combine: the graph is captured by one thread");
   if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
+  if (o.gpuRanks > 0 && o.localRegister != 0) return usageError("-R 1 is for host buffers; not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
   return Status::ok();
 }
@@ -263,6 +266,8 @@ std::string usage(const std::string& program) {
          "  -d,--datatype <type/all>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
          "  -r,--root <rank/all>        root of broadcast and reduce (default 0)\n"
          "  -z,--blocking <0/1>         1: barrier after every operation (calls are always blocking on host)\n"
+         "  -R,--local_register <0/1>   1: host buffers from the library's allocator: ferry::hostAlloc (shared\n"
+         "                              memory the ranks of a host map), MPI_Alloc_mem (default 0: posix_memalign)\n"
          "  -T,--timeout <seconds>      abort an operation that takes longer (default 0: none)\n"
          "  -a,--average <0/1/2/3>      time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
          "  -J,--output_file <file>     also write the results as JSON (docs/BENCHMARKS.md)\n"

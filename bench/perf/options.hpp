@@ -30,6 +30,7 @@ struct Options {
   std::optional<DataType> type = DataType::kFloat32;  ///< -d: nullopt = all types
   int root = 0;                   ///< -r: -1 = every rank in turn
   int blocking = 0;               ///< -z: 1 adds a barrier after every operation
+  int localRegister = 0;          ///< -R: 1 allocates the host buffers with ferry::hostAlloc
   int timeoutSeconds = 0;         ///< -T: 0 = no limit beyond FERRY_TIMEOUT
   int average = 1;                ///< -a: time across ranks: 0 rank 0, 1 mean, 2 min, 3 max
   std::string jsonPath;           ///< -J

@@ -116,6 +116,7 @@ Report::Report(const Options& options, std::string tool, std::string library, in
       .field("run_cycles", o.runCycles)
       .field("validation", o.check)
       .field("blocking_collectives", o.blocking == 1)
+      .field("local_register", o.localRegister)
       .field("average", o.average)
       .field("timeout", o.timeoutSeconds)
       .field("iter_budget", static_cast<uint64_t>(o.iterBudget))
@@ -149,6 +150,7 @@ void Report::header(const std::vector<RankInfo>& ranks) {
          formatBytes(o.iterBudget).c_str());
   }
   if (o.blocking == 1) line("# Blocking Enabled: wait for completion and barrier after each collective \n");
+  if (o.localRegister == 1) line("# Buffers: -R 1, from the library's allocator (ferry: hostAlloc, shared memory the ranks of a host map; MPI: MPI_Alloc_mem)\n");
   line("#\n# Using devices\n");
   for (const RankInfo& r : ranks) {
     line("#  Rank %2d Group %2d Pid %6d on %10s device %s\n", r.rank, 0, r.pid, r.host, r.device);

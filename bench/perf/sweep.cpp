@@ -74,17 +74,30 @@ class Watchdog {
   std::thread thread_;
 };
 
-// Page-aligned, touched once so that page faults are not timed.
+// Page-aligned, touched once so that page faults are not timed. `be` non-null (-R 1): from the
+// library's own allocator.
 struct Buffer {
-  explicit Buffer(size_t bytes) : size(bytes < 64 ? 64 : bytes) {
+  Buffer(size_t bytes, Backend* be) : size(bytes < 64 ? 64 : bytes) {
     void* p = nullptr;
-    if (posix_memalign(&p, 4096, size) == 0) {
-      data.reset(static_cast<uint8_t*>(p));
+    if (be != nullptr) {
+      p = be->allocRegistered(size);
+    } else if (posix_memalign(&p, 4096, size) != 0) {
+      p = nullptr;
+    }
+    if (p != nullptr) {
+      data = std::unique_ptr<uint8_t, Free>(static_cast<uint8_t*>(p), Free{be});
       std::memset(p, 0, size);
     }
   }
   struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+    Backend* be;  // null: posix_memalign
+    void operator()(uint8_t* p) const {
+      if (be != nullptr) {
+        be->freeRegistered(p);
+      } else {
+        std::free(p);
+      }
+    }
   };
   size_t size;
   std::unique_ptr<uint8_t, Free> data;
@@ -94,7 +107,7 @@ class Runner {
  public:
   Runner(const Options& o, Backend& be, Report& report, Progress& progress, Watchdog& watchdog)
       : o_(o), be_(be), report_(report), progress_(progress), watchdog_(watchdog), n_(be.size()), rank_(be.rank()),
-        send_(o.maxBytes), recv_(o.maxBytes) {}
+        send_(o.maxBytes, o.localRegister == 1 ? &be : nullptr), recv_(o.maxBytes, o.localRegister == 1 ? &be : nullptr) {}
 
   bool allocated() const { return send_.data && recv_.data; }
   Status runAll();

@@ -2,5 +2,6 @@
 #pragma once
 
 #include "ferry/comm.hpp"
+#include "ferry/memory.hpp"
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"

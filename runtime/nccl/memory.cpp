@@ -1,8 +1,7 @@
 // Memory entry points: ncclMemAlloc / ncclMemFree and ncclCommRegister / ncclCommDeregister.
-// Without the CUDA backend buffers are host memory: allocation is page-aligned host memory and
-// registration only records the buffer (registrations.hpp).
-#include <cstdlib>
-
+// Without a GPU, buffers are host memory: allocation is ferry::hostAlloc (shared memory the ranks
+// of a host map) and registration only records the buffer (registrations.hpp).
+#include "ferry/memory.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 
@@ -26,10 +25,6 @@ bool Registrations::remove(void* handle) {
 using namespace ferry::nccl;
 using ferry::Status;
 
-namespace {
-constexpr size_t kPageBytes = 4096;
-}
-
 extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   constexpr const char* fn = "ncclMemAlloc";
   return entry(fn, [&]() -> Status {
@@ -45,13 +40,11 @@ extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
       *ptr = *mem;
       return Status::ok();
     }
-    void* p = nullptr;
-    int err = posix_memalign(&p, kPageBytes, size > 0 ? size : 1);
-    if (err != 0) {
-      return Status(ferry::ErrorCode::kSystemError,
-                    std::string(fn) + ": cannot allocate " + std::to_string(size) + " bytes of host memory");
-    }
-    *ptr = p;
+    // Host memory the other ranks of this host map (ferry::hostAlloc): collectives on it read
+    // peers' buffers in place, as NCCL's registered buffers let peers do on GPUs.
+    auto p = ferry::hostAlloc(size);
+    if (!p.isOk()) return Status(p.status().code(), std::string(fn) + ": " + p.status().message());
+    *ptr = *p;
     return Status::ok();
   });
 }
@@ -63,7 +56,8 @@ extern "C" ncclResult_t pncclMemFree(void* ptr) {
       ferry::cuda::deviceFree(ptr);
       return Status::ok();
     }
-    std::free(ptr);
+    Status st = ferry::hostFree(ptr);
+    if (!st.isOk()) return argError("ncclMemFree", "ptr %p was not returned by ncclMemAlloc (or was freed already)", ptr);
     return Status::ok();
   });
 }

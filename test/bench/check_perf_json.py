@@ -89,9 +89,11 @@ def validate(doc, nranks=None, clean=False):
     step = "step_factor" if "step_factor" in cfg else "step_bytes"
     check_keys(cfg, "config", ["nthreads", "ngpus", "minimum_bytes", "maximum_bytes", step, "warmup_iters",
                                "iterations", "aggregated_iterations", "run_cycles", "validation",
-                               "blocking_collectives", "average", "timeout", "iter_budget", "datatype", "op", "root"])
+                               "blocking_collectives", "local_register", "average", "timeout", "iter_budget",
+                               "datatype", "op", "root"])
     for k in ("nthreads", "ngpus", "minimum_bytes", "maximum_bytes", step, "warmup_iters", "iterations",
-              "aggregated_iterations", "run_cycles", "validation", "average", "timeout", "iter_budget"):
+              "aggregated_iterations", "run_cycles", "validation", "local_register", "average", "timeout",
+              "iter_budget"):
         expect(is_int(cfg[k]), f"config.{k}", "must be an integer")
     expect(isinstance(cfg["blocking_collectives"], bool), "config.blocking_collectives", "must be a boolean")
     expect(cfg["datatype"] in TYPES | {"all"}, "config.datatype", f"unknown {cfg['datatype']!r}")

@@ -2,11 +2,14 @@
 // in-place/out-of-place, on real processes over UCX, compared exactly with closed-form values.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "ferry/memory.hpp"
 #include "test/common/mp_harness.hpp"
 #include "test/common/values.hpp"
 
@@ -70,13 +73,46 @@ void runSweep(const Sweep& sweep, bool withOps, bool perRankBlocks = false) {
 
 std::string failed(const Status& s, const std::string& what) { return what + " returned " + s.toString(); }
 
+// A collective's buffer. FERRY_TEST_BUFFERS=shared: from ferry::hostAlloc on every rank (peers
+// then read it in place); =shared-odd: on odd ranks only (every rank must see that not all are).
+class Buffer {
+ public:
+  Buffer(const Comm& c, size_t bytes, uint8_t fill = 0) : bytes_(bytes) {
+    const char* v = std::getenv("FERRY_TEST_BUFFERS");
+    const std::string mode = v != nullptr ? v : "";
+    if (mode == "shared" || (mode == "shared-odd" && c.rank() % 2 == 1)) {
+      auto p = hostAlloc(bytes);
+      if (!p.isOk()) {  // in a rank's process: no Catch2 assertions here
+        std::fprintf(stderr, "rank %d: %s\n", c.rank(), p.status().toString().c_str());
+        std::abort();
+      }
+      shared_ = static_cast<uint8_t*>(*p);
+    } else {
+      vec_.resize(bytes);
+    }
+    std::memset(data(), fill, bytes);
+  }
+  ~Buffer() {
+    if (shared_ != nullptr && !hostFree(shared_).isOk()) std::abort();
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  uint8_t* data() { return shared_ != nullptr ? shared_ : vec_.data(); }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  uint8_t* shared_ = nullptr;
+  std::vector<uint8_t> vec_;
+};
+
 }  // namespace
 
 TEST_CASE("allReduce", "[mp]") {
   runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
-    std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+    Buffer in(c, count * es + 1), out(c, count * es + 1);
     fillPattern(t, in.data(), count, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
     void* dst = inPlace ? in.data() : out.data();
     std::string what = label("allReduce", t, op, count, inPlace);
@@ -90,7 +126,7 @@ TEST_CASE("reduceScatter", "[mp]") {
   runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
-    std::vector<uint8_t> in(count * n * es + 1), out(count * es + 1);
+    Buffer in(c, count * n * es + 1), out(c, count * es + 1);
     fillPattern(t, in.data(), count * n, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
     void* dst = inPlace ? in.data() + r * count * es : out.data();
     std::string what = label("reduceScatter", t, op, count, inPlace);
@@ -105,7 +141,7 @@ TEST_CASE("allGather", "[mp]") {
   runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
-    std::vector<uint8_t> in(count * es + 1), out(count * n * es + 1);
+    Buffer in(c, count * es + 1), out(c, count * n * es + 1);
     uint8_t* src = inPlace ? out.data() + r * count * es : in.data();
     fillPattern(t, src, count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
     std::string what = label("allGather", t, op, count, inPlace);
@@ -125,7 +161,7 @@ TEST_CASE("allToAll", "[mp]") {
   runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
-    std::vector<uint8_t> in(count * n * es + 1), out(count * n * es + 1);
+    Buffer in(c, count * n * es + 1), out(c, count * n * es + 1);
     fillPattern(t, in.data(), count * n, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
     auto* dst = inPlace ? in.data() : out.data();
     std::string what = label("allToAll", t, op, count, inPlace);
@@ -147,7 +183,7 @@ TEST_CASE("broadcast", "[mp]") {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
     for (int root : {0, n - 1}) {
-      std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xEE);
+      Buffer in(c, count * es + 1), out(c, count * es + 1, 0xEE);
       uint8_t* src = inPlace ? out.data() : in.data();
       auto pat = pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, root, i); });
       if (r == root) fillPattern(t, src, count, pat);
@@ -166,7 +202,7 @@ TEST_CASE("reduce", "[mp]") {
     const int n = c.size(), r = c.rank();
     const size_t es = dataTypeSize(t);
     for (int root : {0, n - 1}) {
-      std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+      Buffer in(c, count * es + 1), out(c, count * es + 1);
       fillPattern(t, in.data(), count, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
       void* dst = inPlace ? in.data() : out.data();
       std::string what = label("reduce", t, op, count, inPlace, root);
@@ -192,7 +228,7 @@ TEST_CASE("sendRecv and barrier", "[mp]") {
     }
     if (n == 1) return "";
     // Ring shift: even ranks send first, odd ranks receive first (works for any n with blocking calls).
-    std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+    Buffer in(c, count * es + 1), out(c, count * es + 1);
     fillPattern(t, in.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
     std::string what = label("send/recv", t, RedOp::kSum, count, false);

@@ -4,7 +4,8 @@
 //   page 0: Control: magic and identity, the progress counter, the futex word and sleeper count,
 //           the two call headers, each on its own cache line so a spinning reader of one does not
 //           slow the writer of another;
-//   then:   two mailboxes of slotBytes, page aligned, and a ring of kRingDepth small slots.
+//   then:   the call log (a few bits per call, by sequence number: noteCall), two mailboxes of
+//           slotBytes, page aligned, and a ring of kRingDepth small slots.
 //
 // Waking: a waiter that has spun long enough registers in `sleepers`, re-reads the counter and
 // sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter and, only when
@@ -29,10 +30,12 @@
 #include <climits>
 #include <ctime>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/base/log.hpp"
+#include "transports/shm/shared_memory.hpp"
 
 namespace ferry::transport::shm {
 namespace {
@@ -43,6 +46,12 @@ constexpr size_t kPage = 4096;
 // writers run up to kRingDepth calls ahead of their readers, as eager sends would.
 constexpr size_t kRingDepth = 512;
 constexpr size_t kRingSlotBytes = 4096;
+// The call log: a few bits per call (Arena::noteCall), by sequence number mod kCallLog. A rank
+// can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
+// so an entry outlives every reader by a wide margin.
+constexpr size_t kCallLog = 2 * kRingDepth;
+// Control page, then the call log.
+constexpr size_t kHead = kPage + (kCallLog * sizeof(uint64_t) + kPage - 1) / kPage * kPage;
 // The shortest spin an adaptive wait keeps (unless FERRY_SPIN_NS asks for less).
 constexpr int64_t kMinSpinNs = 300;
 
@@ -55,6 +64,7 @@ struct Control {
   int32_t owner;
   int32_t size;
   int32_t pid;
+  int32_t registryFd;  // the owner's shared-allocation registry (shared_memory.hpp), -1: none
   uint64_t slotBytes;
   alignas(64) std::atomic<uint64_t> posted;
   alignas(64) std::atomic<uint32_t> wake;
@@ -97,7 +107,7 @@ class ShmArena final : public Arena {
   explicit ShmArena(const ArenaOptions& o)
       : rank_(o.rank), size_(o.size), commId_(o.commId), slotBytes_((o.slotBytes + kPage - 1) & ~(kPage - 1)),
         spinNs_(o.spinNs), spinBudgetNs_(o.spinNs), yieldNs_(o.yieldNs), pollSleep_(o.pollSleep), maps_(o.size, nullptr),
-        pids_(o.size, 0) {}
+        pids_(o.size, 0), peerMemory_(static_cast<size_t>(o.size)) {}
 
   ~ShmArena() override {
     sealed();
@@ -138,6 +148,7 @@ class ShmArena final : public Arena {
     c->owner = rank_;
     c->size = size_;
     c->pid = static_cast<int32_t>(getpid());
+    c->registryFd = registryFd();
     c->slotBytes = slotBytes_;
     c->posted.store(0, std::memory_order_relaxed);
     c->wake.store(0, std::memory_order_relaxed);
@@ -190,6 +201,9 @@ class ShmArena final : public Arena {
                          "rank %d's shared segment %s does not belong to this communicator (owner %d, size %d)", p,
                          name.c_str(), c->owner, c->size);
       }
+      // Peers' shared allocations (ferry::hostAlloc) are mapped on first use; none if this fails.
+      peerMemory_[p] = std::make_unique<PeerMemory>();
+      if (!peerMemory_[p]->attach(pids_[p], c->registryFd)) peerMemory_[p].reset();
       // Single-copy reads need ptrace access to the peer; containers and hardened kernels may
       // refuse it. Probe once; the runtime falls back to copies through the mailboxes.
       uint64_t seen = 0;
@@ -221,11 +235,11 @@ class ShmArena final : public Arena {
   bool canRead() const override { return canRead_; }
 
   void* slot(int r, int parity) override {
-    return static_cast<char*>(maps_[r]) + kPage + static_cast<size_t>(parity & 1) * slotBytes_;
+    return static_cast<char*>(maps_[r]) + kHead + static_cast<size_t>(parity & 1) * slotBytes_;
   }
   CallHeader& header(int r, int parity) override { return control(r)->headers[parity & 1].h; }
   void* ringSlot(int r, uint64_t index) override {
-    return static_cast<char*>(maps_[r]) + kPage + 2 * slotBytes_ + (index % kRingDepth) * kRingSlotBytes;
+    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + (index % kRingDepth) * kRingSlotBytes;
   }
   size_t ringDepth() const override { return kRingDepth; }
   size_t ringSlotBytes() const override { return kRingSlotBytes; }
@@ -305,7 +319,29 @@ class ShmArena final : public Arena {
     }
   }
 
+  void noteCall(uint64_t seq, uint32_t bits) override {
+    callLog(rank_)[seq % kCallLog].store((seq << 4) | (bits & 15u), std::memory_order_relaxed);
+  }
+
+  bool callBits(int r, uint64_t seq, uint32_t* bits) const override {
+    uint64_t v = callLog(r)[seq % kCallLog].load(std::memory_order_relaxed);
+    if ((v >> 4) != seq) return false;
+    *bits = static_cast<uint32_t>(v & 15u);
+    return true;
+  }
+
+  const uint8_t* mapped(int r, uint64_t remote, size_t bytes) override {
+    PeerMemory* m = peerMemory_[static_cast<size_t>(r)].get();
+    return m != nullptr ? m->map(remote, bytes) : nullptr;
+  }
+
+  bool mappable(const void* addr, size_t bytes) const override { return isShared(addr, bytes); }
+
   Status read(int r, uint64_t remote, void* local, size_t bytes) override {
+    if (const uint8_t* m = mapped(r, remote, bytes)) {
+      std::memcpy(local, m, bytes);
+      return Status::ok();
+    }
     auto* dst = static_cast<char*>(local);
     while (bytes > 0) {
       iovec l{dst, bytes};
@@ -326,7 +362,10 @@ class ShmArena final : public Arena {
   }
 
  private:
-  size_t segmentBytes() const { return kPage + 2 * slotBytes_ + kRingDepth * kRingSlotBytes; }
+  size_t segmentBytes() const { return kHead + 2 * slotBytes_ + kRingDepth * kRingSlotBytes; }
+  std::atomic<uint64_t>* callLog(int r) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(maps_[r]) + kPage);
+  }
 
   // Map the ring's pages now: a stream of small calls walks through a new slot every call, and a
   // page fault in each of the n ranks on the way (about a microsecond apiece) would cost more than
@@ -334,7 +373,7 @@ class ShmArena final : public Arena {
   // before 5.14 fault on first use instead.
   void prefault(int r, bool write) {
 #ifdef MADV_POPULATE_WRITE
-    madvise(static_cast<char*>(maps_[r]) + kPage + 2 * slotBytes_, kRingDepth * kRingSlotBytes,
+    madvise(static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_, kRingDepth * kRingSlotBytes,
             write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 #else
     (void)r;
@@ -353,6 +392,7 @@ class ShmArena final : public Arena {
   bool pollSleep_;
   std::vector<void*> maps_;
   std::vector<pid_t> pids_;
+  std::vector<std::unique_ptr<PeerMemory>> peerMemory_;  // per peer; null: its memory is not mapped
   std::string name_;
   bool canRead_ = false;
   uint64_t probe_ = 0;

@@ -1,0 +1,81 @@
+// Shared host allocations (transports/shm/shared_memory.hpp): the owner's registry, and a reader
+// mapping through it. The reader here is this same process (its own /proc/<pid>/fd), which
+// exercises the same paths as a peer: registry lookup, mapping, and noticing frees.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "transports/shm/shared_memory.hpp"
+
+using namespace ferry;
+using namespace ferry::transport::shm;
+
+TEST_CASE("shared allocations are zeroed, page aligned and known to isShared", "[shm]") {
+  auto a = allocShared(10000);
+  REQUIRE(a.isOk());
+  auto* p = static_cast<uint8_t*>(*a);
+  CHECK(reinterpret_cast<uintptr_t>(p) % 4096 == 0);
+  for (size_t i = 0; i < 10000; ++i) REQUIRE(p[i] == 0);
+  CHECK(isShared(p, 10000));
+  CHECK(isShared(p + 5000, 5000));
+  CHECK_FALSE(isShared(p + 5000, 100000));  // runs past the allocation (12288 bytes)
+  int local = 0;
+  CHECK_FALSE(isShared(&local, sizeof(local)));
+  CHECK(freeShared(p).isOk());
+  CHECK_FALSE(isShared(p, 1));
+}
+
+TEST_CASE("freeing what allocShared did not return is an argument error", "[shm]") {
+  int local = 0;
+  Status s = freeShared(&local);
+  CHECK(s.code() == ErrorCode::kInvalidArgument);
+  CHECK(s.message().find("was not returned by hostAlloc") != std::string::npos);
+  auto a = allocShared(0);  // 0 bytes: one page
+  REQUIRE(a.isOk());
+  CHECK(freeShared(*a).isOk());
+  CHECK(freeShared(*a).code() == ErrorCode::kInvalidArgument);  // twice
+  CHECK(freeShared(nullptr).isOk());
+}
+
+TEST_CASE("a reader maps allocations through the registry and notices frees", "[shm]") {
+  PeerMemory reader;
+  REQUIRE(registryFd() >= 0);
+  REQUIRE(reader.attach(getpid(), registryFd()));
+  auto a = allocShared(1 << 20);
+  REQUIRE(a.isOk());
+  auto* p = static_cast<uint8_t*>(*a);
+  for (size_t i = 0; i < (1u << 20); ++i) p[i] = static_cast<uint8_t>(i * 7);
+  const auto remote = reinterpret_cast<uint64_t>(p);
+
+  const uint8_t* m = reader.map(remote + 4096, 8192);
+  REQUIRE(m != nullptr);
+  CHECK(m != p + 4096);  // a mapping of its own, not the owner's address
+  CHECK(std::memcmp(m, p + 4096, 8192) == 0);
+  p[5000] = 0xAB;  // shared: the owner's stores are the reader's
+  CHECK(m[5000 - 4096] == 0xAB);
+  CHECK(reader.map(remote + (1 << 20) - 8, 16) == nullptr);  // past the end
+  int local = 0;
+  CHECK(reader.map(reinterpret_cast<uint64_t>(&local), sizeof(local)) == nullptr);
+
+  // Freed, then a new allocation (possibly at the same address): the reader must map the new one.
+  CHECK(freeShared(p).isOk());
+  CHECK(reader.map(remote, 16) == nullptr);
+  auto b = allocShared(1 << 20);
+  REQUIRE(b.isOk());
+  auto* q = static_cast<uint8_t*>(*b);
+  std::memset(q, 0x5C, 1 << 20);
+  const uint8_t* n = reader.map(reinterpret_cast<uint64_t>(q), 1 << 20);
+  REQUIRE(n != nullptr);
+  CHECK(n[0] == 0x5C);
+  CHECK(n[(1 << 20) - 1] == 0x5C);
+  CHECK(freeShared(q).isOk());
+}
+
+TEST_CASE("attaching to something that is not a registry fails cleanly", "[shm]") {
+  PeerMemory reader;
+  CHECK_FALSE(reader.attach(getpid(), -1));
+  CHECK_FALSE(reader.attach(getpid(), 0));  // stdin: not the registry memfd
+  CHECK(reader.map(0x1000, 16) == nullptr);
+}
