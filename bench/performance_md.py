@@ -211,9 +211,9 @@ def libraries_section(run):
         failed = f" (exit status {r['status']})" if r["status"] else ""
         lines.append(f"| {compare_table.short_name(library)} | {library} | {r['nranks']} | `{launcher}`{failed} |")
     if run.record.get("settings", {}).get("register"):
-        lines += ["", "Buffers: `bench/compare --register`, so every library that has its own allocator allocates the "
-                  "benchmark's buffers with it (`-R 1`): ferry with `ferry::hostAlloc` (shared memory the ranks of the "
-                  "host map and read in place), Open MPI and MPICH with `MPI_Alloc_mem`; Gloo has none (torch tensors)."]
+        lines += ["", "Buffers: `bench/compare --register`: ferry's come from `ferry::hostAlloc` (`-R 1`: shared memory "
+                  "the ranks of the host map and read in place); the peers keep `posix_memalign`, their best here "
+                  "(Open MPI's `MPI_Alloc_mem` buffers were 10 times slower; Gloo has no allocator of its own)."]
     env = run.record.get("settings", {}).get("env", {})
     if env:
         lines += ["", "Environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(env.items())) + "."]

@@ -67,6 +67,18 @@ struct Context {
   /// peer running something else is named within milliseconds whatever algorithm either runs.
   transport::Arena* arena = nullptr;
   size_t chunkBytes = 256 * 1024;  ///< single-host algorithms: bytes per read-and-reduce chunk
+  /// Every rank can read every other's memory (cross-memory attach works between every pair): the
+  /// same on every rank. Algorithms that read peers' buffers need it, mapped or not (a peer's
+  /// buffer some rank cannot map is read that way).
+  bool peerReads = false;
+  /// Below this many bytes per call (the vector, or all ranks' blocks together) plans that read
+  /// peers' shared buffers in place are not chosen (FERRY_SHARED_MIN_BYTES): not by the tuner,
+  /// not by the pipelined reductions' switch; reads other plans make still go in place. On the
+  /// project's test VM the first access to each page of a peer's buffer not touched for a while
+  /// cost up to ~7 us (ferry-perf walks fresh regions of 256 MiB buffers at mid sizes) where the
+  /// mailboxes stay warm: 2 ranks, 16 MiB all-reduce 1.0 GB/s in place against 3.3 through the
+  /// mailboxes; from 64 MiB the in-place reads won (10.3 against 5.6).
+  size_t sharedMinBytes = size_t{32} << 20;
   /// Lower bounds of each rank's arena counter (counters only grow): a wait this already
   /// satisfies reads nothing from shared memory. A reader trailing a broadcast root, or a root
   /// whose readers are far enough along, then takes no cache miss on those counters.

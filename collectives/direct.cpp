@@ -223,7 +223,9 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     uint8_t* mine = pp.area(ex, r, j, r);
     FERRY_TRY(scatterStep(ex, pp, static_cast<const uint8_t*>(in), count, j, es));
-    if (j == 0 && ex.noteShared()) return twoShotFromBuffers(ex, plan, in, out, count, type, op);
+    if (j == 0 && ex.noteShared() && ex.context().peerReads && count * es >= ex.context().sharedMinBytes) {
+      return twoShotFromBuffers(ex, plan, in, out, count, type, op);
+    }
     FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
     const size_t myLen = stepLen(pp, segN, j);
     if (myLen > 0) std::memcpy(out + (segB + j * pp.ke) * es, mine, myLen * es);
@@ -255,7 +257,9 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
     }
     ex.post(static_cast<int>(j) + 1);
     FERRY_TRY(ex.awaitAll(static_cast<int>(j) + 1));
-    if (j == 0 && ex.noteShared()) return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
+    if (j == 0 && ex.noteShared() && ex.context().peerReads && recvCount * n * es >= ex.context().sharedMinBytes) {
+      return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
+    }
     const uint8_t* local = i0 + (r * recvCount + at) * es;
     FERRY_TRY(reduceFromAll(
         ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, out + at * es, len, type, op));

@@ -304,6 +304,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     if (!m.isOk()) return makeError(ErrorCode::kInternalError, "rank 0 sent no host model: %s", m.status().message().c_str());
     ti.model = *m;
     ti.mailboxBytes = impl->arena->slotBytes();
+    ti.sharedMinBytes = static_cast<size_t>(std::max<int64_t>(config().sharedMinBytes, 0));
     ti.ranksOnHost = size;
   } else {
     ti.model.cores = cores;
@@ -325,6 +326,8 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   ctx.checkMismatch = config().checkMismatch;
   ctx.trace = &impl->trace;
   ctx.arena = impl->arena.get();
+  ctx.peerReads = ti.cma;
+  ctx.sharedMinBytes = ti.sharedMinBytes;
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).
   auto gpu = cuda::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);

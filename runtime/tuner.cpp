@@ -217,6 +217,9 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
   size_t bytes = d.count * dataTypeSize(d.type);
   auto key = std::make_tuple(static_cast<int>(d.kind), bytes, shared);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  // Reading peers' buffers in place pays for small calls only with warm pages (sharedMinBytes).
+  const bool perRank = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll || d.kind == OpKind::kReduceScatter;
+  shared = shared && (perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes) >= in_.sharedMinBytes;
   auto cands = candidates(d.kind, bytes, shared);
   const Candidate* best = nullptr;
   for (const Candidate& c : cands) {

@@ -29,6 +29,7 @@ struct TunerInputs {
   bool arena = false;       ///< every rank on this host, shared memory attached
   bool cma = false;         ///< single-copy reads work between every pair
   size_t mailboxBytes = 0;  ///< bytes of one mailbox
+  size_t sharedMinBytes = size_t{32} << 20;  ///< FERRY_SHARED_MIN_BYTES (coll::Context::sharedMinBytes)
   int ranksOnHost = 1;
   HostModel model;
 };

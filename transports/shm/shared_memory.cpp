@@ -309,6 +309,9 @@ const uint8_t* PeerMemory::map(uint64_t remote, size_t bytes) {
     uint64_t sum = 0;
     for (uint64_t off = 0; off < e.bytes; off += kPage) sum += static_cast<const volatile uint8_t*>(p)[off];
     touched_ += sum;
+    FERRY_INFO(log::kTransport, "mapped pid %d's shared allocation #%llu (%llu bytes at 0x%llx)", static_cast<int>(pid_),
+               static_cast<unsigned long long>(e.id), static_cast<unsigned long long>(e.bytes),
+               static_cast<unsigned long long>(e.base));
     maps_.push_back({e.id, e.base, e.bytes, p});
     last_ = maps_.size() - 1;
     return static_cast<const uint8_t*>(p) + (remote - e.base);
