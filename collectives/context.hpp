@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -79,6 +80,12 @@ struct Context {
   /// mailboxes stay warm: 2 ranks, 16 MiB all-reduce 1.0 GB/s in place against 3.3 through the
   /// mailboxes; from 64 MiB the in-place reads won (10.3 against 5.6).
   size_t sharedMinBytes = size_t{32} << 20;
+  /// Calls whose buffers on this host (every rank's input and output) add up to this many bytes
+  /// write their outputs with streaming stores (kernels::copyStreaming; FERRY_STREAM_MIN_BYTES,
+  /// by default the last-level cache): such an output is not cached when the call begins nor
+  /// when its reader comes, and ordinary stores would first read each of its lines from memory.
+  /// SIZE_MAX: never.
+  size_t streamMinBytes = SIZE_MAX;
   /// Lower bounds of each rank's arena counter (counters only grow): a wait this already
   /// satisfies reads nothing from shared memory. A reader trailing a broadcast root, or a root
   /// whose readers are far enough along, then takes no cache miss on those counters.

@@ -19,12 +19,30 @@
 
 #include "collectives/algorithms.hpp"
 #include "collectives/ring_math.hpp"
+#include "kernels/host/copy.hpp"
 #include "kernels/host/reduce.hpp"
 
 namespace ferry::coll {
 namespace {
 
 constexpr size_t kDefaultChunk = 256 * 1024;
+
+// Whether a call on vectors of `bytes` (every rank's blocks together for all-gather, all-to-all
+// and reduce-scatter) writes its output with streaming stores: when the buffers of all the host's
+// ranks, one per rank in place or two out of place, add up to Context::streamMinBytes (the
+// last-level cache by default). Smaller, the output may still be cached from the last call that
+// used it, and its reader may find it there. Then the copy into the output that follows from it.
+bool streamOut(const Exec& ex, size_t bytes, bool inPlace) {
+  const size_t buffers = static_cast<size_t>(ex.size()) * (inPlace ? 1 : 2);
+  return bytes >= ex.context().streamMinBytes / buffers;
+}
+void copyOut(bool stream, void* dst, const void* src, size_t bytes) {
+  if (stream) {
+    kernels::copyStreaming(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
 
 size_t chunkElems(const Exec& ex, const Plan& plan, size_t es) {
   size_t bytes = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
@@ -85,20 +103,34 @@ struct Source {
 // dst[0..count) = reduction over ranks 0..n-1 of src(p)[0..count), in chunks so the operands stay
 // in cache; remote operands are read into staging buffers. dst may be a local source (in-place
 // calls): that operand is then set aside before the first partial result overwrites it.
+// `stream`: each chunk is reduced in a staging chunk (in cache) and copied to dst with streaming
+// stores (streamOut), so dst's lines are never read; except chunks computed in place.
 template <typename SourceOf>
-Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst, size_t count, DataType type, RedOp op) {
+Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst, size_t count, DataType type, RedOp op,
+                     bool stream = false) {
   const int n = ex.size();
   const size_t es = dataTypeSize(type), ce = chunkElems(ex, plan, es);
-  uint8_t* stage = nullptr;  // three chunks: two remote operands and one set-aside local one
+  // Four chunks: two remote operands, one set-aside local one, and the result when streaming.
+  uint8_t* stage = nullptr;
   auto stageAt = [&](int i) {
-    if (stage == nullptr) stage = static_cast<uint8_t*>(ex.context().staging->get(3 * ce * es));
+    if (stage == nullptr) stage = static_cast<uint8_t*>(ex.context().staging->get(4 * ce * es));
     return stage + static_cast<size_t>(i) * ce * es;
   };
   for (size_t off = 0; off < count; off += ce) {
     const size_t len = std::min(ce, count - off);
-    uint8_t* d = dst + off * es;
+    // An in-place chunk (dst is a local source) was just read, so its lines are in the cache and
+    // storing there reads nothing from memory: streaming would only add the staging copy.
+    bool streamChunk = stream && n > 1;
+    for (int p = 0; p < n && streamChunk; ++p) {
+      const uint8_t* l = sourceOf(p).local;
+      if (l != nullptr && l + off * es < dst + (off + len) * es && dst + off * es < l + (off + len) * es) {
+        streamChunk = false;
+      }
+    }
+    // Streaming, the partial results go to a staging chunk no source lives in: nothing to set aside.
+    uint8_t* d = streamChunk ? stageAt(3) : dst + off * es;
     const uint8_t* setAside = nullptr;
-    for (int p = 1; p < n; ++p) {
+    for (int p = 1; p < n && !streamChunk; ++p) {
       Source s = sourceOf(p);
       const uint8_t* l = s.local != nullptr ? s.local + off * es : nullptr;
       if (l != nullptr && l < d + len * es && d < l + len * es) {
@@ -130,8 +162,21 @@ Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst
       combine(type, op, d, acc, *b, len, p, n);
       acc = d;
     }
+    if (streamChunk) kernels::copyStreaming(dst + off * es, d, len * es);
   }
   return Status::ok();
+}
+
+// Copies `bytes` at `remote` in peer p's memory to dst: from p's shared buffer where it is mapped
+// here (with streaming stores if `stream`), else with one cross-memory read.
+Status readInto(Exec& ex, int p, uint64_t remote, uint8_t* dst, size_t bytes, bool stream) {
+  if (stream) {
+    if (const uint8_t* m = ex.mappedPeer(p, remote, bytes)) {
+      kernels::copyStreaming(dst, m, bytes);
+      return Status::ok();
+    }
+  }
+  return ex.readPeer(p, remote, dst, bytes);
 }
 
 void announce(Exec& ex, const Plan& plan, const void* a0, const void* a1) {
@@ -171,26 +216,27 @@ Status scatterStep(Exec& ex, const Pipe& pp, const uint8_t* in, size_t count, si
 // Step (b): reduce chunk j of segment r from the own input and every peer's area r into `dst`
 // (this rank's chunk j).
 Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j,
-                  uint8_t* dst, DataType type, RedOp op) {
+                  uint8_t* dst, DataType type, RedOp op, bool stream = false) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
   if (myLen == 0) return Status::ok();
   const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
   return reduceFromAll(
-      ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, dst, myLen, type, op);
+      ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, dst, myLen, type, op,
+      stream);
 }
 
 // Step (c): copy chunk j of every other segment into `out` from its owner's area, once the owner
-// posted 2j+2.
-Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out, size_t es) {
+// posted 2j+2. `stream`: with streaming stores (streamOut).
+Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out, size_t es, bool stream) {
   const int n = ex.size(), r = ex.rank();
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     size_t len = stepLen(pp, segmentCount(count, n, p), j);
     if (len == 0) continue;
     FERRY_TRY(ex.await(p, static_cast<int>(2 * j) + 2));
-    std::memcpy(out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
+    copyOut(stream, out + (segmentBegin(count, n, p) + j * pp.ke) * es, pp.area(ex, p, j, p), len * es);
   }
   return Status::ok();
 }
@@ -219,6 +265,7 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
   const int steps = static_cast<int>(pp.steps);
+  const bool stream = streamOut(ex, count * es, in == out);
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     uint8_t* mine = pp.area(ex, r, j, r);
@@ -228,10 +275,10 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
     }
     FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
     const size_t myLen = stepLen(pp, segN, j);
-    if (myLen > 0) std::memcpy(out + (segB + j * pp.ke) * es, mine, myLen * es);
+    if (myLen > 0) copyOut(stream, out + (segB + j * pp.ke) * es, mine, myLen * es);
     ex.post(static_cast<int>(2 * j) + 2);
     ex.setPhase("all-gather", static_cast<int>(j), steps);
-    FERRY_TRY(gatherStep(ex, pp, count, j, out, es));
+    FERRY_TRY(gatherStep(ex, pp, count, j, out, es, stream));
   }
   return Status::ok();
 }
@@ -249,6 +296,7 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
   const auto* i0 = static_cast<const uint8_t*>(in);
   const Pipe pp = makePipe(ex, plan, es, recvCount);
   const int steps = static_cast<int>(pp.steps);
+  const bool stream = streamOut(ex, recvCount * n * es, out == i0 + r * recvCount * es);
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     const size_t len = stepLen(pp, recvCount, j), at = j * pp.ke;
@@ -262,7 +310,8 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
     }
     const uint8_t* local = i0 + (r * recvCount + at) * es;
     FERRY_TRY(reduceFromAll(
-        ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, out + at * es, len, type, op));
+        ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, out + at * es, len, type, op,
+        stream));
   }
   return Status::ok();
 }
@@ -277,15 +326,16 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
   const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
   const size_t segB = segmentBegin(count, n, r);
   const int steps = static_cast<int>(pp.steps);
+  const bool stream = streamOut(ex, count * es, in == out);
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce", static_cast<int>(j), steps);
     uint8_t* dst = r == root ? out + (segB + j * pp.ke) * es : pp.area(ex, r, j, r);
     FERRY_TRY(scatterStep(ex, pp, static_cast<const uint8_t*>(in), count, j, es));
-    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, dst, type, op));
+    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, dst, type, op, r == root && stream));
     ex.post(static_cast<int>(2 * j) + 2);
     if (r != root) continue;
     ex.setPhase("gather", static_cast<int>(j), steps);
-    FERRY_TRY(gatherStep(ex, pp, count, j, out, es));
+    FERRY_TRY(gatherStep(ex, pp, count, j, out, es, stream));
   }
   return Status::ok();
 }
@@ -302,6 +352,7 @@ Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   k = std::max<size_t>(std::min(k, ex.context().arena->slotBytes() / 2) / 64 * 64, 64);
   const size_t steps = (bytes + k - 1) / k;
   const auto* src = static_cast<const uint8_t*>(in);
+  const bool stream = streamOut(ex, bytes, r == root && in == out);
   for (size_t j = 0; j < steps; ++j) {
     const size_t off = j * k, len = std::min(k, bytes - off);
     const int phase = static_cast<int>(j) + 2;
@@ -311,10 +362,10 @@ Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* o
       if (j >= 2) FERRY_TRY(ex.awaitAll(phase - 2));
       std::memcpy(half, src + off, len);
       ex.post(phase);
-      if (src != out) std::memcpy(out + off, src + off, len);
+      if (src != out) copyOut(stream, out + off, src + off, len);
     } else {
       FERRY_TRY(ex.await(root, phase));
-      std::memcpy(out + off, half, len);
+      copyOut(stream, out + off, half, len);
       ex.post(phase);
     }
   }
@@ -386,20 +437,21 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
+  const bool stream = streamOut(ex, count * es, in == o);
   ex.setPhase("reduce-scatter", 0, 1);
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {
         return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0} : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
       },
-      o + segB * es, segN, type, op));
+      o + segB * es, segN, type, op, stream));
   ex.post(2);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     ex.setPhase("all-gather", i - 1, n - 1);
     FERRY_TRY(ex.await(p, 2));
     size_t b = segmentBegin(count, n, p), len = segmentCount(count, n, p);
-    if (len > 0) FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 1) + b * es, o + b * es, len * es));
+    if (len > 0) FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 1) + b * es, o + b * es, len * es, stream));
   }
   return leave(ex, 3);
 }
@@ -417,7 +469,8 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
       [&](int p) {
         return p == r ? Source{static_cast<const uint8_t*>(in) + at, 0} : Source{nullptr, ex.peerAddr(p, 0) + at};
       },
-      static_cast<uint8_t*>(out), recvCount, type, op));
+      static_cast<uint8_t*>(out), recvCount, type, op,
+      streamOut(ex, block * static_cast<size_t>(ex.size()), out == static_cast<const uint8_t*>(in) + at)));
   return leave(ex, 2);
 }
 
@@ -449,14 +502,15 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
     std::memcpy(ex.slot(r), in, block);
   }
   FERRY_TRY(enter(ex));
-  if (o + r * block != in) std::memcpy(o + r * block, in, block);
+  const bool stream = streamOut(ex, block * n, o + r * block == in);
+  if (o + r * block != in) copyOut(stream, o + r * block, in, block);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     ex.setPhase("gather", i - 1, n - 1);
     if (plan.protocol == Protocol::kShm) {
-      std::memcpy(o + p * block, ex.slot(p), block);
+      copyOut(stream, o + p * block, ex.slot(p), block);
     } else {
-      FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 0), o + p * block, block));
+      FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0), o + p * block, block, stream));
     }
   }
   return plan.protocol == Protocol::kShm ? Status::ok() : leave(ex, 2);
@@ -483,11 +537,13 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
     return Status::ok();
   }
   uint8_t* dst = inPlace ? static_cast<uint8_t*>(ex.context().scratch->get(block * n)) : o;
-  std::memmove(dst + r * block, i0 + r * block, block);
+  // Into the output directly (out of place): streaming stores where it is large.
+  const bool stream = !inPlace && streamOut(ex, block * n, false);
+  copyOut(stream, dst + r * block, i0 + r * block, block);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     ex.setPhase("exchange", i - 1, n - 1);
-    FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 0) + r * block, dst + p * block, block));
+    FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0) + r * block, dst + p * block, block, stream));
   }
   if (inPlace) {
     ex.post(2);
@@ -531,13 +587,14 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
   FERRY_TRY(enter(ex));
   if (plan.protocol == Protocol::kShm) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
   ex.setPhase("copy", 0, 1);
+  const bool stream = streamOut(ex, bytes, r == root && in == out);
   if (r == root) {
-    if (in != out) std::memcpy(out, in, bytes);
+    if (in != out) copyOut(stream, out, in, bytes);
     ex.setPhase("departure", 0, 1);
     for (int i = 1; i < n; ++i) FERRY_TRY(ex.await((r + i) % n, 2));
     return Status::ok();
   }
-  FERRY_TRY(ex.readPeer(root, ex.peerAddr(root, 0), out, bytes));
+  FERRY_TRY(readInto(ex, root, ex.peerAddr(root, 0), static_cast<uint8_t*>(out), bytes, stream));
   ex.post(2);
   return Status::ok();
 }
@@ -587,12 +644,14 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   announce(ex, plan, in, mine);
   FERRY_TRY(enter(ex));
   ex.setPhase("reduce", 0, 1);
+  // The root's output, not read again here: streaming stores where it is large.
+  const bool stream = r == root && streamOut(ex, count * es, in == out);
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {
         return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0} : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
       },
-      mine, segN, type, op));
+      mine, segN, type, op, stream));
   ex.post(2);
   if (r == root) {
     auto* o = static_cast<uint8_t*>(out);
@@ -601,7 +660,7 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
       ex.setPhase("gather", i - 1, n - 1);
       FERRY_TRY(ex.await(p, 2));
       size_t b = segmentBegin(count, n, p), len = segmentCount(count, n, p);
-      if (len > 0) FERRY_TRY(ex.readPeer(p, ex.peerAddr(p, 1), o + b * es, len * es));
+      if (len > 0) FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 1), o + b * es, len * es, stream));
     }
     ex.post(3);
     return Status::ok();

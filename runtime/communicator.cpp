@@ -127,6 +127,20 @@ struct Comm::Impl {
 
 namespace {
 
+// FERRY_STREAM_MIN_BYTES, with -1 resolved to the size of the last-level cache (all instances):
+// an output that large cannot stay in the caches until its reader comes. 32 MiB where hwloc
+// reports no cache sizes.
+size_t streamMinBytes() {
+  static const size_t automatic = [] {
+    auto t = discoverTopology();
+    if (t.isOk() && t->l3Bytes > 0) return t->l3Bytes * static_cast<size_t>(std::max(t->l3Count, 1));
+    if (t.isOk() && t->l2Bytes > 0) return t->l2Bytes * static_cast<size_t>(std::max(t->cores, 1));
+    return size_t{32} << 20;
+  }();
+  const int64_t v = config().streamMinBytes;
+  return v < 0 ? automatic : static_cast<size_t>(v);
+}
+
 Status invalid(const char* fn, int rank, const char* fmt, const std::string& detail) {
   return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank,
                    (std::string(fmt) + detail).c_str());
@@ -328,6 +342,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   ctx.arena = impl->arena.get();
   ctx.peerReads = ti.cma;
   ctx.sharedMinBytes = ti.sharedMinBytes;
+  ctx.streamMinBytes = streamMinBytes();
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).
   auto gpu = cuda::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);
