@@ -42,11 +42,25 @@ struct CallTrace {
 /// Host memory for intermediate results, owned by the communicator and grown on demand.
 class Scratch {
  public:
+  /// Where the memory comes from: aligned_alloc by default. The runtime hands single-host
+  /// communicators memory peers can map (transports/shm/shared_memory.hpp), so a peer reading an
+  /// intermediate result (a reduce's segments) copies it instead of a cross-memory read.
+  /// alloc returns null on failure; the memory must be 64-byte aligned.
+  struct Allocator {
+    void* (*alloc)(size_t bytes);
+    void (*free)(void* ptr);
+  };
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  /// Take memory from `a` from now on (before the first get()).
+  void setAllocator(Allocator a) { alloc_ = a; }
   /// At least `bytes` bytes, 64-byte aligned; valid until the next call.
   void* get(size_t bytes);
   ~Scratch();
 
  private:
+  Allocator alloc_{nullptr, nullptr};
   void* data_ = nullptr;
   size_t size_ = 0;
 };

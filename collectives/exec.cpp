@@ -18,15 +18,27 @@ using transport::Request;
 
 void* Scratch::get(size_t bytes) {
   if (bytes > size_) {
-    std::free(data_);
     size_t rounded = (bytes + 63) & ~size_t{63};
-    data_ = std::aligned_alloc(64, rounded);
+    if (alloc_.alloc != nullptr) {
+      if (data_ != nullptr) alloc_.free(data_);
+      data_ = alloc_.alloc(rounded);
+    } else {
+      std::free(data_);
+      data_ = std::aligned_alloc(64, rounded);
+    }
     size_ = data_ != nullptr ? rounded : 0;
   }
   return data_;
 }
 
-Scratch::~Scratch() { std::free(data_); }
+Scratch::~Scratch() {
+  if (data_ == nullptr) return;
+  if (alloc_.alloc != nullptr) {
+    alloc_.free(data_);
+  } else {
+    std::free(data_);
+  }
+}
 
 Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
     : ctx_(ctx),

@@ -22,6 +22,7 @@
 #include "runtime/topology.hpp"
 #include "runtime/watchdog.hpp"
 #include "runtime/work_queue.hpp"
+#include "transports/shm/shared_memory.hpp"
 #include "transports/shm/shm_arena.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
@@ -333,6 +334,17 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   ctx.rank = rank;
   ctx.size = size;
   ctx.hooks = impl->watchdog.get();
+  if (impl->arena) {
+    // Peers read intermediate results out of the scratch (a reduce's segments, at the root): in
+    // shared memory they copy them, where private memory would need a cross-memory read.
+    impl->scratch.setAllocator({[](size_t bytes) -> void* {
+                                  auto p = transport::shm::allocShared(bytes);
+                                  return p.isOk() ? *p : std::aligned_alloc(64, (bytes + 63) & ~size_t{63});
+                                },
+                                [](void* p) {
+                                  if (!transport::shm::freeShared(p).isOk()) std::free(p);
+                                }});
+  }
   ctx.scratch = &impl->scratch;
   ctx.staging = &impl->staging;
   ctx.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));

@@ -58,6 +58,7 @@ struct Local {
   int regFd = -1;
   bool regFailed = false;
   Registry* reg = nullptr;
+  std::atomic<const Registry*> published{nullptr};  // reg, for isShared's lock-free reads
   std::vector<Alloc> allocs;
   uint64_t nextId = 1;
   std::atomic<size_t> live{0};
@@ -82,6 +83,7 @@ struct Local {
     reg = static_cast<Registry*>(p);  // zero-filled by ftruncate
     reg->magic = kRegistryMagic;
     regFd = fd;
+    published.store(reg, std::memory_order_release);
     return true;
   }
 
@@ -230,15 +232,29 @@ Status freeShared(void* ptr) {
 }
 
 bool isShared(const void* ptr, size_t bytes) {
+  // Called for every buffer of every single-host collective: no lock. What peers can map is what
+  // the registry lists, read here as any peer reads it (a seqlock snapshot of the entries).
   Local& l = local();
   if (l.live.load(std::memory_order_relaxed) == 0 || ptr == nullptr) return false;
-  auto p = reinterpret_cast<uintptr_t>(ptr);
-  std::lock_guard<std::mutex> lock(l.mu);
-  for (const auto& a : l.allocs) {
-    auto b = reinterpret_cast<uintptr_t>(a.base);
-    if (p >= b && p - b <= a.bytes && bytes <= a.bytes - (p - b)) return true;
+  const Registry* reg = l.published.load(std::memory_order_acquire);
+  if (reg == nullptr) return false;
+  const auto p = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr));
+  for (int attempt = 0;; ++attempt) {
+    uint64_t v1 = reg->version.load(std::memory_order_acquire);
+    if ((v1 & 1) != 0) {
+      if (attempt > 100) sched_yield();
+      continue;
+    }
+    bool found = false;
+    uint32_t n = std::min<uint32_t>(reg->count.load(std::memory_order_relaxed), kMaxEntries);
+    for (uint32_t i = 0; i < n && !found; ++i) {
+      uint64_t b = reg->entries[i].base.load(std::memory_order_relaxed);
+      uint64_t size = reg->entries[i].bytes.load(std::memory_order_relaxed);
+      found = p >= b && p - b <= size && bytes <= size - (p - b);
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (reg->version.load(std::memory_order_relaxed) == v1) return found;
   }
-  return false;
 }
 
 int registryFd() {

@@ -31,8 +31,8 @@ namespace ferry::transport::shm {
 Result<void*> allocShared(size_t bytes);
 /// Release what allocShared returned; kInvalidArgument for any other pointer.
 Status freeShared(void* ptr);
-/// Whether [ptr, ptr + bytes) lies inside one allocation of allocShared. One relaxed load when
-/// this process has none.
+/// Whether [ptr, ptr + bytes) lies inside one allocation of allocShared that peers can map (one
+/// the registry lists). Lock-free; one relaxed load when this process has none.
 bool isShared(const void* ptr, size_t bytes);
 /// The registry's file descriptor in this process, created on first use; -1 if it cannot be made.
 int registryFd();
