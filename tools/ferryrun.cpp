@@ -27,6 +27,7 @@
 // The loop sleeps in poll() on the pipes and a signalfd (SIGCHLD included): no busy waiting.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "runtime/base/deadline.hpp"
+#include "tools/binding.hpp"
 #include "tools/line_relay.hpp"
 #include "tools/rank_env.hpp"
 #include "tools/spawn.hpp"
@@ -59,11 +61,15 @@ constexpr double kReportSeconds = 3.0;    // a rank failed: others may still rep
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 constexpr char kUsage[] =
-    "usage: ferryrun [-n N | --np N] [--timeout SECONDS] [--no-prefix] [--] PROGRAM [ARGS...]\n"
+    "usage: ferryrun [-n N | --np N] [--timeout SECONDS] [--bind-to auto|core|none] [--no-prefix] [--]\n"
+    "                PROGRAM [ARGS...]\n"
     "Start N ranks of PROGRAM on this host with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,\n"
     "FERRY_LOCAL_SIZE, FERRY_ADDR and FERRY_SECRET set, and prefix their output lines with \"[rank] \".\n"
     "  -n, --np N          ranks to start, 1 to 4096 (default 1)\n"
     "  --timeout SECONDS   stop all ranks after SECONDS and exit 124\n"
+    "  --bind-to WHAT      core: rank r runs on the r-th core of ferryrun's CPUs (distinct physical\n"
+    "                      cores first); none: wherever the scheduler puts it; auto (default): core\n"
+    "                      when there are at least N CPUs, else none\n"
     "  --no-prefix         ranks write straight to stdout and stderr (lines may interleave)\n"
     "  -h, --help          show this help\n"
     "Exit status: 0 when every rank exits 0, else the code of the first rank that failed\n"
@@ -100,6 +106,7 @@ struct Options {
   int ranks = 1;
   double timeout = 0;  // seconds, 0: none
   bool prefix = true;
+  ferry::tools::BindPolicy bind = ferry::tools::BindPolicy::kAuto;
   std::vector<char*> argv;  // the program and its arguments, null-terminated
 };
 
@@ -129,14 +136,20 @@ Options parseArgs(int argc, char** argv) {
     } else if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
       flag = arg.substr(0, eq), value = arg.substr(eq + 1), inline_ = true;
     }
-    if (flag != "-n" && flag != "--np" && flag != "--timeout") usageError("unknown option '" + arg + "'");
+    if (flag != "-n" && flag != "--np" && flag != "--timeout" && flag != "--bind-to") {
+      usageError("unknown option '" + arg + "'");
+    }
     if (!inline_) {
       if (i + 1 >= argc) usageError(flag + " needs a value");
       value = argv[++i];
     }
     char* end = nullptr;
     errno = 0;
-    if (flag == "--timeout") {
+    if (flag == "--bind-to") {
+      if (!ferry::tools::parseBindPolicy(value, &o.bind)) {
+        usageError("invalid value '" + value + "' for --bind-to: expected auto, core or none");
+      }
+    } else if (flag == "--timeout") {
       double t = std::strtod(value.c_str(), &end);
       if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(t) || t <= 0) {
         usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0");
@@ -191,6 +204,7 @@ class Job {
   bool forwarded_ = false;
   int exitCode_ = 0;
   ferry::Deadline timeoutAt_, killAt_;
+  std::vector<int> cpus_;  // the CPU of each rank (--bind-to), or empty
 };
 
 void Job::prepare() {
@@ -210,6 +224,14 @@ void Job::prepare() {
     std::exit(1);
   }
   env_ = std::move(*env);
+
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    cpus_ = ferry::tools::bindingFor(o_.bind, o_.ranks, ferry::tools::cpusByCore(allowed));
+  } else if (o_.bind == ferry::tools::BindPolicy::kCore) {
+    say("--bind-to core: cannot read this process's CPUs (%s); the ranks run unbound", std::strerror(errno));
+  }
 }
 
 // Forks and execs rank r. False when the program cannot be executed (reported here).
@@ -233,6 +255,7 @@ bool Job::startRank(int r) {
   request.stdoutFd = outPipe[1];
   request.stderrFd = errPipe[1];
   request.inherited = &inherited_;
+  if (!cpus_.empty()) request.cpu = cpus_[static_cast<size_t>(r)];
   ferry::tools::Spawned spawned = ferry::tools::spawnInOwnGroup(request);
   if (o_.prefix) {
     close(outPipe[1]);

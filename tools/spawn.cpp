@@ -1,6 +1,8 @@
 // Spawning supervised children: see spawn.hpp for why each step is there.
 #include "tools/spawn.hpp"
 
+#include <sched.h>
+
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -54,6 +56,12 @@ Spawned spawnInOwnGroup(const SpawnRequest& request) {
     sigaction(SIGCHLD, &inherited.chldAction, nullptr);
     sigprocmask(SIG_SETMASK, &inherited.mask, nullptr);
     if (inherited.restoreFileLimit) setrlimit(RLIMIT_NOFILE, &inherited.fileLimit);
+    if (request.cpu >= 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(request.cpu, &one);
+      sched_setaffinity(0, sizeof(one), &one);  // best effort: an unbound rank still runs
+    }
     execvpe(request.argv[0], request.argv, request.envp);
     int err = errno;
     ssize_t ignored = write(execPipe[1], &err, sizeof(err));

@@ -37,6 +37,7 @@ struct SpawnRequest {
   int stdoutFd = -1;            ///< becomes the child's fd 1; -1 keeps ours
   int stderrFd = -1;            ///< becomes the child's fd 2; -1 keeps ours
   const InheritedState* inherited = nullptr;  ///< state to restore; required
+  int cpu = -1;                 ///< >= 0: the child runs on this CPU only (sched_setaffinity)
 };
 
 /// The outcome of spawnInOwnGroup().

@@ -178,6 +178,27 @@ for _ in $(seq 50); do
 done
 [[ -e $TMP/orphan.0 && -e $TMP/orphan.1 ]] || fail "the ranks of a killed ferryrun get SIGTERM"
 
+# --- --bind-to: a CPU of its own per rank where there are enough ----------------------------------
+# Ranks report their CPU list with taskset -cp.
+cpus=$(nproc)
+affinity() {  # the CPU list of each rank, "[r] list", sorted by rank
+  sort "$TMP/out" | sed 's/pid [0-9]*.s current affinity list: //'
+}
+run -n 1 --bind-to none sh -c 'taskset -cp $$'
+unbound=$(sed 's/.*: //' "$TMP/out")
+run -n "$cpus" --bind-to core sh -c 'taskset -cp $$'
+expect_rc 0 "--bind-to core"
+bound=$(affinity)
+lines=$(sed 's/^\[[0-9]*\] //' <<<"$bound" | sort -u | wc -l)
+[[ $lines == "$cpus" ]] || fail "--bind-to core: $cpus ranks should get $cpus different CPUs: $bound"
+if grep -qv '^\[[0-9]*\] [0-9]*$' <<<"$bound"; then fail "--bind-to core: a rank has more than one CPU: $bound"; fi
+run -n "$cpus" sh -c 'taskset -cp $$'
+[[ $(affinity) == "$bound" ]] || fail "auto with $cpus ranks on $cpus CPUs should bind as core: $(affinity)"
+run -n $((cpus + 1)) sh -c 'taskset -cp $$'
+grep -q "list: $unbound\$" "$TMP/out" || fail "auto with more ranks than CPUs should not bind: $(cat "$TMP/out")"
+run -n 2 --bind-to none sh -c 'taskset -cp $$'
+grep -q "list: $unbound\$" "$TMP/out" || fail "--bind-to none should not bind: $(cat "$TMP/out")"
+
 # --- usage errors name what was wrong -----------------------------------------------------------
 usage_error() {  # usage_error EXPECTED_TEXT ARGS...
   local want=$1
@@ -192,6 +213,7 @@ usage_error "invalid value 'abc' for --np" --np abc true
 usage_error "invalid value '5000' for -n" -n5000 true
 usage_error "invalid value 'soon' for --timeout" --timeout=soon true
 usage_error "invalid value '-1' for --timeout" --timeout -1 true
+usage_error "invalid value 'socket' for --bind-to" --bind-to socket true
 usage_error "-n needs a value" -n
 usage_error "missing the program to run" -n 2
 usage_error "missing the program to run"
