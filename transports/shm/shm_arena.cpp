@@ -54,6 +54,8 @@ constexpr size_t kCallLog = 2 * kRingDepth;
 constexpr size_t kHead = kPage + (kCallLog * sizeof(uint64_t) + kPage - 1) / kPage * kPage;
 // The shortest spin an adaptive wait keeps (unless FERRY_SPIN_NS asks for less).
 constexpr int64_t kMinSpinNs = 300;
+// A sched_yield that returns within this found nothing else to run on the core.
+constexpr int64_t kLoneYieldNs = 3000;
 
 struct alignas(64) PaddedHeader {
   CallHeader h;
@@ -263,9 +265,11 @@ class ShmArena final : public Arena {
     // Spinning only pays while the awaited peer runs on another core. When it shares ours (more
     // ranks than cores, or other processes crowding the cores) every spin runs to its end while
     // the peer cannot run: 2 ranks sharing a core with a 20 us spin took 22 us per 8 B
-    // all-reduce. So the budget adapts: halved by each wait that outlasts it, doubled back (up
-    // to spinNs_) by each that ends within it. The clock is read every 8 pauses (a pause takes 10
-    // to 140 cycles depending on the CPU: 38 ns on this project's test host).
+    // all-reduce. So the budget adapts: halved by each wait that outlasts it while the core was
+    // wanted elsewhere, doubled back (up to spinNs_) by each that ends within it, or soon after
+    // while nothing else wanted the core (the yields below tell). The clock is read every 8
+    // pauses (a pause takes 10 to 140 cycles depending on the CPU: 38 ns on this project's test
+    // host).
     for (unsigned i = 1;; ++i) {
       cpuPause();
       if (c->posted.load(std::memory_order_acquire) >= target) {
@@ -274,16 +278,29 @@ class ShmArena final : public Arena {
       }
       if ((i & 7) == 0 && Clock::now() >= spinUntil) break;
     }
-    spinBudgetNs_ = std::max(std::min<int64_t>(spinNs_, kMinSpinNs), spinBudgetNs_ / 2);
     // Then yield for a while: when ranks outnumber cores the peer we wait for is often runnable
     // on our own core, and yielding hands it the core at once, where sleeping would add a
     // wake-up through the kernel. With a core per rank, sched_yield returns at once.
-    Clock::time_point yieldUntil = Clock::now() + std::chrono::nanoseconds(yieldNs_);
+    const Clock::time_point yieldFrom = Clock::now();
+    Clock::time_point yieldUntil = yieldFrom + std::chrono::nanoseconds(yieldNs_);
     for (unsigned i = 1;; ++i) {
       sched_yield();
-      if (c->posted.load(std::memory_order_acquire) >= target) return Status::ok();
+      if (c->posted.load(std::memory_order_acquire) >= target) {
+        // If no yield gave the core away (each returned within kLoneYieldNs), nothing else wanted
+        // this core: the spin would have caught the peer as cheaply, and sooner than a loop of
+        // system calls, so spin longer next time. Otherwise the peer (or another process) ran
+        // here in our place: spinning would only have delayed it, so spin less.
+        const int64_t yielded = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - yieldFrom).count();
+        if (yielded <= static_cast<int64_t>(i) * kLoneYieldNs) {
+          spinBudgetNs_ = std::min(spinNs_, 2 * spinBudgetNs_);
+        } else {
+          spinBudgetNs_ = std::max(std::min<int64_t>(spinNs_, kMinSpinNs), spinBudgetNs_ / 2);
+        }
+        return Status::ok();
+      }
       if ((i & 7) == 0 && Clock::now() >= yieldUntil) break;
     }
+    spinBudgetNs_ = std::max(std::min<int64_t>(spinNs_, kMinSpinNs), spinBudgetNs_ / 2);
     Clock::time_point nextCheck = Clock::now();
     const timespec nap{0, 5'000'000};
     long napNs = 2000;
