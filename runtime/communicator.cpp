@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 
@@ -75,13 +76,34 @@ struct Comm::Impl {
   }
 
   /// The plan of a collective call: the tuner's choice for data-moving calls; barriers and calls
-  /// that move no data synchronise through the arena when there is one.
-  Plan plan(const OpDesc& desc) {
+  /// that move no data synchronise through the arena when there is one. Where the tuner's trials
+  /// of this call's kind are complete, the ranks first agree on their times (an internal all-reduce
+  /// with its own sequence number, at the same call on every rank: their tuners run in step).
+  Result<Tuner::Choice> plan(const OpDesc& desc) {
     if (desc.kind == OpKind::kBarrier || desc.count == 0) {
-      return arena ? Plan{coll::Algorithm::kDirect, coll::Protocol::kShm, 0}
-                   : Plan{coll::Algorithm::kPairwise, coll::Protocol::kMessages, 0};
+      Tuner::Choice c;
+      c.plan = arena ? Plan{coll::Algorithm::kDirect, coll::Protocol::kShm, 0}
+                     : Plan{coll::Algorithm::kPairwise, coll::Protocol::kMessages, 0};
+      return c;
     }
-    return tuner->choose(desc, ctx.peersShared);
+    Tuner::Choice c = tuner->select(desc, ctx.peersShared);
+    if (c.settle) {
+      std::vector<int64_t> ends = tuner->callEnds(c);
+      FERRY_TRY(agreeMax(ends));
+      tuner->settle(c, ends);
+      c = tuner->select(desc, ctx.peersShared);
+    }
+    return c;
+  }
+
+  /// v = the element-wise max of every rank's v, through the arena (one-shot: a few bytes).
+  Status agreeMax(std::vector<int64_t>& v) {
+    OpDesc d{OpKind::kAllReduce, v.size(), DataType::kInt64, RedOp::kMax, -1};
+    coll::Exec ex(ctx, d, ++seq, coll::TagClass::kCollective, config().timeout);
+    ex.post(0);
+    Status st = coll::arenaAllReduce(ex, Plan{coll::Algorithm::kOneShot, coll::Protocol::kShm, 0}, v.data(), v.data(),
+                                     v.size(), DataType::kInt64, RedOp::kMax);
+    return st.isOk() ? st : fail(ex, st);
   }
 
   /// Run one call: `body(ex, plan)` under the communicator's deadline, with a sticky error, a
@@ -90,13 +112,20 @@ struct Comm::Impl {
   Status run(const OpDesc& desc, coll::TagClass cls, Body&& body) {
     auto exclusive = queue.acquire();
     FERRY_TRY(sticky());
+    Tuner::Choice choice;
+    if (cls == coll::TagClass::kCollective) {
+      // Before this call's sequence number: choosing may run the tuner's agreement call first.
+      auto c = plan(desc);
+      FERRY_TRY(c);
+      choice = *c;
+    }
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
     coll::Exec ex(ctx, desc, s, cls, config().timeout);
     Status st;
     if (cls == coll::TagClass::kCollective) {
-      Plan p = plan(desc);
+      const Plan p = choice.plan;
       // "Entered this call": what claimMailbox() waits for before a rank reuses a mailbox.
       if (arena) ex.post(0);
       if (p.protocol == coll::Protocol::kMessages) {
@@ -110,19 +139,28 @@ struct Comm::Impl {
       } else {
         st = body(ex, p);
       }
+      if (st.isOk() && choice.trial >= 0) tuner->record(choice, steadyNs());
     } else {
       st = body(ex, Plan{});
     }
-    if (!st.isOk()) {
-      error = st;
-      FERRY_WARN(log::kColl, "%s", st.message().c_str());
-      // Retire what the failed call posted before its buffers go back to the caller.
-      if (!ex.drain(0.2)) FERRY_INFO(log::kColl, "transfers of the failed call still in flight after 0.2 s");
-      if (watchdog) watchdog->report(st);
-      // Other ranks may still be trying to reach this one: close now so they see it fail fast.
-      if (transport) transport->close(0.2, true);
-    }
+    return st.isOk() ? st : fail(ex, st);
+  }
+
+  /// A call failed: the error becomes sticky and the other ranks hear of it.
+  Status fail(coll::Exec& ex, const Status& st) {
+    error = st;
+    FERRY_WARN(log::kColl, "%s", st.message().c_str());
+    // Retire what the failed call posted before its buffers go back to the caller.
+    if (!ex.drain(0.2)) FERRY_INFO(log::kColl, "transfers of the failed call still in flight after 0.2 s");
+    if (watchdog) watchdog->report(st);
+    // Other ranks may still be trying to reach this one: close now so they see it fail fast.
+    if (transport) transport->close(0.2, true);
     return st;
+  }
+
+  static int64_t steadyNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 };
 
@@ -321,6 +359,8 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     ti.mailboxBytes = impl->arena->slotBytes();
     ti.sharedMinBytes = static_cast<size_t>(std::max<int64_t>(config().sharedMinBytes, 0));
     ti.ranksOnHost = size;
+    ti.trials = static_cast<int>(std::clamp<int64_t>(config().tuneTrials, 0, 16));
+    ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
   } else {
     ti.model.cores = cores;
     ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.cmaBw = 1e9;
@@ -353,7 +393,10 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   ctx.trace = &impl->trace;
   ctx.arena = impl->arena.get();
   ctx.peerReads = ti.cma;
-  ctx.sharedMinBytes = ti.sharedMinBytes;
+  // The pipelined reductions switch to reading shared buffers in place on their own (the hint the
+  // tuner had may be one call old) only where the plan was not measured: measured plans stay what
+  // they were measured as.
+  ctx.sharedMinBytes = ti.trials > 0 ? std::max(ti.sharedMinBytes, ti.measureMaxBytes + 1) : ti.sharedMinBytes;
   ctx.streamMinBytes = streamMinBytes();
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).

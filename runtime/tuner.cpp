@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "runtime/base/log.hpp"
@@ -20,6 +21,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // The transport algorithms are not modelled: on one host the arena ones always move fewer bytes
 // with fewer hand-offs; they run where there is no arena, or when FERRY_ALGO asks for them.
 constexpr double kUnmodelled = 1e9;
+// Measured selection tries the candidates predicted within this factor of the best one (the model
+// was off by up to 7x, never by more), at most kMaxTrialPlans of them.
+constexpr double kPrune = 8.0;
+constexpr size_t kMaxTrialPlans = 4;
 
 std::string lower(std::string s) {
   std::string out;
@@ -257,6 +262,106 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
   if (cache_.size() > 4096) cache_.clear();
   cache_.emplace(key, plan);
   return plan;
+}
+
+Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
+  const size_t bytes = d.count * dataTypeSize(d.type);
+  const bool perRank = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll || d.kind == OpKind::kReduceScatter;
+  const size_t moved = perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes;
+  Choice c;
+  if (in_.trials <= 0 || !in_.arena || in_.ranks < 2 || moved > in_.measureMaxBytes) {
+    c.plan = choose(d, shared);
+    return c;
+  }
+  auto key = std::make_tuple(static_cast<int>(d.kind), bytes, shared, static_cast<int>(d.type));
+  auto it = trials_.find(key);
+  if (it == trials_.end()) {
+    if (trials_.size() >= 4096) trials_.clear();
+    Trials t;
+    t.chosen = choose(d, shared);
+    // The model's candidates, as choose() weighs them, within kPrune of its best.
+    auto cands = candidates(d.kind, bytes, shared && moved >= in_.sharedMinBytes);
+    double best = kInf;
+    for (const Candidate& x : cands) {
+      if (x.allowed && x.seconds < kUnmodelled) best = std::min(best, x.seconds);
+    }
+    std::vector<Candidate> keep;
+    for (const Candidate& x : cands) {
+      if (x.allowed && x.seconds < kUnmodelled && x.seconds <= kPrune * best) keep.push_back(x);
+    }
+    std::stable_sort(keep.begin(), keep.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+    if (keep.size() > kMaxTrialPlans) keep.resize(kMaxTrialPlans);
+    if (keep.size() < 2) {
+      t.settled = true;  // nothing to compare (or FERRY_ALGO / FERRY_PROTO left one plan)
+    } else {
+      for (const Candidate& x : keep) {
+        t.plans.push_back(x.plan);
+        t.predicted.push_back(x.seconds);
+      }
+      t.ends.assign(t.plans.size() * static_cast<size_t>(in_.trials + 1), 0);
+      char what[128];
+      std::snprintf(what, sizeof(what), "%s of %zu B on %d ranks%s", coll::opKindName(d.kind), bytes, in_.ranks,
+                    shared ? " (buffers in shared memory)" : "");
+      t.what = what;
+    }
+    it = trials_.emplace(key, std::move(t)).first;
+  }
+  Trials& t = it->second;
+  if (t.settled) {
+    c.plan = t.chosen;
+    return c;
+  }
+  c.trials = &t;
+  if (t.next < static_cast<int>(t.ends.size())) {
+    c.trial = t.next++;
+    c.plan = t.plans[static_cast<size_t>(c.trial / (in_.trials + 1))];
+  } else {
+    c.settle = true;
+  }
+  return c;
+}
+
+void Tuner::record(const Choice& c, int64_t endNs) {
+  if (c.trials == nullptr || c.trial < 0 || static_cast<size_t>(c.trial) >= c.trials->ends.size()) return;
+  c.trials->ends[static_cast<size_t>(c.trial)] = endNs;
+}
+
+std::vector<int64_t> Tuner::callEnds(const Choice& c) const {
+  return c.trials != nullptr ? c.trials->ends : std::vector<int64_t>{};
+}
+
+void Tuner::settle(const Choice& c, const std::vector<int64_t>& lastEnds) {
+  Trials* t = c.trials;
+  if (t == nullptr || t->settled) return;
+  const size_t m = t->plans.size(), run = static_cast<size_t>(in_.trials + 1);
+  std::vector<double> bestOf(m, kInf);
+  for (size_t j = 0; j < m; ++j) {
+    for (size_t k = j * run + 1; k < (j + 1) * run && k < lastEnds.size(); ++k) {
+      const double d = static_cast<double>(lastEnds[k] - lastEnds[k - 1]) * 1e-9;
+      bestOf[j] = std::min(bestOf[j], std::max(d, 0.0));
+    }
+  }
+  size_t win = 0;
+  for (size_t j = 1; j < m; ++j) {
+    if (bestOf[j] < bestOf[win]) win = j;
+  }
+  t->chosen = t->plans[win];
+  t->settled = true;
+  if (log::enabled(log::Level::kInfo, log::kTune)) {
+    std::string why;
+    for (size_t j = 0; j < m; ++j) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "%s%s/%s %.1f us (predicted %.1f)", j == 0 ? "" : ", ",
+                    coll::algorithmName(t->plans[j].algorithm), coll::protocolName(t->plans[j].protocol),
+                    bestOf[j] * 1e6, t->predicted[j] * 1e6);
+      why += buf;
+    }
+    FERRY_INFO(log::kTune, "%s: measured %s/%s [per call in a stream, best of %d: %s]", t->what.c_str(),
+               coll::algorithmName(t->chosen.algorithm), coll::protocolName(t->chosen.protocol), in_.trials,
+               why.c_str());
+  }
+  t->ends.clear();
+  t->ends.shrink_to_fit();
 }
 
 }  // namespace ferry

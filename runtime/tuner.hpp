@@ -9,6 +9,22 @@
 // The cheapest allowed candidate wins. Choices are cached per
 // (collective, bytes) and, with FERRY_DEBUG_SUBSYS=TUNE, logged once each with every candidate's
 // predicted time. Every rank computes the same plan from the same inputs (rank 0's model).
+//
+// Measured selection (select()): a model of a few constants cannot know where a host's caches,
+// its scheduler and other processes put the crossover between plans (on a 2-core VM it was off
+// by 2-7x between 64 KiB and 4 MiB with four ranks). So calls on one host of up to
+// FERRY_TUNE_MEASURE_BYTES are measured: the first calls of each (collective, bytes, type,
+// shared) run every candidate the model puts within kPrune of its best, each for
+// FERRY_TUNE_TRIALS + 1 calls in a row; then the ranks agree on what they saw and keep the
+// fastest. A trial is the interval between two consecutive calls' ends on the last rank to finish
+// them (the ranks of one host share one monotonic clock): the time a stream of such calls takes
+// per call, with the overlap a plan allows between one call and the next, and not charged for a
+// rank that came late. The first call of each run of calls only starts the clock, so it absorbs
+// the switch from the previous plan. A candidate's time is its best trial (other processes only
+// ever add time). All ranks call the same collectives in the same order, so every rank's tuner
+// runs the same trials at the same calls and settles at the same call: there is no plan to
+// disagree on. Results do not depend on the plan (every reduction combines ranks in the same
+// order), so trials change nothing but time.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +48,8 @@ struct TunerInputs {
   size_t sharedMinBytes = size_t{32} << 20;  ///< FERRY_SHARED_MIN_BYTES (coll::Context::sharedMinBytes)
   int ranksOnHost = 1;
   HostModel model;
+  int trials = 0;               ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
+  size_t measureMaxBytes = 0;   ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
 };
 
 class Tuner {
@@ -44,6 +62,26 @@ class Tuner {
   /// The plan for one call (count > 0). `shared`: the ranks' buffers were all in shared memory
   /// in the last call that looked (coll::Context::peersShared), so peers' buffers map.
   coll::Plan choose(const coll::OpDesc& d, bool shared = false);
+
+  struct Trials;
+  /// What select() decided for one call.
+  struct Choice {
+    coll::Plan plan;
+    /// Non-null with trial >= 0: this call is measured; report when it ended with record().
+    Trials* trials = nullptr;
+    int trial = -1;
+    /// The trials of this call's kind are complete: the ranks must agree on their times
+    /// (callEnds(), reduced with max over every rank) and settle() before calling select() again.
+    bool settle = false;
+  };
+  /// The plan for one call, measured where that pays (see above); the model's choice otherwise.
+  Choice select(const coll::OpDesc& d, bool shared = false);
+  /// When this rank finished measured call `c.trial` (steady clock, ns).
+  void record(const Choice& c, int64_t endNs);
+  /// When this rank finished each measured call of `c`, in order.
+  std::vector<int64_t> callEnds(const Choice& c) const;
+  /// Keep the fastest candidate of `c`, given each measured call's end maximised over the ranks.
+  void settle(const Choice& c, const std::vector<int64_t>& lastEnds);
 
   /// One candidate and its predicted time, for logs and tests.
   struct Candidate {
@@ -63,6 +101,18 @@ class Tuner {
   uint32_t algoMask_[9] = {};
   uint32_t protoMask_ = 0;
   std::map<std::tuple<int, size_t, bool>, coll::Plan> cache_;
+  std::map<std::tuple<int, size_t, bool, int>, Trials> trials_;
+};
+
+/// The candidates of one (collective, bytes, type, shared) under measurement.
+struct Tuner::Trials {
+  std::vector<coll::Plan> plans;   ///< best predicted first
+  std::vector<double> predicted;   ///< seconds, as plans
+  std::vector<int64_t> ends;       ///< this rank's end of each measured call: plans[i / (trials + 1)] ran call i
+  int next = 0;                    ///< trials handed out
+  bool settled = false;
+  coll::Plan chosen;
+  std::string what;                ///< "allReduce of 1048576 B on 4 ranks", for the log
 };
 
 }  // namespace ferry

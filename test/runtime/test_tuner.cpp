@@ -160,3 +160,100 @@ TEST_CASE("the host model survives serialisation and rejects garbage", "[tuner]"
   CHECK(back->cores == 2);
   CHECK_FALSE(HostModel::deserialize({'x', 'y'}).isOk());
 }
+
+namespace {
+
+// Runs select() until the trials of (kind, floats) ask to settle, as the communicator does;
+// `cost(plan)` says how long a call with that plan takes, in ns, on every rank. Returns the plans
+// of the measured calls in order.
+template <typename Cost>
+std::vector<coll::Plan> runTrials(Tuner& t, OpKind kind, size_t floats, Cost cost) {
+  OpDesc d{kind, floats, DataType::kFloat32, RedOp::kSum, kind == OpKind::kBroadcast ? 0 : -1};
+  std::vector<coll::Plan> ran;
+  int64_t clock = 1000;
+  for (int call = 0; call < 100; ++call) {
+    Tuner::Choice c = t.select(d, true);
+    if (c.settle) {
+      t.settle(c, t.callEnds(c));  // one rank: the max over ranks is its own times
+      return ran;
+    }
+    if (c.trial < 0) return ran;  // not measured
+    ran.push_back(c.plan);
+    clock += cost(c.plan);
+    t.record(c, clock);
+  }
+  FAIL("the trials never settled");
+  return ran;
+}
+
+bool same(const coll::Plan& a, const coll::Plan& b) { return a.algorithm == b.algorithm && a.protocol == b.protocol; }
+
+}  // namespace
+
+TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row, then keeps the fastest", "[tuner]") {
+  auto in = inputs(4);
+  in.trials = 2;
+  in.measureMaxBytes = 64 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t floats = 256 * 1024;  // 1 MiB all-reduce: oneshot, twoshot/shm and twoshot/cma all plausible
+  const coll::Plan modelChoice = plan(*t, OpKind::kAllReduce, floats);
+  // Make the plan the model likes least the fastest, and let the first call of each run (the
+  // switch from the previous plan) be slow: only the intervals after it may count.
+  std::vector<coll::Plan> order;
+  int sinceSwitch = 0;
+  coll::Plan last{};
+  auto ran = runTrials(*t, OpKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
+    sinceSwitch = order.empty() || !same(p, last) ? 0 : sinceSwitch + 1;
+    if (order.empty() || !same(p, last)) order.push_back(p);
+    last = p;
+    if (sinceSwitch == 0) return 1'000'000;
+    return same(p, order.back()) && order.size() == 3 ? 100 : 1000;
+  });
+  REQUIRE(order.size() == 3);
+  REQUIRE(ran.size() == 9);  // 3 plans x (2 trials + 1)
+  CHECK(same(order.front(), modelChoice));  // the model's best goes first
+  for (size_t i = 0; i < ran.size(); ++i) CHECK(same(ran[i], order[i / 3]));
+  // Settled: every later call takes the fastest, and is not measured.
+  OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
+  for (int i = 0; i < 3; ++i) {
+    Tuner::Choice c = t->select(d, true);
+    CHECK(c.trial < 0);
+    CHECK_FALSE(c.settle);
+    CHECK(same(c.plan, order[2]));
+  }
+  // Another size is a new key with trials of its own; two tuners built alike run alike.
+  auto u = Tuner::create(in, "", "", 0);
+  REQUIRE(u.isOk());
+  auto unit = [](const coll::Plan&) -> int64_t { return 1000; };
+  auto a = runTrials(*t, OpKind::kAllReduce, floats * 2, unit);
+  auto b = runTrials(*u, OpKind::kAllReduce, floats * 2, unit);
+  REQUIRE(a.size() == b.size());
+  CHECK(!a.empty());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(same(a[i], b[i]));
+}
+
+TEST_CASE("measured selection leaves large calls, single plans and FERRY_TUNE_TRIALS=0 to the model", "[tuner]") {
+  auto in = inputs(2);
+  in.trials = 2;
+  in.measureMaxBytes = 1 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  OpDesc big{OpKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};  // 4 MiB
+  Tuner::Choice c = t->select(big, true);
+  CHECK(c.trial < 0);
+  CHECK(same(c.plan, t->choose(big, true)));
+  // FERRY_PROTO=cma leaves all-reduce one plan: nothing to measure.
+  auto one = Tuner::create(in, "", "cma", 0);
+  REQUIRE(one.isOk());
+  OpDesc small{OpKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};
+  c = one->select(small, true);
+  CHECK(c.trial < 0);
+  CHECK(c.plan.protocol == Protocol::kCma);
+  in.trials = 0;
+  auto off = Tuner::create(in, "", "", 0);
+  REQUIRE(off.isOk());
+  c = off->select(small, true);
+  CHECK(c.trial < 0);
+  CHECK(same(c.plan, off->choose(small, true)));
+}
