@@ -12,7 +12,7 @@
 //
 // Measured selection (select()): a model of a few constants cannot know where a host's caches,
 // its scheduler and other processes put the crossover between plans (on a 2-core VM it was off
-// by 2-7x between 64 KiB and 4 MiB with four ranks). So calls on one host of up to
+// by 2-7x between 64 KiB and 4 MiB with four ranks). So calls on one host moving from 64 KiB to
 // FERRY_TUNE_MEASURE_BYTES are measured: the first calls of each (collective, bytes, type,
 // shared) run every candidate the model puts within kPrune of its best, each for
 // FERRY_TUNE_TRIALS + 1 calls in a row; then the ranks agree on what they saw and keep the

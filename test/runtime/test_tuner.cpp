@@ -233,27 +233,32 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
   for (size_t i = 0; i < a.size(); ++i) CHECK(same(a[i], b[i]));
 }
 
-TEST_CASE("measured selection leaves large calls, single plans and FERRY_TUNE_TRIALS=0 to the model", "[tuner]") {
+TEST_CASE("measured selection leaves small and large calls, single plans and FERRY_TUNE_TRIALS=0 to the model",
+          "[tuner]") {
   auto in = inputs(2);
   in.trials = 2;
   in.measureMaxBytes = 1 << 20;
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  OpDesc big{OpKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};  // 4 MiB
-  Tuner::Choice c = t->select(big, true);
-  CHECK(c.trial < 0);
-  CHECK(same(c.plan, t->choose(big, true)));
+  OpDesc big{OpKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};     // 4 MiB
+  OpDesc mid{OpKind::kAllReduce, 64 * 1024, DataType::kFloat32, RedOp::kSum, -1};   // 256 KiB
+  OpDesc tiny{OpKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};       // 4 KiB
+  for (const OpDesc& d : {big, tiny}) {
+    Tuner::Choice c = t->select(d, true);
+    CHECK(c.trial < 0);
+    CHECK(same(c.plan, t->choose(d, true)));
+  }
+  CHECK(t->select(mid, true).trial == 0);  // between the two: measured
   // FERRY_PROTO=cma leaves all-reduce one plan: nothing to measure.
   auto one = Tuner::create(in, "", "cma", 0);
   REQUIRE(one.isOk());
-  OpDesc small{OpKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};
-  c = one->select(small, true);
+  Tuner::Choice c = one->select(mid, true);
   CHECK(c.trial < 0);
   CHECK(c.plan.protocol == Protocol::kCma);
   in.trials = 0;
   auto off = Tuner::create(in, "", "", 0);
   REQUIRE(off.isOk());
-  c = off->select(small, true);
+  c = off->select(mid, true);
   CHECK(c.trial < 0);
-  CHECK(same(c.plan, off->choose(small, true)));
+  CHECK(same(c.plan, off->choose(mid, true)));
 }
