@@ -309,6 +309,16 @@ def analysis_lines(path):
     return [body if body else PLACEHOLDER, ""]
 
 
+def repeat_note(rec):
+    """With bench/compare --repeat R: how the R runs of each library became one figure."""
+    r = rec.get("settings", {}).get("repeat", 1)
+    if r <= 1:
+        return ""
+    return (f", in which every library ran the whole sweep {r} times, the libraries taking turns (ferry, then each "
+            f"peer, then ferry again); each figure is that library's best of its {r} runs at that size (other work "
+            f"on this shared virtual machine only ever slows a run down)")
+
+
 def write_page(run, path, chart_dir, checks):
     rec = run.record
     rel = os.path.relpath(chart_dir, os.path.dirname(os.path.abspath(path)))
@@ -317,7 +327,7 @@ def write_page(run, path, chart_dir, checks):
              "\"What stands between ferry and the memory limit\" and the sections \"GPU\" and \"Through PyTorch\" (kept "
              "when the page is regenerated), or regenerate. -->", "",
              f"ferry against Open MPI, MPICH and Gloo on one host, every figure from the one side-by-side run of "
-             f"{rec['start_time']} to {rec['end_time']}. Out-of-place times per operation in µs, bus bandwidth "
+             f"{rec['start_time']} to {rec['end_time']}{repeat_note(rec)}. Out-of-place times per operation in µs, bus bandwidth "
              f"in GB/s (10⁹ bytes/s) with nccl-tests' factors (docs/BENCHMARKS.md); *ferry / best* is ferry's bus "
              f"bandwidth over that of the fastest peer at that size (above 1: ferry is faster; bold below 1). "
              f"Every row was checked element by element; a wrong value would be marked.", "",
