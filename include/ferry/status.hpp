@@ -29,29 +29,58 @@ enum class ErrorCode : int {
 /// Short stable name of a code ("invalid argument").
 const char* errorCodeName(ErrorCode code);
 
-/// The result of an operation without a value. Cheap when ok (no allocation).
+/// The result of an operation without a value. Ok is one null pointer: creating, moving,
+/// testing and destroying it costs a few instructions, which matters because every layer of a
+/// collective returns one (a small call passes a dozen of them up the stack). An error holds its
+/// code and message on the heap.
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(ErrorCode code, std::string message)
+      : rep_(code == ErrorCode::kOk ? nullptr : new Rep{code, std::move(message)}) {}
+  Status(const Status& o) : rep_(o.rep_ != nullptr ? new Rep(*o.rep_) : nullptr) {}
+  Status(Status&& o) noexcept : rep_(o.rep_) { o.rep_ = nullptr; }
+  Status& operator=(const Status& o) {
+    if (this != &o) {
+      Rep* copy = o.rep_ != nullptr ? new Rep(*o.rep_) : nullptr;
+      delete rep_;
+      rep_ = copy;
+    }
+    return *this;
+  }
+  Status& operator=(Status&& o) noexcept {
+    if (this != &o) {
+      delete rep_;
+      rep_ = o.rep_;
+      o.rep_ = nullptr;
+    }
+    return *this;
+  }
+  ~Status() { delete rep_; }
 
   static Status ok() { return Status(); }
 
-  bool isOk() const { return code_ == ErrorCode::kOk; }
+  bool isOk() const { return rep_ == nullptr; }
   explicit operator bool() const { return isOk(); }
-  ErrorCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  ErrorCode code() const { return rep_ != nullptr ? rep_->code : ErrorCode::kOk; }
+  /// The sentence saying what went wrong; empty when ok.
+  const std::string& message() const {
+    static const std::string kEmpty;
+    return rep_ != nullptr ? rep_->message : kEmpty;
+  }
   /// "timeout: rank 2: ..." style one-line rendering.
   std::string toString() const;
   /// The status itself, so FERRY_TRY accepts a Status and a Result alike.
   const Status& status() const { return *this; }
 
  private:
-  ErrorCode code_ = ErrorCode::kOk;
-  std::string message_;
+  struct Rep {
+    ErrorCode code;
+    std::string message;
+  };
+  Rep* rep_ = nullptr;
 };
 
-/// A value or the Status explaining why there is none.
 template <typename T>
 class [[nodiscard]] Result {
  public:

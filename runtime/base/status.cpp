@@ -24,7 +24,7 @@ const char* errorCodeName(ErrorCode code) {
 
 std::string Status::toString() const {
   if (isOk()) return "ok";
-  return std::string(errorCodeName(code_)) + ": " + message_;
+  return std::string(errorCodeName(rep_->code)) + ": " + rep_->message;
 }
 
 Status makeError(ErrorCode code, const char* fmt, ...) {
