@@ -196,7 +196,10 @@ Status Exec::checkPeerCall(int peer) {
 
 Status Exec::await(int peer, int phase) {
   FERRY_TRY(awaitCounter(peer, (seq_ << kPhaseBits) + static_cast<uint64_t>(phase)));
-  if (phase == 1) return checkPeerCall(peer);
+  // A peer known to have entered call seq + 2 has announced it in the header of this call's
+  // parity, so checkPeerCall() could only find it rewritten: skip reading that cache line (a
+  // broadcast root running ahead of its readers would otherwise cost each of them a miss a call).
+  if (phase == 1 && ctx_.seen[static_cast<size_t>(peer)] < ((seq_ + 2) << kPhaseBits)) return checkPeerCall(peer);
   return Status::ok();
 }
 
