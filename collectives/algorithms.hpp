@@ -35,10 +35,20 @@ const char* algorithmName(Algorithm a);
 const char* protocolName(Protocol p);
 
 /// What the tuner chose for one call.
+/// How single-host algorithms store into the caller's output. Streaming (non-temporal) stores skip
+/// reading each output line from memory before writing it, a third of a copy's memory traffic
+/// when the output is not cached; when it is (a buffer reused call after call), they evict it.
+enum class Stores : uint8_t {
+  kAuto,       ///< streaming where the host's buffers of the call outgrow the last-level cache
+  kStreaming,  ///< always streaming (the tuner measured it faster)
+  kCached,     ///< never
+};
+
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;
   Protocol protocol = Protocol::kMessages;
   size_t chunkBytes = 0;  ///< single-host algorithms: bytes per read-and-reduce chunk (0: default)
+  Stores stores = Stores::kAuto;
 };
 
 /// Ring all-reduce: ring reduce-scatter of `count` elements into segments, then ring all-gather.

@@ -28,11 +28,15 @@ namespace {
 constexpr size_t kDefaultChunk = 256 * 1024;
 
 // Whether a call on vectors of `bytes` (every rank's blocks together for all-gather, all-to-all
-// and reduce-scatter) writes its output with streaming stores: when the buffers of all the host's
-// ranks, one per rank in place or two out of place, add up to Context::streamMinBytes (the
-// last-level cache by default). Smaller, the output may still be cached from the last call that
-// used it, and its reader may find it there. Then the copy into the output that follows from it.
-bool streamOut(const Exec& ex, size_t bytes, bool inPlace) {
+// and reduce-scatter) writes its output with streaming stores: as the plan says, or by default
+// when the buffers of all the host's ranks, one per rank in place or two out of place, add up to
+// Context::streamMinBytes (the last-level cache by default). Smaller, the output may still be
+// cached from the last call that used it, and its reader may find it there; but an application
+// that walks through more memory than the cache holds (training buffers, nccl-tests' shifted
+// offsets) finds it cold, which the tuner's trials of both kinds of store tell apart. Then the
+// copy into the output that follows from it.
+bool streamOut(const Exec& ex, const Plan& plan, size_t bytes, bool inPlace) {
+  if (plan.stores != Stores::kAuto) return plan.stores == Stores::kStreaming;
   const size_t buffers = static_cast<size_t>(ex.size()) * (inPlace ? 1 : 2);
   return bytes >= ex.context().streamMinBytes / buffers;
 }
@@ -265,7 +269,7 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
   const int steps = static_cast<int>(pp.steps);
-  const bool stream = streamOut(ex, count * es, in == out);
+  const bool stream = streamOut(ex, plan, count * es, in == out);
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     uint8_t* mine = pp.area(ex, r, j, r);
@@ -296,7 +300,7 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
   const auto* i0 = static_cast<const uint8_t*>(in);
   const Pipe pp = makePipe(ex, plan, es, recvCount);
   const int steps = static_cast<int>(pp.steps);
-  const bool stream = streamOut(ex, recvCount * n * es, out == i0 + r * recvCount * es);
+  const bool stream = streamOut(ex, plan, recvCount * n * es, out == i0 + r * recvCount * es);
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     const size_t len = stepLen(pp, recvCount, j), at = j * pp.ke;
@@ -326,7 +330,7 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
   const Pipe pp = makePipe(ex, plan, es, segmentCount(count, n, 0));
   const size_t segB = segmentBegin(count, n, r);
   const int steps = static_cast<int>(pp.steps);
-  const bool stream = streamOut(ex, count * es, in == out);
+  const bool stream = streamOut(ex, plan, count * es, in == out);
   for (size_t j = 0; j < pp.steps; ++j) {
     ex.setPhase("reduce", static_cast<int>(j), steps);
     uint8_t* dst = r == root ? out + (segB + j * pp.ke) * es : pp.area(ex, r, j, r);
@@ -352,7 +356,7 @@ Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   k = std::max<size_t>(std::min(k, ex.context().arena->slotBytes() / 2) / 64 * 64, 64);
   const size_t steps = (bytes + k - 1) / k;
   const auto* src = static_cast<const uint8_t*>(in);
-  const bool stream = streamOut(ex, bytes, r == root && in == out);
+  const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
   for (size_t j = 0; j < steps; ++j) {
     const size_t off = j * k, len = std::min(k, bytes - off);
     const int phase = static_cast<int>(j) + 2;
@@ -437,7 +441,7 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
-  const bool stream = streamOut(ex, count * es, in == o);
+  const bool stream = streamOut(ex, plan, count * es, in == o);
   ex.setPhase("reduce-scatter", 0, 1);
   FERRY_TRY(reduceFromAll(
       ex, plan,
@@ -470,7 +474,7 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
         return p == r ? Source{static_cast<const uint8_t*>(in) + at, 0} : Source{nullptr, ex.peerAddr(p, 0) + at};
       },
       static_cast<uint8_t*>(out), recvCount, type, op,
-      streamOut(ex, block * static_cast<size_t>(ex.size()), out == static_cast<const uint8_t*>(in) + at)));
+      streamOut(ex, plan, block * static_cast<size_t>(ex.size()), out == static_cast<const uint8_t*>(in) + at)));
   return leave(ex, 2);
 }
 
@@ -502,7 +506,7 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
     std::memcpy(ex.slot(r), in, block);
   }
   FERRY_TRY(enter(ex));
-  const bool stream = streamOut(ex, block * n, o + r * block == in);
+  const bool stream = streamOut(ex, plan, block * n, o + r * block == in);
   if (o + r * block != in) copyOut(stream, o + r * block, in, block);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
@@ -538,7 +542,7 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   }
   uint8_t* dst = inPlace ? static_cast<uint8_t*>(ex.context().scratch->get(block * n)) : o;
   // Into the output directly (out of place): streaming stores where it is large.
-  const bool stream = !inPlace && streamOut(ex, block * n, false);
+  const bool stream = !inPlace && streamOut(ex, plan, block * n, false);
   copyOut(stream, dst + r * block, i0 + r * block, block);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
@@ -587,7 +591,7 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
   FERRY_TRY(enter(ex));
   if (plan.protocol == Protocol::kShm) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
   ex.setPhase("copy", 0, 1);
-  const bool stream = streamOut(ex, bytes, r == root && in == out);
+  const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
   if (r == root) {
     if (in != out) copyOut(stream, out, in, bytes);
     ex.setPhase("departure", 0, 1);
@@ -645,7 +649,7 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   FERRY_TRY(enter(ex));
   ex.setPhase("reduce", 0, 1);
   // The root's output, not read again here: streaming stores where it is large.
-  const bool stream = r == root && streamOut(ex, count * es, in == out);
+  const bool stream = r == root && streamOut(ex, plan, count * es, in == out);
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {

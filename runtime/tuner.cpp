@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
 
 #include "runtime/base/log.hpp"
 
@@ -31,6 +32,17 @@ constexpr size_t kMaxTrialPlans = 4;
 // 2-3x slower in the calls right after), and the model's small-message plans were tuned on
 // streams of such calls.
 constexpr size_t kMeasureMinBytes = 64 * 1024;
+// Outputs (per rank) from this size are tried with both kinds of store; smaller ones are cheap to
+// write either way.
+constexpr size_t kStoreTrialBytes = 256 * 1024;
+
+// "direct/cma", "direct/cma+nt" (streaming stores), "direct/cma+cached".
+std::string planName(const Plan& p) {
+  std::string s = std::string(coll::algorithmName(p.algorithm)) + "/" + coll::protocolName(p.protocol);
+  if (p.stores == coll::Stores::kStreaming) s += "+nt";
+  if (p.stores == coll::Stores::kCached) s += "+cached";
+  return s;
+}
 
 std::string lower(std::string s) {
   std::string out;
@@ -297,6 +309,21 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     }
     std::stable_sort(keep.begin(), keep.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
     if (keep.size() > kMaxTrialPlans) keep.resize(kMaxTrialPlans);
+    // Where each rank's output is large enough for the kind of store to matter, the best two
+    // plans are tried with cached and with streaming stores (coll::Stores): whether the output
+    // is still cached when the call writes it depends on what the application does between
+    // calls, which only a measurement sees.
+    const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
+    if (output >= kStoreTrialBytes && !keep.empty()) {
+      std::vector<Candidate> both;
+      for (size_t i = 0; i < std::min<size_t>(keep.size(), kMaxTrialPlans / 2); ++i) {
+        for (coll::Stores st : {coll::Stores::kCached, coll::Stores::kStreaming}) {
+          both.push_back(keep[i]);
+          both.back().plan.stores = st;
+        }
+      }
+      keep = std::move(both);
+    }
     if (keep.size() < 2) {
       t.settled = true;  // nothing to compare (or FERRY_ALGO / FERRY_PROTO left one plan)
     } else {
@@ -357,14 +384,12 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& lastEnds) {
     std::string why;
     for (size_t j = 0; j < m; ++j) {
       char buf[128];
-      std::snprintf(buf, sizeof(buf), "%s%s/%s %.1f us (predicted %.1f)", j == 0 ? "" : ", ",
-                    coll::algorithmName(t->plans[j].algorithm), coll::protocolName(t->plans[j].protocol),
-                    bestOf[j] * 1e6, t->predicted[j] * 1e6);
+      std::snprintf(buf, sizeof(buf), "%s%s %.1f us (predicted %.1f)", j == 0 ? "" : ", ",
+                    planName(t->plans[j]).c_str(), bestOf[j] * 1e6, t->predicted[j] * 1e6);
       why += buf;
     }
-    FERRY_INFO(log::kTune, "%s: measured %s/%s [per call in a stream, best of %d: %s]", t->what.c_str(),
-               coll::algorithmName(t->chosen.algorithm), coll::protocolName(t->chosen.protocol), in_.trials,
-               why.c_str());
+    FERRY_INFO(log::kTune, "%s: measured %s [per call in a stream, best of %d: %s]", t->what.c_str(),
+               planName(t->chosen).c_str(), in_.trials, why.c_str());
   }
   t->ends.clear();
   t->ends.shrink_to_fit();

@@ -186,7 +186,9 @@ std::vector<coll::Plan> runTrials(Tuner& t, OpKind kind, size_t floats, Cost cos
   return ran;
 }
 
-bool same(const coll::Plan& a, const coll::Plan& b) { return a.algorithm == b.algorithm && a.protocol == b.protocol; }
+bool same(const coll::Plan& a, const coll::Plan& b) {
+  return a.algorithm == b.algorithm && a.protocol == b.protocol && a.stores == b.stores;
+}
 
 }  // namespace
 
@@ -196,31 +198,38 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
   in.measureMaxBytes = 64 << 20;
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  const size_t floats = 256 * 1024;  // 1 MiB all-reduce: oneshot, twoshot/shm and twoshot/cma all plausible
+  const size_t floats = 256 * 1024;  // 1 MiB all-reduce: several plans plausible, output large
   const coll::Plan modelChoice = plan(*t, OpKind::kAllReduce, floats);
-  // Make the plan the model likes least the fastest, and let the first call of each run (the
-  // switch from the previous plan) be slow: only the intervals after it may count.
+  // Make the last plan tried the fastest, and let the first call of each run (the switch from the
+  // previous plan) be slow: only the intervals after it may count.
   std::vector<coll::Plan> order;
-  int sinceSwitch = 0;
   coll::Plan last{};
+  int sinceSwitch = 0;
+  size_t fastRun = 3;  // the run (0-based) made fastest
   auto ran = runTrials(*t, OpKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
-    sinceSwitch = order.empty() || !same(p, last) ? 0 : sinceSwitch + 1;
-    if (order.empty() || !same(p, last)) order.push_back(p);
+    const bool switched = order.empty() || !same(p, last);
+    if (switched) order.push_back(p);
+    sinceSwitch = switched ? 0 : sinceSwitch + 1;
     last = p;
     if (sinceSwitch == 0) return 1'000'000;
-    return same(p, order.back()) && order.size() == 3 ? 100 : 1000;
+    return order.size() == fastRun + 1 ? 100 : 1000;
   });
-  REQUIRE(order.size() == 3);
-  REQUIRE(ran.size() == 9);  // 3 plans x (2 trials + 1)
-  CHECK(same(order.front(), modelChoice));  // the model's best goes first
+  // The best two plans, each with cached and with streaming stores, 3 calls each (2 trials + 1).
+  REQUIRE(order.size() == 4);
+  REQUIRE(ran.size() == 12);
   for (size_t i = 0; i < ran.size(); ++i) CHECK(same(ran[i], order[i / 3]));
+  CHECK(order[0].algorithm == modelChoice.algorithm);  // the model's best goes first
+  CHECK(order[0].protocol == modelChoice.protocol);
+  CHECK(order[0].stores == coll::Stores::kCached);
+  CHECK(order[1].stores == coll::Stores::kStreaming);
+  CHECK((order[2].algorithm != order[0].algorithm || order[2].protocol != order[0].protocol));
   // Settled: every later call takes the fastest, and is not measured.
   OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
   for (int i = 0; i < 3; ++i) {
     Tuner::Choice c = t->select(d, true);
     CHECK(c.trial < 0);
     CHECK_FALSE(c.settle);
-    CHECK(same(c.plan, order[2]));
+    CHECK(same(c.plan, order[fastRun]));
   }
   // Another size is a new key with trials of its own; two tuners built alike run alike.
   auto u = Tuner::create(in, "", "", 0);
@@ -249,12 +258,18 @@ TEST_CASE("measured selection leaves small and large calls, single plans and FER
     CHECK(same(c.plan, t->choose(d, true)));
   }
   CHECK(t->select(mid, true).trial == 0);  // between the two: measured
-  // FERRY_PROTO=cma leaves all-reduce one plan: nothing to measure.
+  // FERRY_PROTO=cma leaves all-reduce one plan: nothing to measure where the output is too small
+  // for the kind of store to matter (128 KiB), both kinds of store from 256 KiB.
   auto one = Tuner::create(in, "", "cma", 0);
   REQUIRE(one.isOk());
-  Tuner::Choice c = one->select(mid, true);
+  OpDesc midSmall{OpKind::kAllReduce, 32 * 1024, DataType::kFloat32, RedOp::kSum, -1};
+  Tuner::Choice c = one->select(midSmall, true);
   CHECK(c.trial < 0);
   CHECK(c.plan.protocol == Protocol::kCma);
+  c = one->select(mid, true);
+  CHECK(c.trial == 0);
+  CHECK(c.plan.protocol == Protocol::kCma);
+  CHECK(c.plan.stores == coll::Stores::kCached);
   in.trials = 0;
   auto off = Tuner::create(in, "", "", 0);
   REQUIRE(off.isOk());
