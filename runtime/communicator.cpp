@@ -281,11 +281,10 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     return p.pidNamespace == peers[0].pidNamespace;
   });
   Bytes address;
-  int cores = 1;
-  {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
-  }
+  // The CPUs this host's ranks have between them: ranks bound one per core (ferryrun, mpirun)
+  // each see one CPU, and are not oversubscribed for it.
+  const cpu_set_t hostSet = hostCpus(peers, rank);
+  const int cores = std::max(CPU_COUNT(&hostSet), 1);
   if (size > 1) {
     auto t = createTransport(peers, rank, size, impl->id);
     FERRY_TRY(t);
@@ -338,7 +337,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   Bytes ready(1, impl->arena && impl->arena->canRead() ? 1 : 0);
   HostModel model;
   if (rank == 0 && impl->arena) {
-    model = loadOrMeasureHostModel(hostKey, config().tuneFile);
+    model = loadOrMeasureHostModel(hostKey, config().tuneFile, hostSet);
     Bytes m = model.serialize();
     ready.insert(ready.end(), m.begin(), m.end());
   }

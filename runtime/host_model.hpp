@@ -6,6 +6,8 @@
 // numbers (they must: a plan is a protocol between them).
 #pragma once
 
+#include <sched.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,9 +36,11 @@ struct HostModel {
 
 /// The cached model for `hostKey`, or a fresh measurement (then cached). `cacheFile` as the
 /// FERRY_TUNE_FILE knob: empty for the default location, "none" to skip the cache.
-HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& cacheFile);
+/// `cpus`: the CPUs the host's ranks have between them (hostCpus()); the model counts them as
+/// its cores, and the spinning hand-off runs on two of them.
+HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& cacheFile, const cpu_set_t& cpus);
 
-/// Measure now (tests, ferry-config).
-HostModel measureHostModel();
+/// Measure now (tests, ferry-config), on `cpus`.
+HostModel measureHostModel(const cpu_set_t& cpus);
 
 }  // namespace ferry

@@ -36,6 +36,8 @@ PeerInfo PeerInfo::local() {
   struct stat st{};
   if (stat("/proc/self/ns/pid", &st) == 0) p.pidNamespace = static_cast<uint64_t>(st.st_ino);
   p.pid = getpid();
+  CPU_ZERO(&p.cpus);
+  if (sched_getaffinity(0, sizeof(p.cpus), &p.cpus) != 0) CPU_SET(0, &p.cpus);
   std::random_device rd;
   p.commId = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   return p;
@@ -52,6 +54,7 @@ std::vector<uint8_t> PeerInfo::serialize() const {
   put(out, &pidNamespace, 8);
   put(out, &pid64, 8);
   put(out, &commId, 8);
+  put(out, &cpus, sizeof(cpus));
   return out;
 }
 
@@ -73,11 +76,22 @@ Result<PeerInfo> PeerInfo::deserialize(const std::vector<uint8_t>& b, int rank) 
   };
   int64_t pid64 = 0;
   if (!takeString(&p.hostname) || !takeString(&p.hostId) || !take(&p.pidNamespace, 8) || !take(&pid64, 8) ||
-      !take(&p.commId, 8) || at != b.size()) {
+      !take(&p.commId, 8) || !take(&p.cpus, sizeof(p.cpus)) || at != b.size()) {
     return makeError(ErrorCode::kRemoteError, "rank %d sent a malformed identity record (%zu bytes)", rank, b.size());
   }
   p.pid = static_cast<pid_t>(pid64);
   return p;
+}
+
+cpu_set_t hostCpus(const std::vector<PeerInfo>& peers, int self) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (const PeerInfo& p : peers) {
+    if (p.hostId != peers[static_cast<size_t>(self)].hostId) continue;
+    cpu_set_t mine = p.cpus;
+    CPU_OR(&all, &all, &mine);
+  }
+  return all;
 }
 
 bool processGone(pid_t pid) {
