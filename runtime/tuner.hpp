@@ -101,6 +101,9 @@ class Tuner {
   uint32_t algoMask_[9] = {};
   uint32_t protoMask_ = 0;
   std::map<std::tuple<int, size_t, bool>, coll::Plan> cache_;
+  bool hasLast_ = false;  // choose()'s last answer, for calls that repeat it
+  std::tuple<int, size_t, bool> lastKey_;
+  coll::Plan lastPlan_;
   std::map<std::tuple<int, size_t, bool, int>, Trials> trials_;
 };
 
