@@ -40,8 +40,15 @@ uint32_t fingerprint(const OpDesc& d) {
 }
 
 std::string describe(const OpDesc& d) {
-  char buf[160];
+  char buf[320];
   if (d.kind == OpKind::kBarrier) return "barrier()";
+  if (d.kind == OpKind::kAllReduce && d.root == kTunerAgreementRoot) {
+    std::snprintf(buf, sizeof(buf),
+                  "the tuner's agreement on trial times (an internal allReduce(count=%zu, %s, %s) that every rank runs "
+                  "before the call that ends a measured trial; the calls before it differed)",
+                  d.count, dataTypeName(d.type), redOpName(d.op));
+    return buf;
+  }
   int n = std::snprintf(buf, sizeof(buf), "%s(count=%zu, %s", opKindName(d.kind), d.count, dataTypeName(d.type));
   if (hasOp(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", %s", redOpName(d.op));
   if (hasRoot(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", root=%d", d.root);

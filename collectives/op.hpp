@@ -37,9 +37,14 @@ struct OpDesc {
   int root = -1;           ///< for rooted collectives only
 };
 
+/// The root field of the tuner's agreement call (an internal all-reduce of int64 with max that the
+/// ranks run before a call whose measured trials are complete): no user call has it, so the call
+/// checks tell it from a user's all-reduce of the same shape, and errors can name it.
+constexpr int kTunerAgreementRoot = -2;
+
 /// 24 bits: kind (4) | type (4) | op (3) | 13-bit hash of count and root.
 uint32_t fingerprint(const OpDesc& d);
-/// "allReduce(count=1024, float32, sum)".
+/// "allReduce(count=1024, float32, sum)"; the tuner's agreement call says what it is.
 std::string describe(const OpDesc& d);
 /// Explain how a peer's fingerprint differs from ours: "runs broadcast", "uses float16", "uses a
 /// different count or root".

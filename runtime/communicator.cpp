@@ -98,7 +98,7 @@ struct Comm::Impl {
 
   /// v = the element-wise max of every rank's v, through the arena (one-shot: a few bytes).
   Status agreeMax(std::vector<int64_t>& v) {
-    OpDesc d{OpKind::kAllReduce, v.size(), DataType::kInt64, RedOp::kMax, -1};
+    OpDesc d{OpKind::kAllReduce, v.size(), DataType::kInt64, RedOp::kMax, coll::kTunerAgreementRoot};
     coll::Exec ex(ctx, d, ++seq, coll::TagClass::kCollective, config().timeout);
     ex.post(0);
     Status st = coll::arenaAllReduce(ex, Plan{coll::Algorithm::kOneShot, coll::Protocol::kShm, 0}, v.data(), v.data(),

@@ -35,12 +35,16 @@ std::shared_ptr<Work> WorkQueue::enqueue(Op op) {
   if (!thread_.joinable()) {
     thread_ = std::thread([this] { loop(); });
     threadId_ = thread_.get_id();
+    started_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   return work;
 }
 
 std::unique_lock<std::mutex> WorkQueue::acquire() {
+  // Nothing was ever queued: no progress thread, no queue to drain. (An op queued by another
+  // thread meanwhile runs under exec_ after this call, as if it had been queued after it.)
+  if (!started_.load(std::memory_order_acquire)) return std::unique_lock<std::mutex>(exec_);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (thread_.joinable() && std::this_thread::get_id() == threadId_) return {};

@@ -4,6 +4,7 @@
 // is never driven by two threads at once and calls keep the order in which they were issued.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -43,6 +44,9 @@ class WorkQueue {
   std::mutex exec_;              // held while any operation runs
   std::thread thread_;
   std::thread::id threadId_;
+  // Set (under mutex_) when the first op is queued: until then a blocking call has no queue to
+  // wait for and takes only the execution lock (two lock round trips less on every small call).
+  std::atomic<bool> started_{false};
 };
 
 }  // namespace ferry

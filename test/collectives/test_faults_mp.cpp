@@ -78,6 +78,37 @@ TEST_CASE("ranks running different collectives get an error naming both", "[mp][
   CHECK(named);
 }
 
+TEST_CASE("ranks that diverge where the tuner agrees get an error naming its agreement call", "[mp][faults]") {
+  // Rank 1 stops all-reducing after k calls of 128 KiB (measured by the tuner's trials) and
+  // broadcasts; rank 0 goes on. At the k where rank 0's trials end, its next call is the tuner's
+  // agreement (an internal all-reduce): the error must say so, not show an all-reduce of int64
+  // nobody called, and it must not match a user's all-reduce of the same shape.
+  bool named = false;
+  for (int k = 1; k <= 16 && !named; ++k) {
+    INFO("rank 1 broadcasts after " << k << " all-reduces");
+    auto outcomes = runRanks(2, [k](Comm& c) -> std::string {
+      std::vector<float> buf(32768, 1.0f);
+      for (int i = 0; i < 24; ++i) {
+        Status s = c.rank() == 1 && i >= k
+                       ? c.broadcast(buf.data(), buf.data(), buf.size(), DataType::kFloat32, 0)
+                       : c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+        if (!s.isOk()) {
+          std::printf("%s\n", s.toString().c_str());
+          return s.code() == ErrorCode::kMismatch ? "" : "expected a mismatch error, got " + s.toString();
+        }
+      }
+      return "the diverging calls succeeded";
+    });
+    CHECK(summarize(outcomes) == "");
+    for (auto& o : outcomes) {
+      if (o.output.find("tuner's agreement") == std::string::npos) continue;
+      named = true;
+      CHECK(o.output.find("broadcast") != std::string::npos);
+    }
+  }
+  CHECK(named);
+}
+
 TEST_CASE("a rank killed during an allReduce gives every other rank an error", "[mp][faults]") {
   auto t0 = std::chrono::steady_clock::now();
   auto outcomes = runRanks(4, [](Comm& c) -> std::string {
