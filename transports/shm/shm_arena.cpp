@@ -386,15 +386,14 @@ class ShmArena final : public Arena {
 
   // Map the control page, the call log and the ring now: a stream of small calls walks through a
   // new ring slot every call, and a fault in each of the n ranks on the way would cost more than
-  // the call. madvise fills this process's page tables; the touches then take each page once
-  // more, for hypervisors that keep page tables of their own and fill them on first access
-  // (shadow paging: a paravirtualised VM here took 6 us per call for its first 512 calls, one per
-  // ring slot, and 0.4 us after). Mailboxes are reused every other call and fault in once.
+  // the call. One access per page, and no MADV_POPULATE_*: a paravirtualised guest (PVM, this
+  // project's test VM) keeps page tables of its own that it fills on a page's first access, and
+  // pages populated by madvise or MAP_POPULATE then took even longer to reach (a first memcpy
+  // from a populated and touched 256 MiB mapping ran at 0.8 GB/s, from a touched one at 15; its
+  // first 512 broadcasts, one per ring slot, cost 6 us each before this, 0.4 us after). Mailboxes
+  // are reused every other call and fault in once.
   void prefault(int r, bool write) {
     char* base = static_cast<char*>(maps_[r]);
-#ifdef MADV_POPULATE_WRITE
-    madvise(base + kHead + 2 * slotBytes_, kRingDepth * kRingSlotBytes, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
-#endif
     auto touch = [&](size_t from, size_t bytes) {
       for (size_t off = from; off < from + bytes; off += kPage) {
         auto* byte = reinterpret_cast<volatile char*>(base + off);
