@@ -321,8 +321,9 @@ const uint8_t* PeerMemory::map(uint64_t remote, size_t bytes) {
     // take a page fault per 4 KiB on first touch, in every reader (1 MiB: 256 faults, more than
     // the copy). Loads, not MAP_POPULATE: on this project's test VM (a paravirtualised PVM guest,
     // whose hypervisor fills page tables of its own on first access) a first memcpy from a 256
-    // MiB mapping ran at 15 GB/s after this loop, at 0.8 GB/s after MAP_POPULATE and this loop,
-    // at 1.9 GB/s untouched. Once per allocation and peer, instead of inside the first
+    // MiB mapping ran at 15 GB/s after this loop every time, after MAP_POPULATE and this loop at 14
+    // in some runs and 0.8-0.9 in others, untouched at 1.9-2.1 (bench/host-costs). Once per
+    // allocation and peer, instead of inside the first
     // collectives that use it.
     uint64_t sum = 0;
     for (uint64_t off = 0; off < e.bytes; off += kPage) sum += static_cast<const volatile uint8_t*>(p)[off];

@@ -388,10 +388,11 @@ class ShmArena final : public Arena {
   // new ring slot every call, and a fault in each of the n ranks on the way would cost more than
   // the call. One access per page, and no MADV_POPULATE_*: a paravirtualised guest (PVM, this
   // project's test VM) keeps page tables of its own that it fills on a page's first access, and
-  // pages populated by madvise or MAP_POPULATE then took even longer to reach (a first memcpy
-  // from a populated and touched 256 MiB mapping ran at 0.8 GB/s, from a touched one at 15; its
-  // first 512 broadcasts, one per ring slot, cost 6 us each before this, 0.4 us after). Mailboxes
-  // are reused every other call and fault in once.
+  // pages populated by madvise or MAP_POPULATE were sometimes slower to reach still (a first
+  // memcpy from a populated and touched 256 MiB mapping ran at 0.8-14 GB/s, from a touched one
+  // at 15 every time: bench/host-costs; this arena's first 512 broadcasts, one per ring slot,
+  // cost 6 us each untouched, 0.4 us touched). Mailboxes are reused every other call and fault in
+  // once.
   void prefault(int r, bool write) {
     char* base = static_cast<char*>(maps_[r]);
     auto touch = [&](size_t from, size_t bytes) {
