@@ -31,7 +31,16 @@
 #include <cstring>
 #include <vector>
 
+#include "size_arg.hpp"
+
 namespace {
+
+// SIZE, whole pages of at least one.
+bool parseSizeArg(const char* text, size_t* out) {
+  if (!ferry::bench::parseSizeArg(text, out) || *out < 4096) return false;
+  *out &= ~size_t{4095};
+  return true;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -112,23 +121,11 @@ bool sharedPasses(size_t bytes, bool touch, bool populate, Passes* out) {
   return true;
 }
 
-bool parseSize(const char* text, size_t* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  double unit = 1;
-  if (*end == 'K' || *end == 'k') unit = 1024.0, ++end;
-  else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024, ++end;
-  if (end == text || *end != '\0' || !(v * unit >= 4096) || v * unit > 1e12) return false;
-  *out = static_cast<size_t>(v * unit) & ~size_t{4095};
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   size_t bytes = size_t{64} << 20;
-  if (argc > 2 || (argc == 2 && !parseSize(argv[1], &bytes))) {
+  if (argc > 2 || (argc == 2 && !parseSizeArg(argv[1], &bytes))) {
     std::fprintf(stderr, "usage: host-costs [SIZE]   (SIZE of the shared-mapping test, at least 4K; default 64M)\n");
     return 2;
   }

@@ -21,6 +21,8 @@
 
 #include <unistd.h>
 
+#include "size_arg.hpp"
+
 namespace {
 
 struct Rate {
@@ -29,18 +31,6 @@ struct Rate {
   double bestSeconds = 0;
   double medianSeconds = 0;
 };
-
-bool parseSize(const char* text, size_t* out) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  double unit = 1;
-  if (*end == 'K' || *end == 'k') unit = 1024.0, ++end;
-  else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024 * 1024, ++end;
-  if (end == text || *end != '\0' || !(v > 0) || v * unit > 1e12) return false;
-  *out = static_cast<size_t>(v * unit);
-  return true;
-}
 
 // Keeps the compiler from proving the copy's result unused.
 void touch(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
@@ -91,7 +81,7 @@ int main(int argc, char** argv) {
     size_t s = 0;
     if (std::strcmp(argv[i], "-J") == 0 && i + 1 < argc) {
       json = argv[++i];
-    } else if (parseSize(argv[i], &s)) {
+    } else if (ferry::bench::parseSizeArg(argv[i], &s)) {
       sizes.push_back(s);
     } else {
       std::fprintf(stderr, "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
