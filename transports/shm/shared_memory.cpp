@@ -263,6 +263,17 @@ int registryFd() {
   return l.ensureRegistry() ? l.regFd : -1;
 }
 
+void touchPages(void* p, size_t bytes, bool write) {
+  auto* base = static_cast<volatile uint8_t*>(p);
+  for (size_t off = 0; off < bytes; off += kPage) {
+    if (write) {
+      base[off] = base[off];
+    } else {
+      (void)base[off];
+    }
+  }
+}
+
 PeerMemory::~PeerMemory() {
   for (const Mapping& m : maps_) munmap(m.local, m.bytes);
   if (registry_ != nullptr) munmap(const_cast<void*>(registry_), kRegistryBytes);
@@ -312,22 +323,15 @@ const uint8_t* PeerMemory::map(uint64_t remote, size_t bytes) {
     struct stat st {};
     void* p = MAP_FAILED;
     if (fstat(f, &st) == 0 && static_cast<uint64_t>(st.st_size) >= e.bytes) {
-      // Not MAP_POPULATE: see below.
+      // Not MAP_POPULATE: see touchPages().
       p = mmap(nullptr, e.bytes, PROT_READ, MAP_SHARED, f, 0);
     }
     ::close(f);
     if (p == MAP_FAILED) return nullptr;
-    // Touched now, one load per page: a collective walking through the buffer would otherwise
-    // take a page fault per 4 KiB on first touch, in every reader (1 MiB: 256 faults, more than
-    // the copy). Loads, not MAP_POPULATE: on this project's test VM (a paravirtualised PVM guest,
-    // whose hypervisor fills page tables of its own on first access) a first memcpy from a 256
-    // MiB mapping ran at 15 GB/s after this loop every time, after MAP_POPULATE and this loop at 14
-    // in some runs and 0.8-0.9 in others, untouched at 1.9-2.1 (bench/host-costs). Once per
-    // allocation and peer, instead of inside the first
-    // collectives that use it.
-    uint64_t sum = 0;
-    for (uint64_t off = 0; off < e.bytes; off += kPage) sum += static_cast<const volatile uint8_t*>(p)[off];
-    touched_ += sum;
+    // Touched now (touchPages): a collective walking through the buffer would otherwise take a
+    // fault per page on first access, in every reader (1 MiB: 256, more than the copy). Once per
+    // allocation and peer, instead of inside the first collectives that use it.
+    touchPages(p, e.bytes, false);
     FERRY_INFO(log::kTransport, "mapped pid %d's shared allocation #%llu (%llu bytes at 0x%llx)", static_cast<int>(pid_),
                static_cast<unsigned long long>(e.id), static_cast<unsigned long long>(e.bytes),
                static_cast<unsigned long long>(e.base));

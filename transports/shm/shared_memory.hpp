@@ -36,6 +36,14 @@ Status freeShared(void* ptr);
 bool isShared(const void* ptr, size_t bytes);
 /// The registry's file descriptor in this process, created on first use; -1 if it cannot be made.
 int registryFd();
+/// One access per 4 KiB page of [p, p + bytes): a load, or with `write` a store of what the page
+/// holds. What maps shared pages before a stream of calls walks through them: a first access to a
+/// page costs a fault in the guest, and on a paravirtualised guest (PVM, this project's test VM,
+/// whose hypervisor fills page tables of its own) more again. Loads and stores, not MAP_POPULATE
+/// or MADV_POPULATE_*: there a first memcpy from a 256 MiB mapping ran at 15 GB/s after these
+/// accesses every time, after MAP_POPULATE and them at 14 in some runs and 0.8-0.9 in others,
+/// untouched at 1.9-2.1 (bench/host-costs).
+void touchPages(void* p, size_t bytes, bool write);
 
 /// One peer process's registry as this process sees it, and the allocations of it mapped here.
 class PeerMemory {
@@ -76,7 +84,6 @@ class PeerMemory {
   std::vector<Known> known_;     // the table at version_
   std::vector<Mapping> maps_;
   size_t last_ = 0;  // index of the last mapping that served a read
-  uint64_t touched_ = 0;  // what touching new mappings read (kept so the loads stay)
 };
 
 }  // namespace ferry::transport::shm

@@ -384,30 +384,17 @@ class ShmArena final : public Arena {
     return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(maps_[r]) + kPage);
   }
 
-  // Map the control page, the call log and the ring now: a stream of small calls walks through a
-  // new ring slot every call, and a fault in each of the n ranks on the way would cost more than
-  // the call. One access per page, and no MADV_POPULATE_*: a paravirtualised guest (PVM, this
-  // project's test VM) keeps page tables of its own that it fills on a page's first access, and
-  // pages populated by madvise or MAP_POPULATE were sometimes slower to reach still (a first
-  // memcpy from a populated and touched 256 MiB mapping ran at 0.8-14 GB/s, from a touched one
-  // at 15 every time: bench/host-costs; this arena's first 512 broadcasts, one per ring slot,
-  // cost 6 us each untouched, 0.4 us touched). Mailboxes are reused every other call and fault in
-  // once.
+  // Map the control page, the call log and the ring now (touchPages): a stream of small calls
+  // walks through a new ring slot every call, and a first access in each of the n ranks on the
+  // way would cost more than the call (on this project's PVM test VM the first 512 broadcasts,
+  // one per ring slot, took 6 us each untouched, 0.4 us touched). The owner's segment is fresh
+  // (zero) and its control page written by init(); mailboxes are reused every other call and
+  // fault in once.
   void prefault(int r, bool write) {
     char* base = static_cast<char*>(maps_[r]);
-    auto touch = [&](size_t from, size_t bytes) {
-      for (size_t off = from; off < from + bytes; off += kPage) {
-        auto* byte = reinterpret_cast<volatile char*>(base + off);
-        if (write) {
-          *byte = *byte;  // the owner's segment is fresh: rewrites what is there (zero)
-        } else {
-          (void)*byte;
-        }
-      }
-    };
-    if (write) touch(kPage, kHead - kPage);  // the call log; the control page is written by init()
-    if (!write) touch(0, kHead);
-    touch(kHead + 2 * slotBytes_, kRingDepth * kRingSlotBytes);
+    const size_t from = write ? kPage : 0;
+    touchPages(base + from, kHead - from, write);
+    touchPages(base + kHead + 2 * slotBytes_, kRingDepth * kRingSlotBytes, write);
   }
   Control* control(int r) const { return static_cast<Control*>(maps_[r]); }
 
