@@ -174,8 +174,26 @@ class Exec {
   /// Buffers used in turn by calls seq mod `depth`: wait until every peer entered call
   /// seq - depth + 1, so it finished the call that last used this one.
   Status claimSlots(uint64_t depth);
-  /// Wait until `peer`'s counter reaches `target`.
-  Status awaitCounter(int peer, uint64_t target);
+  /// Wait until `peer`'s counter reaches `target` or, with `word`, that word (in `peer`'s
+  /// segment, written before the counter) reaches `wordTarget`.
+  Status awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>* word = nullptr, uint64_t wordTarget = 0);
+  /// Calls of a few bytes travel in line slots (Arena::lineSlot), data, flag and call description
+  /// in one or a few cache lines: a reader waits on, checks and copies that slot alone. The most
+  /// data one carries (0: no line slots).
+  size_t lineBytes() const {
+    return ctx_.arena != nullptr ? ctx_.arena->lineSlotBytes() - sizeof(transport::LineHeader) : 0;
+  }
+  /// After announce() and claimRing(): `bytes` (<= lineBytes()) of `data` into this rank's line
+  /// slot for this call, then its flag. Post phase 1 after it (it wakes sleeping readers).
+  void writeLine(const void* data, size_t bytes);
+  /// Wait for `peer`'s line slot of this call (posted by writeLine()) and check that the peer
+  /// runs the same call (kMismatch naming both otherwise); the slot's data, valid until this
+  /// rank enters call seq + 1.
+  Result<const uint8_t*> awaitLine(int peer);
+  /// The data in rank `r`'s line slot of this call (after writeLine() or awaitLine()).
+  const uint8_t* lineData(int r) {
+    return static_cast<const uint8_t*>(ctx_.arena->lineSlot(r, seq_)) + sizeof(transport::LineHeader);
+  }
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
   Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
   /// Where [remote, remote + bytes) of `peer` is mapped here (it lies in memory the peer
@@ -193,6 +211,8 @@ class Exec {
   uint8_t* ringSlot(int r) { return static_cast<uint8_t*>(ctx_.arena->ringSlot(r, seq_)); }
   /// Ok unless `peer` announced this call with different arguments, algorithm or protocol.
   Status checkPeerCall(int peer);
+  /// Ok unless `peer`'s call `theirs` (with that algorithm and protocol) differs from this one.
+  Status compareCall(int peer, const OpDesc& theirs, uint32_t algorithm, uint32_t protocol);
 
   /// After a failure: cancel every pending request and drive the transport until none is
   /// pending or `seconds` passed, so nothing writes into the caller's buffers afterwards.

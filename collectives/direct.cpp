@@ -407,6 +407,7 @@ Status arenaBarrier(Exec& ex) {
 // All-reduce.
 //   oneshot/shm: copy the input to the own mailbox; after the entry barrier every rank reduces the
 //     whole vector from all mailboxes. One barrier, n reads of the vector per rank: for small ones.
+//     Up to lineBytes(), line slots instead of mailboxes: each rank's flag is in its data's lines.
 //   twoshot/shm: mailbox = [input | reduced segments]. Rank r reduces segment r from every mailbox
 //     into its output and its mailbox's second half, posts 2; then copies every other segment from
 //     its owner's mailbox. Two barriers; needs 2 x bytes <= mailbox.
@@ -420,6 +421,17 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   announce(ex, plan, in, out);
   if (plan.algorithm == Algorithm::kTwoShot && plan.protocol == Protocol::kShm) {
     return pipelinedAllReduce(ex, plan, in, o, count, type, op);
+  }
+  if (plan.algorithm == Algorithm::kOneShot && plan.protocol == Protocol::kShm && bytes <= ex.lineBytes()) {
+    // A few bytes: through line slots, each rank's data with its flag, waited on and read in
+    // one go. Every rank reduces the same slots in the same order: the same result everywhere.
+    FERRY_TRY(ex.claimRing());
+    ex.writeLine(in, bytes);
+    ex.post(1);
+    ex.setPhase("arrival", 0, 1);
+    for (int i = 1; i < ex.size(); ++i) FERRY_TRY(ex.awaitLine((r + i) % ex.size()));
+    ex.setPhase("reduce", 0, 1);
+    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p), 0}; }, o, count, type, op);
   }
   if (plan.protocol == Protocol::kShm) {
     FERRY_TRY(ex.claimMailbox());
@@ -481,11 +493,24 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
 }  // namespace
 
 // Reduce-scatter (block r of every rank's input, reduced, lands in rank r's output).
-//   direct/shm: pipelined through the mailboxes (pipelinedReduceScatter).
+//   direct/shm: pipelined through the mailboxes (pipelinedReduceScatter); inputs of up to
+//     lineBytes() through line slots, each rank reducing block r of every slot.
 //   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
 Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
                           RedOp op) {
   announce(ex, plan, in, out);
+  const size_t block = recvCount * dataTypeSize(type);
+  if (plan.protocol == Protocol::kShm && block * static_cast<size_t>(ex.size()) <= ex.lineBytes()) {
+    FERRY_TRY(ex.claimRing());
+    ex.writeLine(in, block * static_cast<size_t>(ex.size()));
+    ex.post(1);
+    ex.setPhase("arrival", 0, 1);
+    for (int i = 1; i < ex.size(); ++i) FERRY_TRY(ex.awaitLine((ex.rank() + i) % ex.size()));
+    ex.setPhase("reduce", 0, 1);
+    const size_t at = static_cast<size_t>(ex.rank()) * block;
+    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p) + at, 0}; }, static_cast<uint8_t*>(out),
+                         recvCount, type, op);
+  }
   if (plan.protocol == Protocol::kShm) {
     return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
   }
@@ -494,13 +519,28 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
 }
 
 // All-gather: rank r's input becomes block r of every output.
-//   direct/shm: inputs in the mailboxes, every rank copies every block out. One barrier.
+//   direct/shm: inputs in the mailboxes, every rank copies every block out. One barrier. Blocks of
+//     up to lineBytes() go in line slots: no barrier, each block copied once its flag is seen.
 //   direct/cma: every rank reads each peer's input straight into its block; departure barrier.
 Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, size_t sendCount, DataType type) {
   const int n = ex.size(), r = ex.rank();
   const size_t block = sendCount * dataTypeSize(type);
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm && block <= ex.lineBytes()) {
+    FERRY_TRY(ex.claimRing());
+    ex.writeLine(in, block);
+    ex.post(1);
+    if (o + r * block != in) std::memcpy(o + r * block, in, block);
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      ex.setPhase("gather", i - 1, n - 1);
+      auto data = ex.awaitLine(p);
+      FERRY_TRY(data);
+      std::memcpy(o + p * block, *data, block);
+    }
+    return Status::ok();
+  }
   if (plan.protocol == Protocol::kShm) {
     FERRY_TRY(ex.claimMailbox());
     std::memcpy(ex.slot(r), in, block);
@@ -522,6 +562,7 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
 
 // All-to-all: block j of rank i's input becomes block i of rank j's output.
 //   direct/shm: inputs in the mailboxes; every rank copies block r of every mailbox. One barrier.
+//     Inputs of up to lineBytes() go in line slots instead: no barrier.
 //   direct/cma: every rank reads block r of each peer's input. In place (in == out), blocks are
 //     read into scratch first and copied after everyone has read ours; then departure.
 Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type) {
@@ -530,6 +571,21 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   auto* o = static_cast<uint8_t*>(out);
   const auto* i0 = static_cast<const uint8_t*>(in);
   announce(ex, plan, in, out);
+  if (plan.protocol == Protocol::kShm && block * n <= ex.lineBytes()) {
+    // Every block from a line slot, this rank's own too: in place, the input is read only there.
+    FERRY_TRY(ex.claimRing());
+    ex.writeLine(in, block * n);
+    ex.post(1);
+    for (int i = 1; i < n; ++i) {
+      int p = (r + i) % n;
+      ex.setPhase("exchange", i - 1, n - 1);
+      auto data = ex.awaitLine(p);
+      FERRY_TRY(data);
+      std::memcpy(o + p * block, *data + r * block, block);
+    }
+    std::memcpy(o + r * block, ex.lineData(r) + r * block, block);
+    return Status::ok();
+  }
   if (plan.protocol == Protocol::kShm) {
     FERRY_TRY(ex.claimMailbox());
     std::memcpy(ex.slot(r), in, block * n);
@@ -559,9 +615,10 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
 }
 
 // Broadcast: the root's buffer reaches every rank.
-//   direct/shm: up to one chunk, the root fills its mailbox and posts 1, the others copy it out
-//     when they see it: no barrier; larger, pipelined through the root's mailbox after the entry
-//     barrier (pipelinedBroadcast).
+//   direct/shm: up to one chunk, the root fills its mailbox (a ring slot up to ringSlotBytes(), a
+//     line slot up to lineBytes()) and posts 1, the others copy it out when they see it: no
+//     barrier; larger, pipelined through the root's mailbox after the entry barrier
+//     (pipelinedBroadcast).
 //   direct/cma: every other rank reads the root's buffer; they post 2 when done and the root
 //     waits for all of them before returning.
 Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, int root) {
@@ -575,13 +632,25 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
     // No barrier: the root only needs every peer past the call that last used the slot, the
     // others only need the root's data. Small ones go through the root's ring of slots, so the
     // root may run up to ringDepth() calls ahead of its slowest reader (as an eager send would).
+    // The smallest go in line slots: data and flag together, one wait and one read per reader.
     ex.setPhase("copy", 0, 1);
+    const bool line = bytes <= ex.lineBytes();
     const bool ring = bytes <= ex.context().arena->ringSlotBytes();
     if (r == root) {
-      FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());
-      std::memcpy(ring ? ex.ringSlot(r) : ex.slot(r), in, bytes);
+      FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());  // line slots (smaller still) as ring slots
+      if (line) {
+        ex.writeLine(in, bytes);
+      } else {
+        std::memcpy(ring ? ex.ringSlot(r) : ex.slot(r), in, bytes);
+      }
       ex.post(1);
       if (in != out) std::memcpy(out, in, bytes);
+      return Status::ok();
+    }
+    if (line) {
+      auto data = ex.awaitLine(root);
+      FERRY_TRY(data);
+      std::memcpy(out, *data, bytes);
       return Status::ok();
     }
     FERRY_TRY(ex.await(root, 1));
@@ -605,7 +674,7 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
 
 // Reduce to root.
 //   oneshot/shm: every rank copies its input to its mailbox (or, up to ringSlotBytes(), its ring
-//     slot) and returns; the root reduces them all.
+//     slot; up to lineBytes(), its line slot) and returns; the root reduces them all.
 // Otherwise rank r reduces segment r (as in all-reduce) and the root collects the segments.
 //   direct/shm: inputs in the mailboxes, mailbox = [input | reduced segment]; the root copies
 //     every segment once its owner posted 2.
@@ -624,6 +693,23 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
     // so the others may run up to ringDepth() calls ahead of the root, as eager sends would;
     // through the mailboxes they could run one call ahead.
     announce(ex, plan, in, out);
+    if (count * es <= ex.lineBytes()) {
+      // A few bytes: the others' inputs in line slots (data and flag together); the root reduces
+      // its own input with them.
+      if (r != root) {
+        FERRY_TRY(ex.claimRing());
+        ex.writeLine(in, count * es);
+        ex.post(1);
+        return Status::ok();
+      }
+      ex.post(1);
+      ex.setPhase("arrival", 0, 1);
+      for (int i = 1; i < n; ++i) FERRY_TRY(ex.awaitLine((r + i) % n));
+      ex.setPhase("reduce", 0, 1);
+      return reduceFromAll(
+          ex, plan, [&](int p) { return Source{p == r ? static_cast<const uint8_t*>(in) : ex.lineData(p), 0}; },
+          static_cast<uint8_t*>(out), count, type, op);
+    }
     const bool ring = count * es <= ex.context().arena->ringSlotBytes();
     auto slotOf = [&](int p) { return ring ? ex.ringSlot(p) : ex.slot(p); };
     FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());

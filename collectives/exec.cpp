@@ -168,6 +168,10 @@ Status Exec::checkPeerCall(int peer) {
   uint32_t algorithm = h.algorithm, protocol = h.protocol;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.seq.load(std::memory_order_relaxed) != seq_) return Status::ok();  // rewritten while read
+  return compareCall(peer, theirs, algorithm, protocol);
+}
+
+Status Exec::compareCall(int peer, const OpDesc& theirs, uint32_t algorithm, uint32_t protocol) {
   const bool sameCall = theirs.kind == desc_.kind && theirs.count == desc_.count && theirs.type == desc_.type &&
                         (theirs.op == desc_.op || !(desc_.kind == OpKind::kAllReduce || desc_.kind == OpKind::kReduce ||
                                                     desc_.kind == OpKind::kReduceScatter)) &&
@@ -203,6 +207,55 @@ Status Exec::await(int peer, int phase) {
   return Status::ok();
 }
 
+namespace {
+
+// A line slot's call description: kind, type, op (reductions only), algorithm and protocol in 4
+// bits each, the count in 12 (lineBytes() is well below 4096 elements of any type).
+uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol) {
+  const bool reduces = d.kind == OpKind::kAllReduce || d.kind == OpKind::kReduce || d.kind == OpKind::kReduceScatter;
+  return (static_cast<uint32_t>(d.kind) & 15u) | (static_cast<uint32_t>(d.type) & 15u) << 4 |
+         (reduces ? static_cast<uint32_t>(d.op) & 15u : 0u) << 8 | (algorithm & 15u) << 12 | (protocol & 15u) << 16 |
+         static_cast<uint32_t>(d.count & 4095u) << 20;
+}
+
+}  // namespace
+
+void Exec::writeLine(const void* data, size_t bytes) {
+  auto* h = static_cast<transport::LineHeader*>(ctx_.arena->lineSlot(ctx_.rank, seq_));
+  std::memcpy(reinterpret_cast<uint8_t*>(h) + sizeof(*h), data, bytes);
+  h->call = packLineCall(desc_, algorithm_, protocol_);
+  h->root = desc_.root;
+  h->seq.store(seq_, std::memory_order_release);
+}
+
+Result<const uint8_t*> Exec::awaitLine(int peer) {
+  const auto* h = static_cast<const transport::LineHeader*>(ctx_.arena->lineSlot(peer, seq_));
+  // The slot cannot hold a later call: its writer claims it only once this rank entered seq + 1.
+  if (h->seq.load(std::memory_order_acquire) != seq_) {
+    FERRY_TRY(awaitCounter(peer, (seq_ << kPhaseBits) + 1, &h->seq, seq_));
+    if (h->seq.load(std::memory_order_acquire) != seq_) {
+      // The peer finished phase 1 of this call without writing its line: it runs another call.
+      FERRY_TRY(checkPeerCall(peer));
+      return failure(peer, false,
+                     makeError(ErrorCode::kMismatch,
+                               "collective mismatch: rank %d's call #%llu is not %s (it passed no data of a few bytes "
+                               "through shared memory: another collective, count or FERRY_ALGO/FERRY_PROTO)",
+                               peer, static_cast<unsigned long long>(seq_), describe(desc_).c_str()));
+    }
+  }
+  if (ctx_.checkMismatch && (h->call != packLineCall(desc_, algorithm_, protocol_) || h->root != desc_.root)) {
+    const uint32_t c = h->call;
+    OpDesc theirs{static_cast<OpKind>(c & 15u), c >> 20, static_cast<DataType>((c >> 4) & 15u),
+                  static_cast<RedOp>((c >> 8) & 15u), h->root};
+    FERRY_TRY(compareCall(peer, theirs, (c >> 12) & 15u, (c >> 16) & 15u));
+    // Packed fields agree but the words differ: counts that agree mod 4096 cannot reach here
+    // (lineBytes() bounds both), so this is a bug; say so rather than read the slot.
+    return failure(peer, false, makeError(ErrorCode::kInternalError, "rank %d's line slot of call #%llu does not decode",
+                                          peer, static_cast<unsigned long long>(seq_)));
+  }
+  return reinterpret_cast<const uint8_t*>(h + 1);
+}
+
 Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
   const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
@@ -210,15 +263,19 @@ Status Exec::claimSlots(uint64_t depth) {
   return Status::ok();
 }
 
-Status Exec::awaitCounter(int peer, uint64_t target) {
+Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>* word, uint64_t wordTarget) {
   if (ctx_.seen.size() != static_cast<size_t>(ctx_.size)) ctx_.seen.assign(static_cast<size_t>(ctx_.size), 0);
   uint64_t& seen = ctx_.seen[static_cast<size_t>(peer)];
   if (seen >= target) return Status::ok();
-  seen = ctx_.arena->posted(peer);
-  if (seen >= target) return Status::ok();
+  if (word == nullptr) {
+    seen = ctx_.arena->posted(peer);
+    if (seen >= target) return Status::ok();
+  }
   startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
-  Status st = ctx_.arena->wait(peer, target, deadline_, [&]() -> Status {
+  Status st = ctx_.arena->wait(
+      peer, target, deadline_,
+      [&]() -> Status {
     // A peer that runs another call first: it is the root cause, and that peer may already have
     // failed and exited (a broadcast reader that met the root's mismatching header does at once),
     // its header still in shared memory while the liveness check would only say it died.
@@ -226,7 +283,8 @@ Status Exec::awaitCounter(int peer, uint64_t target) {
     if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
     if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
     return Status::ok();
-  });
+      },
+      word, wordTarget);
   if (!st.isOk()) {
     if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
     if (st.code() == ErrorCode::kTimeout) {
@@ -249,7 +307,8 @@ Status Exec::awaitCounter(int peer, uint64_t target) {
     }
     return failure(peer, false, st);
   }
-  seen = target;
+  // Ended by the word, the counter may still be short of the target.
+  if (word == nullptr) seen = target;
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(-1, std::memory_order_relaxed);
   return Status::ok();
 }

@@ -8,6 +8,9 @@
 //     in and which of its buffers peers may read;
 //   - two mailboxes (one per parity) of slotBytes() that peers read directly, for small messages;
 //   - a ring of small slots, for small one-way messages a sender may post several calls ahead;
+//   - a ring of line slots (a few cache lines each, packed): a call of a few bytes travels with
+//     its own flag and call description in them (LineHeader), so a reader waits on, checks and
+//     copies one slot instead of a counter, a header and a slot on three lines;
 //   - with canRead(), its whole address space readable by peers with read() (a single copy from
 //     the owner's buffer into the reader's, e.g. cross-memory attach);
 //   - the buffers it allocated as shared memory (ferry::hostAlloc), which peers may map and read
@@ -45,6 +48,16 @@ struct CallHeader {
   uint64_t addr[2];           ///< e.g. the send and the receive buffer
 };
 
+/// The start of a line slot (Arena::lineSlot): the call's data follows it in the same slot. Its
+/// writer fills the data and `call` and `root`, then stores `seq` (release); a reader that loads
+/// `seq` equal to its call's (acquire) may read the rest.
+struct LineHeader {
+  std::atomic<uint64_t> seq;  ///< call sequence number; 0: never written
+  uint32_t call;              ///< the call's kind, type, op, algorithm, protocol and count, packed
+  int32_t root;
+};
+static_assert(sizeof(LineHeader) == 16);
+
 /// The peers of one host as shared memory.
 class Arena {
  public:
@@ -71,6 +84,10 @@ class Arena {
   virtual void* ringSlot(int r, uint64_t index) = 0;
   virtual size_t ringDepth() const = 0;
   virtual size_t ringSlotBytes() const = 0;
+  /// Rank `r`'s line slot for call `index` (mod ringDepth()): lineSlotBytes(), 64-byte aligned,
+  /// starting with a LineHeader. Writers claim them as ring slots (same depth).
+  virtual void* lineSlot(int r, uint64_t index) = 0;
+  virtual size_t lineSlotBytes() const = 0;
   /// Rank `r`'s header for calls of parity `parity`.
   virtual CallHeader& header(int r, int parity) = 0;
 
@@ -80,7 +97,11 @@ class Arena {
   virtual uint64_t posted(int r) const = 0;
   /// Wait until rank `r`'s counter reaches `target`. Spins briefly, then sleeps in the kernel;
   /// every millisecond or so checks `deadline` (kTimeout) and calls `poll` (its error ends the wait).
-  virtual Status wait(int r, uint64_t target, Deadline deadline, const std::function<Status()>& poll) = 0;
+  /// With `word` (a word of rank r's segment, e.g. a line slot's seq), the wait also ends when it
+  /// reaches `wordTarget`, and its spin polls that word alone: for a peer that writes the word
+  /// before it posts `target`, whose sleeping waiters the post wakes.
+  virtual Status wait(int r, uint64_t target, Deadline deadline, const std::function<Status()>& poll,
+                      const std::atomic<uint64_t>* word = nullptr, uint64_t wordTarget = 0) = 0;
 
   /// Copy `bytes` from address `remote` of rank `r`'s process into `local` (a memcpy where
   /// mapped() maps them).

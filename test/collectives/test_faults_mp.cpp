@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "test/common/mp_harness.hpp"
@@ -76,6 +77,75 @@ TEST_CASE("ranks running different collectives get an error naming both", "[mp][
   bool named = false;
   for (auto& o : outcomes) named |= o.output.find("broadcast") != std::string::npos && o.output.find("allReduce") != std::string::npos;
   CHECK(named);
+}
+
+// Calls of a few bytes travel in line slots, data, flag and call description together (no call
+// header is read on the way): every disagreement must still end in a mismatch on the ranks that
+// wait, naming the difference, whether both sides took line slots or only one did.
+TEST_CASE("calls of a few bytes that disagree get a mismatch error", "[mp][faults]") {
+  struct Case {
+    const char* what;
+    int ranks;
+    std::function<Status(Comm&, std::vector<float>&)> call;
+    const char* named;  // what the errors name
+    int mayPass = -1;   // a rank that waits for nobody in this call (a broadcast root): may succeed
+  };
+  const Case cases[] = {
+      {"allReduce counts 4 and 3", 3,
+       [](Comm& c, std::vector<float>& b) {
+         return c.allReduce(b.data(), b.data(), c.rank() == 1 ? 3 : 4, DataType::kFloat32, RedOp::kSum);
+       },
+       "count"},
+      {"allReduce counts 4 and 1000 (line slots on one side only)", 3,
+       [](Comm& c, std::vector<float>& b) {
+         return c.allReduce(b.data(), b.data(), c.rank() == 1 ? 1000 : 4, DataType::kFloat32, RedOp::kSum);
+       },
+       "count"},
+      {"allReduce sum and max", 2,
+       [](Comm& c, std::vector<float>& b) {
+         return c.allReduce(b.data(), b.data(), 4, DataType::kFloat32, c.rank() == 1 ? RedOp::kMax : RedOp::kSum);
+       },
+       "max"},
+      {"allReduce float32 and int32", 2,
+       [](Comm& c, std::vector<float>& b) {
+         return c.allReduce(b.data(), b.data(), 4, c.rank() == 1 ? DataType::kInt32 : DataType::kFloat32, RedOp::kSum);
+       },
+       "int32"},
+      {"broadcast among allReduces", 3,
+       [](Comm& c, std::vector<float>& b) {
+         return c.rank() == 2 ? c.broadcast(b.data(), b.data(), 4, DataType::kFloat32, 0)
+                              : c.allReduce(b.data(), b.data(), 4, DataType::kFloat32, RedOp::kSum);
+       },
+       "broadcast"},
+      {"broadcast counts 4 and 5", 2,
+       [](Comm& c, std::vector<float>& b) {
+         return c.broadcast(b.data(), b.data(), c.rank() == 1 ? 5 : 4, DataType::kFloat32, 0);
+       },
+       "count", 0},
+      {"reduce roots 0 and 1", 2,
+       [](Comm& c, std::vector<float>& b) {
+         return c.reduce(b.data(), b.data(), 4, DataType::kFloat32, RedOp::kSum, c.rank());
+       },
+       "root"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.what);
+    auto t0 = std::chrono::steady_clock::now();
+    auto outcomes = runRanks(k.ranks, [&](Comm& c) -> std::string {
+      std::vector<float> buf(1000, 1.0f);
+      Status s = k.call(c, buf);
+      std::printf("%s\n", s.toString().c_str());
+      if (s.isOk() && c.rank() == k.mayPass) return "";
+      if (s.isOk()) return std::string(k.what) + " succeeded";
+      if (s.code() != ErrorCode::kMismatch) return "expected a mismatch error, got " + s.toString();
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+    CHECK(seconds(t0) < 15.0);
+    bool named = false;
+    for (auto& o : outcomes) named |= o.output.find(k.named) != std::string::npos;
+    CHECK(named);
+  }
 }
 
 TEST_CASE("ranks that diverge where the tuner agrees get an error naming its agreement call", "[mp][faults]") {

@@ -5,14 +5,20 @@
 //           the two call headers, each on its own cache line so a spinning reader of one does not
 //           slow the writer of another;
 //   then:   the call log (a few bits per call, by sequence number: noteCall), two mailboxes of
-//           slotBytes, page aligned, and a ring of kRingDepth small slots.
+//           slotBytes, page aligned, a ring of kRingDepth small slots and one of kRingDepth line
+//           slots (kLineSlotBytes each, packed: 8 per page).
 //
 // Waking: a waiter that has spun long enough registers in `sleepers`, re-reads the counter and
-// sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter and, only when
-// someone sleeps, bumps `wake` and FUTEX_WAKEs. Both sides use sequentially consistent operations
-// on the counter and the sleeper count, so either the poster sees the sleeper or the sleeper sees
-// the new counter: no wake-up is lost. Sleeps are bounded (5 ms) so deadlines and the caller's
-// poll (abort, dead peers) are checked even if every peer is gone.
+// sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter (release) and,
+// only when it sees a sleeper, bumps `wake` and FUTEX_WAKEs. post() puts no store-load fence
+// between the two: one would make every post wait until its stores, among them the data lines its
+// readers are polling, had reached them (a cache-line transfer, 15-20% of a 2-rank 8 B broadcast
+// or all-reduce on this project's test VM). So a waiter that registers while the poster's counter
+// store still sits in the poster's store buffer can miss the wake-up; the store becomes visible
+// within a microsecond or so (store buffers drain on their own, and at every context switch or VM
+// exit), so a waiter's first sleep is kFirstSleepNs: a missed wake-up costs at most that. Later
+// sleeps are 5 ms, so deadlines and the caller's poll (abort, dead peers) are checked even if
+// every peer is gone.
 #include "transports/shm/shm_arena.hpp"
 
 #include <fcntl.h>
@@ -46,6 +52,10 @@ constexpr size_t kPage = 4096;
 // writers run up to kRingDepth calls ahead of their readers, as eager sends would.
 constexpr size_t kRingDepth = 512;
 constexpr size_t kRingSlotBytes = 4096;
+// Line slots: calls of a few bytes with their flag and call description (LineHeader) in the same
+// cache lines. 512 B hold up to 496 B of data (a 64-element float32 all-reduce with room to spare)
+// and pack the ring into 64 pages, so a stream of calls stays within a few TLB entries.
+constexpr size_t kLineSlotBytes = 512;
 // The call log: a few bits per call (Arena::noteCall), by sequence number mod kCallLog. A rank
 // can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
 // so an entry outlives every reader by a wide margin.
@@ -54,6 +64,8 @@ constexpr size_t kCallLog = 2 * kRingDepth;
 constexpr size_t kHead = kPage + (kCallLog * sizeof(uint64_t) + kPage - 1) / kPage * kPage;
 // The shortest spin an adaptive wait keeps (unless FERRY_SPIN_NS asks for less).
 constexpr int64_t kMinSpinNs = 300;
+// A waiter's first futex sleep (see "Waking" above): bounds what a missed wake-up costs.
+constexpr long kFirstSleepNs = 50'000;
 // A sched_yield that returns within this found nothing else to run on the core.
 constexpr int64_t kLoneYieldNs = 3000;
 
@@ -245,11 +257,17 @@ class ShmArena final : public Arena {
   }
   size_t ringDepth() const override { return kRingDepth; }
   size_t ringSlotBytes() const override { return kRingSlotBytes; }
+  void* lineSlot(int r, uint64_t index) override {
+    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * kRingSlotBytes +
+           (index % kRingDepth) * kLineSlotBytes;
+  }
+  size_t lineSlotBytes() const override { return kLineSlotBytes; }
 
   void post(uint64_t value) override {
     Control* c = control(rank_);
-    c->posted.store(value, std::memory_order_seq_cst);
-    if (c->sleepers.load(std::memory_order_seq_cst) != 0) {
+    c->posted.store(value, std::memory_order_release);
+    // No fence before this load ("Waking" above): a sleeper registering right now may be missed.
+    if (c->sleepers.load(std::memory_order_relaxed) != 0) {
       c->wake.fetch_add(1, std::memory_order_seq_cst);
       futex(&c->wake, FUTEX_WAKE, INT_MAX, nullptr);
     }
@@ -257,9 +275,18 @@ class ShmArena final : public Arena {
 
   uint64_t posted(int r) const override { return control(r)->posted.load(std::memory_order_acquire); }
 
-  Status wait(int r, uint64_t target, Deadline deadline, const std::function<Status()>& poll) override {
+  Status wait(int r, uint64_t target, Deadline deadline, const std::function<Status()>& poll,
+              const std::atomic<uint64_t>* word, uint64_t wordTarget) override {
     Control* c = control(r);
-    if (c->posted.load(std::memory_order_acquire) >= target) return Status::ok();
+    // The spin polls one line: the word where one is given (its writer posts the counter after),
+    // else the counter. Later stages, which sleep on the counter, check both.
+    const std::atomic<uint64_t>* spinOn = word != nullptr ? word : &c->posted;
+    const uint64_t spinTarget = word != nullptr ? wordTarget : target;
+    auto done = [&] {
+      return (word != nullptr && word->load(std::memory_order_acquire) >= wordTarget) ||
+             c->posted.load(std::memory_order_acquire) >= target;
+    };
+    if (spinOn->load(std::memory_order_acquire) >= spinTarget) return Status::ok();
     Clock::time_point start = Clock::now();
     Clock::time_point spinUntil = start + std::chrono::nanoseconds(spinBudgetNs_);
     // Spinning only pays while the awaited peer runs on another core. When it shares ours (more
@@ -272,7 +299,7 @@ class ShmArena final : public Arena {
     // host).
     for (unsigned i = 1;; ++i) {
       cpuPause();
-      if (c->posted.load(std::memory_order_acquire) >= target) {
+      if (spinOn->load(std::memory_order_acquire) >= spinTarget) {
         spinBudgetNs_ = std::min(spinNs_, 2 * spinBudgetNs_);
         return Status::ok();
       }
@@ -285,7 +312,7 @@ class ShmArena final : public Arena {
     Clock::time_point yieldUntil = yieldFrom + std::chrono::nanoseconds(yieldNs_);
     for (unsigned i = 1;; ++i) {
       sched_yield();
-      if (c->posted.load(std::memory_order_acquire) >= target) {
+      if (done()) {
         // If no yield gave the core away (each returned within kLoneYieldNs), nothing else wanted
         // this core: the spin would have caught the peer as cheaply, and sooner than a loop of
         // system calls, so spin longer next time. Otherwise the peer (or another process) ran
@@ -302,7 +329,8 @@ class ShmArena final : public Arena {
     }
     spinBudgetNs_ = std::max(std::min<int64_t>(spinNs_, kMinSpinNs), spinBudgetNs_ / 2);
     Clock::time_point nextCheck = Clock::now();
-    const timespec nap{0, 5'000'000};
+    const timespec firstSleep{0, kFirstSleepNs}, nap{0, 5'000'000};
+    bool slept = false;
     long napNs = 2000;
     // The kernel lengthens every sleep by the thread's timer slack (50 us by default), which
     // would make the first naps 25 times longer than asked; narrowed while this wait naps.
@@ -317,10 +345,13 @@ class ShmArena final : public Arena {
       } else {
         c->sleepers.fetch_add(1, std::memory_order_seq_cst);
         uint32_t w = c->wake.load(std::memory_order_seq_cst);
-        if (c->posted.load(std::memory_order_seq_cst) < target) futex(&c->wake, FUTEX_WAIT, w, &nap);
+        if (c->posted.load(std::memory_order_seq_cst) < target) {
+          futex(&c->wake, FUTEX_WAIT, w, slept ? &nap : &firstSleep);
+        }
+        slept = true;
         c->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       }
-      if (c->posted.load(std::memory_order_acquire) >= target) return Status::ok();
+      if (done()) return Status::ok();
       Clock::time_point now = Clock::now();
       if (now >= nextCheck) {
         nextCheck = now + std::chrono::milliseconds(5);
@@ -330,7 +361,7 @@ class ShmArena final : public Arena {
         if (poll) {
           Status st = poll();
           // The peer may have posted and exited between our last look and the poll.
-          if (!st.isOk()) return c->posted.load(std::memory_order_acquire) >= target ? Status::ok() : st;
+          if (!st.isOk()) return done() ? Status::ok() : st;
         }
       }
     }
@@ -379,12 +410,12 @@ class ShmArena final : public Arena {
   }
 
  private:
-  size_t segmentBytes() const { return kHead + 2 * slotBytes_ + kRingDepth * kRingSlotBytes; }
+  size_t segmentBytes() const { return kHead + 2 * slotBytes_ + kRingDepth * (kRingSlotBytes + kLineSlotBytes); }
   std::atomic<uint64_t>* callLog(int r) const {
     return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(maps_[r]) + kPage);
   }
 
-  // Map the control page, the call log and the ring now (touchPages): a stream of small calls
+  // Map the control page, the call log and the rings now (touchPages): a stream of small calls
   // walks through a new ring slot every call, and a first access in each of the n ranks on the
   // way would cost more than the call (on this project's PVM test VM the first 512 broadcasts,
   // one per ring slot, took 6 us each untouched, 0.4 us touched). The owner's segment is fresh
@@ -394,7 +425,7 @@ class ShmArena final : public Arena {
     char* base = static_cast<char*>(maps_[r]);
     const size_t from = write ? kPage : 0;
     touchPages(base + from, kHead - from, write);
-    touchPages(base + kHead + 2 * slotBytes_, kRingDepth * kRingSlotBytes, write);
+    touchPages(base + kHead + 2 * slotBytes_, kRingDepth * (kRingSlotBytes + kLineSlotBytes), write);
   }
   Control* control(int r) const { return static_cast<Control*>(maps_[r]); }
 
