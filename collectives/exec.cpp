@@ -273,9 +273,7 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
   }
   startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
-  Status st = ctx_.arena->wait(
-      peer, target, deadline_,
-      [&]() -> Status {
+  auto poll = [&]() -> Status {
     // A peer that runs another call first: it is the root cause, and that peer may already have
     // failed and exited (a broadcast reader that met the root's mismatching header does at once),
     // its header still in shared memory while the liveness check would only say it died.
@@ -283,8 +281,8 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
     if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
     if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
     return Status::ok();
-      },
-      word, wordTarget);
+  };
+  Status st = ctx_.arena->wait(peer, target, deadline_, poll, word, wordTarget);
   if (!st.isOk()) {
     if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
     if (st.code() == ErrorCode::kTimeout) {

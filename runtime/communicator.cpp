@@ -362,7 +362,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
   } else {
     ti.model.cores = cores;
-    ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.cmaBw = 1e9;
+    ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.reduceBwCache = ti.model.cmaBw = 1e9;
   }
   auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
   FERRY_TRY(tuner);

@@ -23,6 +23,7 @@ struct HostModel {
   double copyBw = 0;     ///< memcpy, bytes per second, buffers larger than the caches
   double copyBwCache = 0;  ///< memcpy, bytes per second, buffers of one chunk (l2Bytes / 8) that stay in the L2
   double reduceBw = 0;   ///< float32 sum of two inputs into an output, output bytes per second
+  double reduceBwCache = 0;  ///< the same on buffers of one chunk that stay in the L2
   double cmaBw = 0;      ///< cross-memory attach reads, bytes per second
   double cmaCall = 0;    ///< seconds per cross-memory attach call, beyond its bytes (a 64-byte read)
   int64_t l2Bytes = 0;   ///< per-core cache the read-and-reduce chunks should fit

@@ -151,6 +151,13 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes, bool 
   // another core wrote arrive at about the memory rate either way (c).
   const double cc = m.copyBwCache > 0 ? 1.0 / m.copyBwCache : c;
   auto copy = [&](double b) { return b * (b <= static_cast<double>(chunk_) ? cc : c); };
+  // Reducing b bytes (each rank's share of a call, or one step's): up to one chunk the operands
+  // and the result are cache lines, this rank's own or just written by a peer, and the sum runs at
+  // its in-cache rate; the out-of-cache rate made one-shot all-reduces and reduces of a few KiB
+  // look four times dearer than they are (4 ranks on 2 cores, 2 KiB reduce: the barriers of
+  // direct/shm were chosen, 7.8 us a call, against 1.2 us one-shot).
+  const double gc = m.reduceBwCache > 0 ? 1.0 / m.reduceBwCache : g;
+  auto red = [&](double b) { return b * (b <= static_cast<double>(chunk_) ? gc : g); };
   const double mb = static_cast<double>(in_.mailboxBytes);
   const double B = static_cast<double>(bytes);
   auto calls = [&](double b) { return std::ceil(b / static_cast<double>(chunk_)); };
@@ -173,18 +180,18 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes, bool 
   switch (kind) {
     case OpKind::kAllReduce: {
       double E = B / n;
-      add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * B * g));
+      add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + f * (B * c + (n - 1) * red(B)));
       // Pipelined in chunk steps through the mailboxes: two hand-offs per step.
       add(Algorithm::kTwoShot, Protocol::kShm, shm,
-          2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g + E * c + (n - 1) * E * c));
+          2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * red(E) + E * c + (n - 1) * E * c));
       add(Algorithm::kTwoShot, Protocol::kCma, rd,
-          3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * E * g + (n - 1) * peerRead(E)));
+          3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * red(E) + (n - 1) * peerRead(E)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     }
     case OpKind::kReduceScatter:
-      add(Algorithm::kDirect, Protocol::kShm, shm, pipeSteps(B) * S + f * ((n - 1) * B * c + (n - 1) * B * g));
-      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * peerOperand(B) + (n - 1) * B * g));
+      add(Algorithm::kDirect, Protocol::kShm, shm, pipeSteps(B) * S + f * ((n - 1) * B * c + (n - 1) * red(B)));
+      add(Algorithm::kDirect, Protocol::kCma, rd, 2 * S + f * ((n - 1) * peerOperand(B) + (n - 1) * red(B)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     case OpKind::kAllGather:
@@ -220,12 +227,12 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes, bool 
     case OpKind::kReduce: {
       double E = B / n;
       // One-shot: everyone drops its input in its mailbox; only the root waits, then reduces all.
-      add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + B * c + f * (n - 1) * B * g);
+      add(Algorithm::kOneShot, Protocol::kShm, shm && B <= mb, S + B * c + f * (n - 1) * red(B));
       add(Algorithm::kDirect, Protocol::kShm, shm,
-          2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * E * g) + (n - 1) * E * c);
+          2 * pipeSteps(E) * S + f * ((n - 1) * E * c + (n - 1) * red(E)) + (n - 1) * E * c);
       // The others' reduced segments sit in their scratch, never shared: read across processes.
       add(Algorithm::kDirect, Protocol::kCma, rd,
-          3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * E * g) + (n - 1) * cma(E));
+          3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * red(E)) + (n - 1) * cma(E));
       add(Algorithm::kChain, Protocol::kMessages, true, shm ? kUnmodelled : 0);
       break;
     }

@@ -18,6 +18,7 @@ HostModel model(int cores) {
   m.syncSleep = 10e-6;
   m.copyBw = 16e9;
   m.copyBwCache = 40e9;
+  m.reduceBwCache = 30e9;
   m.reduceBw = 12e9;
   m.cmaBw = 14e9;
   m.cmaCall = 1e-6;
@@ -156,6 +157,7 @@ TEST_CASE("the host model survives serialisation and rejects garbage", "[tuner]"
   REQUIRE(back.isOk());
   CHECK(back->copyBw == Approx(m.copyBw));
   CHECK(back->copyBwCache == Approx(m.copyBwCache));
+  CHECK(back->reduceBwCache == Approx(m.reduceBwCache));
   CHECK(back->cmaCall == Approx(m.cmaCall));
   CHECK(back->cores == 2);
   CHECK_FALSE(HostModel::deserialize({'x', 'y'}).isOk());
