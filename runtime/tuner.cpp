@@ -303,6 +303,15 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   Choice c;
   if (in_.trials <= 0 || !in_.arena || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
     c.plan = choose(d, shared);
+    // Larger than anything measured: stream where the largest measured call of this kind did.
+    const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
+    if (in_.trials > 0 && moved > in_.measureMaxBytes && c.plan.protocol != Protocol::kMessages &&
+        c.plan.stores == coll::Stores::kAuto) {
+      auto m = measuredStores_.find(static_cast<int>(d.kind));
+      if (m != measuredStores_.end() && m->second.second == coll::Stores::kStreaming && output >= m->second.first) {
+        c.plan.stores = coll::Stores::kStreaming;
+      }
+    }
     return c;
   }
   auto key = std::make_tuple(static_cast<int>(d.kind), bytes, shared, static_cast<int>(d.type));
@@ -328,7 +337,9 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     // is still cached when the call writes it depends on what the application does between
     // calls, which only a measurement sees.
     const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
+    t.kind = static_cast<int>(d.kind);
     if (output >= kStoreTrialBytes && !keep.empty()) {
+      t.output = output;
       std::vector<Candidate> both;
       for (size_t i = 0; i < std::min<size_t>(keep.size(), kMaxTrialPlans / 2); ++i) {
         for (coll::Stores st : {coll::Stores::kCached, coll::Stores::kStreaming}) {
@@ -394,6 +405,10 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& lastEnds) {
   }
   t->chosen = t->plans[win];
   t->settled = true;
+  if (t->output > 0 && t->chosen.stores != coll::Stores::kAuto) {
+    auto& m = measuredStores_[t->kind];
+    if (t->output >= m.first) m = {t->output, t->chosen.stores};
+  }
   if (log::enabled(log::Level::kInfo, log::kTune)) {
     std::string why;
     for (size_t j = 0; j < m; ++j) {

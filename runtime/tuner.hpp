@@ -25,6 +25,13 @@
 // runs the same trials at the same calls and settles at the same call: there is no plan to
 // disagree on. Results do not depend on the plan (every reduction combines ranks in the same
 // order), so trials change nothing but time.
+//
+// Beyond FERRY_TUNE_MEASURE_BYTES the kind of store follows the largest measured call of the same
+// collective: if streaming stores won there, larger outputs stream too (the larger the output,
+// the less of it a cache keeps for its reader); otherwise the default rule (coll::Stores::kAuto)
+// stands. Without it, a 2-rank all-gather of 64 MiB on a VM whose reported last-level cache (260
+// MiB) exceeds its real share wrote with cached stores, 30% slower than at 32 and 128 MiB.
+// Every rank settles the same trials at the same call, so every rank extrapolates alike.
 #pragma once
 
 #include <cstddef>
@@ -105,6 +112,8 @@ class Tuner {
   std::tuple<int, size_t, bool> lastKey_;
   coll::Plan lastPlan_;
   std::map<std::tuple<int, size_t, bool, int>, Trials> trials_;
+  // Per collective kind: the largest output whose store trials settled, and the stores that won.
+  std::map<int, std::pair<size_t, coll::Stores>> measuredStores_;
 };
 
 /// The candidates of one (collective, bytes, type, shared) under measurement.
@@ -116,6 +125,8 @@ struct Tuner::Trials {
   bool settled = false;
   coll::Plan chosen;
   std::string what;                ///< "allReduce of 1048576 B on 4 ranks", for the log
+  int kind = 0;                    ///< the collective (coll::OpKind)
+  size_t output = 0;               ///< each rank's output bytes where stores were tried; 0: not tried
 };
 
 }  // namespace ferry

@@ -279,3 +279,28 @@ TEST_CASE("measured selection leaves small and large calls, single plans and FER
   CHECK(c.trial < 0);
   CHECK(same(c.plan, off->choose(mid, true)));
 }
+
+TEST_CASE("beyond the measured sizes, outputs stream where the largest measured call of the kind streamed", "[tuner]") {
+  auto in = inputs(2);
+  in.trials = 2;
+  in.measureMaxBytes = 4 << 20;
+  const size_t measured = 1 << 20, beyond = 16 << 20;  // floats: 4 MiB measured, 64 MiB beyond
+  OpDesc big{OpKind::kAllGather, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+  for (coll::Stores winner : {coll::Stores::kStreaming, coll::Stores::kCached}) {
+    INFO(static_cast<int>(winner));
+    auto t = Tuner::create(in, "", "", 0);
+    REQUIRE(t.isOk());
+    CHECK(t->select(big, true).plan.stores == coll::Stores::kAuto);  // nothing measured yet
+    auto ran = runTrials(*t, OpKind::kAllGather, measured / 2, [&](const coll::Plan& p) -> int64_t {
+      return p.stores == winner ? 100 : 1000;
+    });
+    REQUIRE(!ran.empty());
+    Tuner::Choice c = t->select(big, true);
+    CHECK(c.trial < 0);
+    CHECK(c.plan.algorithm == t->choose(big, true).algorithm);
+    CHECK(c.plan.stores == (winner == coll::Stores::kStreaming ? coll::Stores::kStreaming : coll::Stores::kAuto));
+    // Another collective measured nothing: left to the default rule.
+    OpDesc other{OpKind::kAllToAll, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+    CHECK(t->select(other, true).plan.stores == coll::Stores::kAuto);
+  }
+}
