@@ -183,14 +183,17 @@ class Exec {
   size_t lineBytes() const {
     return ctx_.arena != nullptr ? ctx_.arena->lineSlotBytes() - sizeof(transport::LineHeader) : 0;
   }
-  /// After announce() and claimRing(): `bytes` (<= lineBytes()) of `data` into this rank's line
-  /// slot for this call, then its flag. Post phase 1 after it (it wakes sleeping readers).
-  void writeLine(const void* data, size_t bytes);
-  /// Wait for `peer`'s line slot of this call (posted by writeLine()) and check that the peer
-  /// runs the same call (kMismatch naming both otherwise); the slot's data, valid until this
-  /// rank enters call seq + 1.
+  /// After announce(): claim this rank's line slot for this call (as a ring slot), fill it with
+  /// `bytes` (<= lineBytes()) of `data`, then its flag, and post phase 1 (which wakes readers
+  /// sleeping on the counter).
+  Status publishLine(const void* data, size_t bytes);
+  /// Wait for `peer`'s line slot of this call (publishLine()) and check that the peer runs the
+  /// same call (kMismatch naming both otherwise); the slot's data, valid until this rank enters
+  /// call seq + 1.
   Result<const uint8_t*> awaitLine(int peer);
-  /// The data in rank `r`'s line slot of this call (after writeLine() or awaitLine()).
+  /// awaitLine() every other rank, starting with rank+1.
+  Status awaitLines();
+  /// The data in rank `r`'s line slot of this call (after publishLine() or awaitLine()).
   const uint8_t* lineData(int r) {
     return static_cast<const uint8_t*>(ctx_.arena->lineSlot(r, seq_)) + sizeof(transport::LineHeader);
   }

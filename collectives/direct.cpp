@@ -425,11 +425,9 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   if (plan.algorithm == Algorithm::kOneShot && plan.protocol == Protocol::kShm && bytes <= ex.lineBytes()) {
     // A few bytes: through line slots, each rank's data with its flag, waited on and read in
     // one go. Every rank reduces the same slots in the same order: the same result everywhere.
-    FERRY_TRY(ex.claimRing());
-    ex.writeLine(in, bytes);
-    ex.post(1);
+    FERRY_TRY(ex.publishLine(in, bytes));
     ex.setPhase("arrival", 0, 1);
-    for (int i = 1; i < ex.size(); ++i) FERRY_TRY(ex.awaitLine((r + i) % ex.size()));
+    FERRY_TRY(ex.awaitLines());
     ex.setPhase("reduce", 0, 1);
     return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p), 0}; }, o, count, type, op);
   }
@@ -501,11 +499,9 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
   announce(ex, plan, in, out);
   const size_t block = recvCount * dataTypeSize(type);
   if (plan.protocol == Protocol::kShm && block * static_cast<size_t>(ex.size()) <= ex.lineBytes()) {
-    FERRY_TRY(ex.claimRing());
-    ex.writeLine(in, block * static_cast<size_t>(ex.size()));
-    ex.post(1);
+    FERRY_TRY(ex.publishLine(in, block * static_cast<size_t>(ex.size())));
     ex.setPhase("arrival", 0, 1);
-    for (int i = 1; i < ex.size(); ++i) FERRY_TRY(ex.awaitLine((ex.rank() + i) % ex.size()));
+    FERRY_TRY(ex.awaitLines());
     ex.setPhase("reduce", 0, 1);
     const size_t at = static_cast<size_t>(ex.rank()) * block;
     return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p) + at, 0}; }, static_cast<uint8_t*>(out),
@@ -528,9 +524,7 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
   if (plan.protocol == Protocol::kShm && block <= ex.lineBytes()) {
-    FERRY_TRY(ex.claimRing());
-    ex.writeLine(in, block);
-    ex.post(1);
+    FERRY_TRY(ex.publishLine(in, block));
     if (o + r * block != in) std::memcpy(o + r * block, in, block);
     for (int i = 1; i < n; ++i) {
       int p = (r + i) % n;
@@ -573,9 +567,7 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   announce(ex, plan, in, out);
   if (plan.protocol == Protocol::kShm && block * n <= ex.lineBytes()) {
     // Every block from a line slot, this rank's own too: in place, the input is read only there.
-    FERRY_TRY(ex.claimRing());
-    ex.writeLine(in, block * n);
-    ex.post(1);
+    FERRY_TRY(ex.publishLine(in, block * n));
     for (int i = 1; i < n; ++i) {
       int p = (r + i) % n;
       ex.setPhase("exchange", i - 1, n - 1);
@@ -637,13 +629,13 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
     const bool line = bytes <= ex.lineBytes();
     const bool ring = bytes <= ex.context().arena->ringSlotBytes();
     if (r == root) {
-      FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());  // line slots (smaller still) as ring slots
       if (line) {
-        ex.writeLine(in, bytes);
+        FERRY_TRY(ex.publishLine(in, bytes));
       } else {
+        FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());
         std::memcpy(ring ? ex.ringSlot(r) : ex.slot(r), in, bytes);
+        ex.post(1);
       }
-      ex.post(1);
       if (in != out) std::memcpy(out, in, bytes);
       return Status::ok();
     }
@@ -696,15 +688,10 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
     if (count * es <= ex.lineBytes()) {
       // A few bytes: the others' inputs in line slots (data and flag together); the root reduces
       // its own input with them.
-      if (r != root) {
-        FERRY_TRY(ex.claimRing());
-        ex.writeLine(in, count * es);
-        ex.post(1);
-        return Status::ok();
-      }
+      if (r != root) return ex.publishLine(in, count * es);
       ex.post(1);
       ex.setPhase("arrival", 0, 1);
-      for (int i = 1; i < n; ++i) FERRY_TRY(ex.awaitLine((r + i) % n));
+      FERRY_TRY(ex.awaitLines());
       ex.setPhase("reduce", 0, 1);
       return reduceFromAll(
           ex, plan, [&](int p) { return Source{p == r ? static_cast<const uint8_t*>(in) : ex.lineData(p), 0}; },

@@ -220,17 +220,26 @@ uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol) {
 
 }  // namespace
 
-void Exec::writeLine(const void* data, size_t bytes) {
+Status Exec::publishLine(const void* data, size_t bytes) {
+  FERRY_TRY(claimRing());
   auto* h = static_cast<transport::LineHeader*>(ctx_.arena->lineSlot(ctx_.rank, seq_));
   std::memcpy(reinterpret_cast<uint8_t*>(h) + sizeof(*h), data, bytes);
   h->call = packLineCall(desc_, algorithm_, protocol_);
   h->root = desc_.root;
   h->seq.store(seq_, std::memory_order_release);
+  post(1);
+  return Status::ok();
+}
+
+Status Exec::awaitLines() {
+  for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitLine((ctx_.rank + i) % ctx_.size));
+  return Status::ok();
 }
 
 Result<const uint8_t*> Exec::awaitLine(int peer) {
   const auto* h = static_cast<const transport::LineHeader*>(ctx_.arena->lineSlot(peer, seq_));
   // The slot cannot hold a later call: its writer claims it only once this rank entered seq + 1.
+  // Its writer posts phase 1 right after the flag: a reader that stops spinning sleeps on that.
   if (h->seq.load(std::memory_order_acquire) != seq_) {
     FERRY_TRY(awaitCounter(peer, (seq_ << kPhaseBits) + 1, &h->seq, seq_));
     if (h->seq.load(std::memory_order_acquire) != seq_) {

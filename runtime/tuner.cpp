@@ -300,11 +300,11 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const size_t bytes = d.count * dataTypeSize(d.type);
   const bool perRank = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll || d.kind == OpKind::kReduceScatter;
   const size_t moved = perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes;
+  const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
   Choice c;
   if (in_.trials <= 0 || !in_.arena || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
     c.plan = choose(d, shared);
     // Larger than anything measured: stream where the largest measured call of this kind did.
-    const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
     if (in_.trials > 0 && moved > in_.measureMaxBytes && c.plan.protocol != Protocol::kMessages &&
         c.plan.stores == coll::Stores::kAuto) {
       auto m = measuredStores_.find(static_cast<int>(d.kind));
@@ -336,7 +336,6 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     // plans are tried with cached and with streaming stores (coll::Stores): whether the output
     // is still cached when the call writes it depends on what the application does between
     // calls, which only a measurement sees.
-    const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
     t.kind = static_cast<int>(d.kind);
     if (output >= kStoreTrialBytes && !keep.empty()) {
       t.output = output;
