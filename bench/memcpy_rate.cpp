@@ -1,24 +1,38 @@
 // memcpy-rate: how fast one core copies memory, the ceiling against which bench/compare reads the
 // host collectives' bandwidths.
 //
-//   memcpy-rate [SIZE ...] [-J FILE]     sizes with K, M, G (powers of 1024); default 16M 256M
+//   memcpy-rate [SIZE ...] [-P N] [-J FILE]   sizes with K, M, G (powers of 1024); default 16M 256M
 //
 // For each size: two page-aligned buffers, written once so that no page fault is timed, then
 // memcpy from one to the other, repeated, the best (shortest) copy kept. The rate is bytes copied
 // per second in GB/s (10^9 bytes/s); the memory system moves twice that (each byte is read and
 // written). Repeats: enough for about 2 GiB of copies per size, at least 5. The process runs on
 // whatever core the scheduler gives it; bench/compare runs it before and after the libraries.
+//
+// -P N: N processes copy at once, each between buffers of its own of SIZE bytes, every repeat
+// started together (a barrier in shared memory); a repeat lasts until its slowest copy ends, and
+// the rate is per process (SIZE over that time). This is what N ranks that each copy SIZE bytes
+// can reach together: 2 ranks of an out-of-place all-gather or all-to-all each write their whole
+// output, so their bus bandwidth cannot pass half of the -P 2 rate.
+//
 // With -J the results are also written as JSON: {"schema": "ferry-memcpy/1", "host", "cpu",
-// "results": [{"size", "repeats", "best_seconds", "median_seconds", "best_gbps", "median_gbps"}]}.
+// "processes", "results": [{"size", "repeats", "best_seconds", "median_seconds", "best_gbps",
+// "median_gbps"}]}.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "size_arg.hpp"
@@ -35,30 +49,96 @@ struct Rate {
 // Keeps the compiler from proving the copy's result unused.
 void touch(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
 
-bool measure(size_t size, Rate* rate) {
+// What the processes of one measurement share: a barrier that starts every repeat together and
+// each process's time per repeat.
+struct alignas(64) Shared {
+  std::atomic<int> arrived{0};
+  std::atomic<int> generation{0};
+  std::atomic<int> failed{0};
+  // Followed in the mapping by processes x repeats seconds: times()[process * repeats + repeat].
+  double* times() { return reinterpret_cast<double*>(this + 1); }
+};
+
+// Every process calls it with the same count of processes; returns when all have arrived.
+void barrier(Shared* sh, int processes) {
+  const int gen = sh->generation.load(std::memory_order_acquire);
+  if (sh->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == processes) {
+    sh->arrived.store(0, std::memory_order_relaxed);
+    sh->generation.store(gen + 1, std::memory_order_release);
+    return;
+  }
+  // Two cores, perhaps more processes: yield rather than spin the others off their cores.
+  while (sh->generation.load(std::memory_order_acquire) == gen) sched_yield();
+}
+
+// One process's part: `repeats` + 1 copies of `size` bytes, each after the barrier; the first one
+// (caches, TLBs) untimed.
+bool copyRepeats(Shared* sh, int self, int processes, size_t size, int repeats) {
   void* src = nullptr;
   void* dst = nullptr;
   if (posix_memalign(&src, 4096, size) != 0 || posix_memalign(&dst, 4096, size) != 0) {
     std::fprintf(stderr, "memcpy-rate: cannot allocate two buffers of %zu bytes\n", size);
     std::free(src);
-    return false;
+    sh->failed.store(1);
+  } else {
+    std::memset(src, 1, size);
+    std::memset(dst, 2, size);
   }
-  std::memset(src, 1, size);
-  std::memset(dst, 2, size);
-  const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{2} << 30) / size));
-  std::vector<double> seconds;
-  for (int i = 0; i < repeats + 1; ++i) {  // the first copy warms caches and TLBs, untimed
+  for (int i = 0; i < repeats + 1; ++i) {
+    barrier(sh, processes);
+    if (sh->failed.load() != 0) break;  // every process leaves at the same repeat
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(dst, src, size);
     touch(dst);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) seconds.push_back(s);
+    if (i > 0) sh->times()[static_cast<size_t>(self) * repeats + (i - 1)] = s;
   }
-  std::sort(seconds.begin(), seconds.end());
-  *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
   std::free(src);
   std::free(dst);
-  return true;
+  return sh->failed.load() == 0;
+}
+
+bool measure(size_t size, int processes, Rate* rate) {
+  const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{2} << 30) / size));
+  const size_t bytes = sizeof(Shared) + sizeof(double) * static_cast<size_t>(processes) * repeats;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::fprintf(stderr, "memcpy-rate: cannot map %zu bytes of shared memory\n", bytes);
+    return false;
+  }
+  auto* sh = new (mem) Shared;
+  std::vector<pid_t> children;
+  for (int p = 1; p < processes; ++p) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(copyRepeats(sh, p, processes, size, repeats) ? 0 : 1);
+    if (pid < 0) {
+      std::fprintf(stderr, "memcpy-rate: fork failed for process %d of %d\n", p, processes);
+      sh->failed.store(1);
+      for (pid_t c : children) kill(c, SIGKILL);
+      for (pid_t c : children) waitpid(c, nullptr, 0);
+      munmap(mem, bytes);
+      return false;
+    }
+    children.push_back(pid);
+  }
+  bool ok = copyRepeats(sh, 0, processes, size, repeats);
+  for (pid_t c : children) {
+    int status = 0;
+    ok &= waitpid(c, &status, 0) == c && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (ok) {
+    // A repeat lasts until its slowest process finished.
+    std::vector<double> seconds(static_cast<size_t>(repeats), 0.0);
+    for (int p = 0; p < processes; ++p) {
+      for (int i = 0; i < repeats; ++i) {
+        seconds[i] = std::max(seconds[i], sh->times()[static_cast<size_t>(p) * repeats + i]);
+      }
+    }
+    std::sort(seconds.begin(), seconds.end());
+    *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
+  }
+  munmap(mem, bytes);
+  return ok;
 }
 
 std::string cpuModel() {
@@ -77,15 +157,24 @@ std::string cpuModel() {
 int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   std::string json;
+  int processes = 1;
   for (int i = 1; i < argc; ++i) {
     size_t s = 0;
     if (std::strcmp(argv[i], "-J") == 0 && i + 1 < argc) {
       json = argv[++i];
+    } else if (std::strcmp(argv[i], "-P") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || v < 1 || v > 256) {
+        std::fprintf(stderr, "memcpy-rate: -P '%s' is not a count of processes (expected 1 to 256)\n", argv[i]);
+        return 2;
+      }
+      processes = static_cast<int>(v);
     } else if (ferry::bench::parseSizeArg(argv[i], &s)) {
       sizes.push_back(s);
     } else {
       std::fprintf(stderr, "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
-                   "usage: memcpy-rate [SIZE ...] [-J FILE]\n", argv[i]);
+                   "usage: memcpy-rate [SIZE ...] [-P N] [-J FILE]\n", argv[i]);
       return 2;
     }
   }
@@ -94,12 +183,17 @@ int main(int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   std::string out = "{\n  \"schema\": \"ferry-memcpy/1\",\n  \"host\": \"" + std::string(host) + "\",\n  \"cpu\": \"" +
-                    cpuModel() + "\",\n  \"results\": [";
-  std::printf("# memcpy-rate: one core, best of N copies (GB/s = 1e9 bytes copied per second)\n");
+                    cpuModel() + "\",\n  \"processes\": " + std::to_string(processes) + ",\n  \"results\": [";
+  if (processes == 1) {
+    std::printf("# memcpy-rate: one core, best of N copies (GB/s = 1e9 bytes copied per second)\n");
+  } else {
+    std::printf("# memcpy-rate: %d processes copying at once, best of N rounds, GB/s per process (1e9 bytes copied "
+                "per second; a round lasts until its slowest copy ends)\n", processes);
+  }
   std::printf("# %12s  %7s  %10s  %10s\n", "size (B)", "repeats", "best GB/s", "median GB/s");
   for (size_t i = 0; i < sizes.size(); ++i) {
     Rate r;
-    if (!measure(sizes[i], &r)) return 1;
+    if (!measure(sizes[i], processes, &r)) return 1;
     const double best = static_cast<double>(r.size) / r.bestSeconds / 1e9;
     const double median = static_cast<double>(r.size) / r.medianSeconds / 1e9;
     std::printf("  %12zu  %7d  %10.2f  %10.2f\n", r.size, r.repeats, best, median);

@@ -6,7 +6,8 @@
 RESULTS_DIR (default bench/results) is where bench/compare left compare-run.json, the runs' JSON
 files, the memcpy rates and the charts. The page gets: the machine (lscpu, kernel, memory, as
 recorded by that run), the libraries and their versions and settings, one core's memcpy rate
-measured at the start and end of the run, the exact command, one table per rank count and
+measured at the start and end of the run (and that of two processes copying at once, where the
+run measured it), the exact command, one table per rank count and
 collective with every library and ferry's ratio to the best peer, the charts (copied to
 --charts, linked relatively), a section for the lead to fill in, and the targets of issue 4, each
 PASS or FAIL with its numbers (also printed on stdout; --strict exits 1 when one fails). Standard
@@ -75,6 +76,11 @@ class Run:
             self.memcpy[when] = load_json(path, "memcpy rate") if os.path.exists(path) else None
         rates = [memcpy_rate(d) for d in self.memcpy.values() if d]
         self.rate = max(rates) if rates else None  # the machine's best: the strictest ceiling
+        # Two processes copying at once (memcpy-rate -P 2), in runs that measured it.
+        self.memcpy2 = {}
+        for when, name in self.record.get("memcpy_concurrent", {}).items():
+            path = os.path.join(results, name)
+            self.memcpy2[when] = load_json(path, "memcpy rate, 2 processes") if os.path.exists(path) else None
 
     def keys(self, n):
         return [k for k in LIBRARY_ORDER if (n, k) in self.docs]
@@ -198,6 +204,23 @@ def machine_section(run):
         lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} |")
     if run.rate:
         lines += ["", f"The memory limit used below: **{run.rate:.2f} GB/s** (256 MiB, the better of the two)."]
+    if any(run.memcpy2.values()):
+        lines += ["", "Two processes copying at once (`memcpy-rate -P 2`: each between buffers of its own, every "
+                  "round started together and lasting until the slower copy ends), GB/s per process. Out of place, "
+                  "each of 2 ranks of an all_gather or alltoall writes its whole output (its own block and the "
+                  "peer's), so their bus bandwidth cannot pass half of this rate:", "",
+                  "| size | start | end | bound of 2-rank all_gather, alltoall |", "| --- | --- | --- | --- |"]
+        sizes = sorted({r["size"] for d in run.memcpy2.values() if d for r in d["results"]})
+        for s in sizes:
+            cells, best = [], None
+            for when in ("start", "end"):
+                d = run.memcpy2.get(when)
+                r = next((x for x in d["results"] if x["size"] == s), None) if d else None
+                cells.append(f"{r['best_gbps']:.2f} GB/s (median {r['median_gbps']:.2f})" if r else "-")
+                if r:
+                    best = max(best or 0, r["best_gbps"])
+            bound = f"{best / 2:.2f} GB/s" if best else "-"
+            lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} | {bound} |")
     return lines + [""]
 
 

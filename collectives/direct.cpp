@@ -557,8 +557,9 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
 // All-to-all: block j of rank i's input becomes block i of rank j's output.
 //   direct/shm: inputs in the mailboxes; every rank copies block r of every mailbox. One barrier.
 //     Inputs of up to lineBytes() go in line slots instead: no barrier.
-//   direct/cma: every rank reads block r of each peer's input. In place (in == out), blocks are
-//     read into scratch first and copied after everyone has read ours; then departure.
+//   direct/cma: every rank reads block r of each peer's input. In place (in == out), a chunk at
+//     a time: the peers' chunks are read into scratch and copied over ours once everyone has read
+//     that chunk of ours (a barrier per chunk); the own block stays put.
 Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type) {
   const int n = ex.size(), r = ex.rank();
   const size_t block = count * dataTypeSize(type);
@@ -588,22 +589,41 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
     for (int p = 0; p < n; ++p) std::memcpy(o + p * block, ex.slot(p) + r * block, block);
     return Status::ok();
   }
-  uint8_t* dst = inPlace ? static_cast<uint8_t*>(ex.context().scratch->get(block * n)) : o;
-  // Into the output directly (out of place): streaming stores where it is large.
-  const bool stream = !inPlace && streamOut(ex, plan, block * n, false);
-  copyOut(stream, dst + r * block, i0 + r * block, block);
+  // In place, a rank overwrites its input a chunk at a time, chunk j once every peer posted 2+j
+  // (has read chunk j of it); so every rank, in place or not (each rank decides for itself), leaves
+  // at the last chunk's phase, 1 + steps: after it no peer reads its input.
+  const size_t kc = std::min(block, std::max<size_t>(chunkElems(ex, plan, 1) / 64 * 64, 64));
+  const size_t steps = (block + kc - 1) / kc;
+  if (inPlace) {
+    // This rank's own block stays where it is. The others move a chunk at a time: chunk j of
+    // every peer's block for this rank goes into scratch (n-1 chunks: it stays in the cache),
+    // and over chunk j of this rank's blocks once every peer has posted 2+j. Each byte crosses
+    // memory once each way, as out of place.
+    auto* tmp = static_cast<uint8_t*>(ex.context().scratch->get(kc * n));
+    for (size_t j = 0; j < steps; ++j) {
+      const size_t off = j * kc, len = std::min(kc, block - off);
+      ex.setPhase("exchange", static_cast<int>(j), static_cast<int>(steps));
+      for (int i = 1; i < n; ++i) {
+        int p = (r + i) % n;
+        FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0) + r * block + off, tmp + p * kc, len, false));
+      }
+      ex.post(2 + static_cast<int>(j));
+      FERRY_TRY(ex.awaitAll(2 + static_cast<int>(j)));
+      for (int p = 0; p < n; ++p) {
+        if (p != r) std::memcpy(o + p * block + off, tmp + p * kc, len);
+      }
+    }
+    return Status::ok();  // every peer passed the last chunk: none reads this buffer again
+  }
+  // Into the output directly: streaming stores where it is large.
+  const bool stream = streamOut(ex, plan, block * n, false);
+  copyOut(stream, o + r * block, i0 + r * block, block);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     ex.setPhase("exchange", i - 1, n - 1);
-    FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0) + r * block, dst + p * block, block, stream));
+    FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0) + r * block, o + p * block, block, stream));
   }
-  if (inPlace) {
-    ex.post(2);
-    FERRY_TRY(ex.awaitAll(2));
-    std::memcpy(o, dst, block * n);
-    return leave(ex, 3);
-  }
-  return leave(ex, 2);
+  return leave(ex, 1 + static_cast<int>(steps));
 }
 
 // Broadcast: the root's buffer reaches every rank.
