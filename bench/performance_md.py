@@ -208,7 +208,10 @@ def machine_section(run):
         lines += ["", "Two processes copying at once (`memcpy-rate -P 2`: each between buffers of its own, every "
                   "round started together and lasting until the slower copy ends), GB/s per process. Out of place, "
                   "each of 2 ranks of an all_gather or alltoall writes its whole output (its own block and the "
-                  "peer's), so their bus bandwidth cannot pass half of this rate:", "",
+                  "peer's), so their bus bandwidth cannot pass half of this rate. Every library's sweep walks through "
+                  "buffers sized for its largest call (nccl-tests' shift: consecutive calls use consecutive slices of the "
+                  "size), so calls large enough to cover those buffers in a size's warm-up and timed calls work out of "
+                  "the cache, and the rate at the largest size is their bound:", "",
                   "| size | start | end | bound of 2-rank all_gather, alltoall |", "| --- | --- | --- | --- |"]
         sizes = sorted({r["size"] for d in run.memcpy2.values() if d for r in d["results"]})
         for s in sizes:
