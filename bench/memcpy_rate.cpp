@@ -59,8 +59,10 @@ struct alignas(64) Shared {
   double* times() { return reinterpret_cast<double*>(this + 1); }
 };
 
-// Every process calls it with the same count of processes; returns when all have arrived.
-void barrier(Shared* sh, int processes) {
+// Every process calls it with the same count of processes; returns when all have arrived, or
+// after kBarrierSeconds (a process died or cannot run): then it marks the measurement failed.
+constexpr double kBarrierSeconds = 60;
+void barrier(Shared* sh, int self, int processes) {
   const int gen = sh->generation.load(std::memory_order_acquire);
   if (sh->arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == processes) {
     sh->arrived.store(0, std::memory_order_relaxed);
@@ -68,7 +70,15 @@ void barrier(Shared* sh, int processes) {
     return;
   }
   // Two cores, perhaps more processes: yield rather than spin the others off their cores.
-  while (sh->generation.load(std::memory_order_acquire) == gen) sched_yield();
+  const auto start = std::chrono::steady_clock::now();
+  while (sh->generation.load(std::memory_order_acquire) == gen && sh->failed.load() == 0) {
+    sched_yield();
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kBarrierSeconds) {
+      std::fprintf(stderr, "memcpy-rate: process %d of %d waited %.0f s for the others to start a round\n", self,
+                   processes, kBarrierSeconds);
+      sh->failed.store(1);
+    }
+  }
 }
 
 // One process's part: `repeats` + 1 copies of `size` bytes, each after the barrier; the first one
@@ -78,14 +88,13 @@ bool copyRepeats(Shared* sh, int self, int processes, size_t size, int repeats) 
   void* dst = nullptr;
   if (posix_memalign(&src, 4096, size) != 0 || posix_memalign(&dst, 4096, size) != 0) {
     std::fprintf(stderr, "memcpy-rate: cannot allocate two buffers of %zu bytes\n", size);
-    std::free(src);
-    sh->failed.store(1);
+    sh->failed.store(1);  // both are freed below
   } else {
     std::memset(src, 1, size);
     std::memset(dst, 2, size);
   }
   for (int i = 0; i < repeats + 1; ++i) {
-    barrier(sh, processes);
+    barrier(sh, self, processes);
     if (sh->failed.load() != 0) break;  // every process leaves at the same repeat
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(dst, src, size);

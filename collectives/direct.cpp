@@ -592,8 +592,8 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   // In place, a rank overwrites its input a chunk at a time, chunk j once every peer posted 2+j
   // (has read chunk j of it); so every rank, in place or not (each rank decides for itself), leaves
   // at the last chunk's phase, 1 + steps: after it no peer reads its input.
-  const size_t kc = std::min(block, std::max<size_t>(chunkElems(ex, plan, 1) / 64 * 64, 64));
-  const size_t steps = (block + kc - 1) / kc;
+  const size_t kc = std::max<size_t>(std::min(block, std::max<size_t>(chunkElems(ex, plan, 1) / 64 * 64, 64)), 1);
+  const size_t steps = (block + kc - 1) / kc;  // 0 for empty blocks: departure is then phase 1
   if (inPlace) {
     // This rank's own block stays where it is. The others move a chunk at a time: chunk j of
     // every peer's block for this rank goes into scratch (n-1 chunks: it stays in the cache),
