@@ -22,6 +22,8 @@ enum class Algorithm : uint8_t {
   kOneShot = 4,   ///< single host: every rank reduces the whole vector from every rank's copy
   kTwoShot = 5,   ///< single host: rank r reduces segment r from every rank, then all gather
   kDirect = 6,    ///< single host: every rank reads what it needs straight from its peers
+  kDoubling = 7,  ///< recursive doubling over the transport (all-reduce): log2(n) exchanges
+  kHierarchical = 8,  ///< several hosts: within each host, then across hosts (runtime/hierarchy.hpp)
 };
 /// Where the data of a single-host algorithm passes (transport algorithms: kMessages).
 enum class Protocol : uint8_t {
@@ -54,6 +56,13 @@ struct Plan {
 /// Ring all-reduce: ring reduce-scatter of `count` elements into segments, then ring all-gather.
 /// Avg sums and divides once, on the rank that completes each segment.
 Status ringAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
+
+/// Recursive doubling all-reduce: in ceil(log2 n) steps every rank exchanges its whole partial
+/// result with the rank whose number differs in one bit and combines them, lower rank's operand
+/// first, so partners (and in the end all ranks) hold bit-identical values. With n not a power of
+/// two the first 2(n - p) ranks fold in pairs first and get the result back at the end (p: the
+/// largest power of two <= n). Latency-bound calls: log2(n) messages against the ring's 2(n - 1).
+Status doublingAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
 
 /// Ring reduce-scatter: rank r receives the reduction of every rank's r-th block of `recvCount`.
 Status ringReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, DataType type, RedOp op);

@@ -386,6 +386,8 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::kOneShot: return "oneshot";
     case Algorithm::kTwoShot: return "twoshot";
     case Algorithm::kDirect: return "direct";
+    case Algorithm::kDoubling: return "doubling";
+    case Algorithm::kHierarchical: return "hierarchical";
   }
   return nullptr;
 }

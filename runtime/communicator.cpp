@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -17,7 +18,11 @@
 #include "runtime/cuda/group.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/group_exchange.hpp"
+#include "runtime/hierarchy.hpp"
+#include "runtime/host_layout.hpp"
 #include "runtime/host_model.hpp"
+#include "runtime/net_devices.hpp"
+#include "runtime/net_probe.hpp"
 #include "runtime/tuner.hpp"
 #include "runtime/state_dump.hpp"
 #include "runtime/topology.hpp"
@@ -45,6 +50,8 @@ struct Comm::Impl {
   std::unique_ptr<transport::Transport> transport;
   std::unique_ptr<transport::Arena> arena;  ///< every rank on this host: the single-host algorithms
   std::unique_ptr<Tuner> tuner;
+  /// With two levels: the intra-host level as every rank prices it (host 0's model and size).
+  std::unique_ptr<Tuner> levelTuner;
   std::unique_ptr<Watchdog> watchdog;
   coll::Scratch scratch;
   coll::Scratch staging;
@@ -57,9 +64,13 @@ struct Comm::Impl {
   WorkQueue queue;
   int device = -1;                          ///< the CUDA device this rank drives, or -1
   std::unique_ptr<cuda::DeviceContext> gpu;  ///< null without a device
+  HostLayout layout;                         ///< which ranks share a host
+  std::unique_ptr<Hierarchy> hier;           ///< the two levels, when the ranks span hosts
 
   ~Impl() {
     queue.shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
+    // The sub-communicators' watchdogs point at this one's.
+    hier.reset();
     // The transport goes first: requests it may still complete (the control receive, those
     // parked by failed calls) must outlive it.
     if (watchdog) watchdog->stop();
@@ -242,7 +253,13 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
   uo.rank = rank;
   uo.size = size;
   uo.netDevices = config().ucxNetDevices;
-  if (uo.netDevices.empty() && allLocal && readEnv("UCX_NET_DEVICES") == nullptr) uo.netDevices = "lo";
+  if (uo.netDevices.empty() && readEnv("UCX_NET_DEVICES") == nullptr) {
+    int local = 0;
+    for (int r = 0; r < rank; ++r) local += peers[static_cast<size_t>(r)].hostId == me.hostId;
+    auto d = chooseNetDevices(peers, rank, local);
+    FERRY_TRY(d);
+    uo.netDevices = *d;
+  }
   for (const PeerInfo& p : peers) uo.sameHost.push_back(p.hostId == me.hostId);
   return transport::ucx::createUcxTransport(uo);
 }
@@ -265,10 +282,16 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     peers.push_back(std::move(*p));
   }
   impl->id = peers[0].commId;
-  if (log::enabled(log::Level::kInfo, log::kInit)) {
+  {
+    std::vector<std::string> ids;
+    for (const PeerInfo& p : peers) ids.push_back(p.hostId);
+    impl->layout = HostLayout::fromHostIds(ids);
+  }
+  static std::atomic<bool> described{false};  // once per process: every communicator would say the same
+  if (log::enabled(log::Level::kInfo, log::kInit) && !described.exchange(true)) {
     static const std::string topology = [] {
       auto t = discoverTopology();
-      return t.isOk() ? t->describe() : t.status().message();
+      return (t.isOk() ? t->describe() : t.status().message()) + "; " + describeRdma();
     }();
     FERRY_INFO(log::kInit, "host %s: %s", peers[rank].hostname.c_str(), topology.c_str());
   }
@@ -363,7 +386,11 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   } else {
     ti.model.cores = cores;
     ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.reduceBwCache = ti.model.cmaBw = 1e9;
+    ti.ranksPerHost = impl->layout.maxLocalSize();
+    ti.hosts = impl->layout.hosts;
+    ti.evenHosts = impl->layout.even();
   }
+  ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
   auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
   FERRY_TRY(tuner);
   impl->tuner = std::make_unique<Tuner>(std::move(*tuner));
@@ -426,8 +453,87 @@ class SoloRendezvous final : public Rendezvous {
 
 }  // namespace
 
+// Rank 0's intra-host tuner inputs, rebuilt on every rank of `parent` (a broadcast of its host
+// model, rank count, mailbox size and whether single-copy reads work there).
+Result<Tuner> agreedLevelTuner(Comm& parent, const Tuner& local) {
+  Bytes blob;
+  if (parent.rank() == 0) {
+    const TunerInputs& in = local.inputs();
+    blob = in.model.serialize();
+    const uint64_t head[3] = {static_cast<uint64_t>(in.ranks), in.mailboxBytes, (in.arena ? 1u : 0u) | (in.cma ? 2u : 0u)};
+    const auto* h = reinterpret_cast<const uint8_t*>(head);
+    blob.insert(blob.begin(), h, h + sizeof(head));
+  }
+  uint64_t bytes = blob.size();
+  FERRY_TRY(parent.broadcast(&bytes, &bytes, 1, DataType::kUint64, 0));
+  if (bytes < 24 || bytes > (1u << 20)) {
+    return makeError(ErrorCode::kInternalError, "rank 0 sent a %llu-byte intra-host model",
+                     static_cast<unsigned long long>(bytes));
+  }
+  blob.resize(bytes);
+  FERRY_TRY(parent.broadcast(blob.data(), blob.data(), bytes, DataType::kUint8, 0));
+  uint64_t head[3];
+  std::memcpy(head, blob.data(), sizeof(head));
+  TunerInputs in = local.inputs();
+  in.ranks = in.ranksOnHost = static_cast<int>(head[0]);
+  in.mailboxBytes = head[1];
+  in.arena = (head[2] & 1) != 0;
+  in.cma = (head[2] & 2) != 0;
+  if (in.arena) {
+    auto m = HostModel::deserialize(Bytes(blob.begin() + sizeof(head), blob.end()));
+    FERRY_TRY(m);
+    in.model = *m;
+  }
+  return Tuner::create(in, config().algo, config().proto, config().chunkBytes);
+}
+
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() = default;
+
+Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
+  std::unique_ptr<Comm> comm(new Comm(std::move(impl)));
+  Impl& m = *comm->impl_;
+  if (m.size < 2 || m.layout.hosts < 2) return comm;
+  // Ranks on several hosts: measure the network between rank 0 and the first rank of host 1, so
+  // every rank prices the message algorithms (and the two levels) with the same numbers.
+  auto net = probeNetwork(*comm, 0, m.layout.members[1][0]);
+  FERRY_TRY(net);
+  TunerInputs ti = m.tuner->inputs();
+  ti.net = *net;
+  if (m.layout.twoLevels() && m.tuner->allowsSomewhere(coll::Algorithm::kHierarchical)) {
+    Watchdog* parentWatchdog = m.watchdog.get();
+    auto make = [parentWatchdog](Rendezvous& rv, int r, int n) -> Result<std::unique_ptr<Comm>> {
+      auto sub = build(rv, r, n, -1);
+      FERRY_TRY(sub);
+      (*sub)->watchdog->setParent(parentWatchdog);
+      return std::unique_ptr<Comm>(new Comm(std::move(*sub)));
+    };
+    auto h = Hierarchy::create(*comm, m.layout, make, [parentWatchdog] { return parentWatchdog->stopped(); });
+    log::setRank(m.rank);
+    FERRY_TRY(h);
+    m.hier = std::move(*h);
+    // Across hosts the cross communicator's ranks are one per host, on the same network.
+    Tuner& crossTuner = *m.hier->cross().impl_->tuner;
+    TunerInputs ci = crossTuner.inputs();
+    ci.net = *net;
+    ci.ranksPerHost = 1;
+    crossTuner.update(ci);
+    // Every rank must price the intra-host level alike, whatever its own host holds: all take
+    // rank 0's local tuner inputs (its host's model, ranks and mailboxes).
+    auto level = agreedLevelTuner(*comm, *m.hier->local().impl_->tuner);
+    FERRY_TRY(level);
+    m.levelTuner = std::make_unique<Tuner>(std::move(*level));
+    const Tuner* localTuner = m.levelTuner.get();
+    ti.hierarchy = true;
+    ti.localCost = [localTuner](coll::OpKind k, size_t b) { return localTuner->predict(k, b); };
+    ti.localCopyBw = localTuner->inputs().arena ? localTuner->inputs().model.copyBw : 0;
+  }
+  m.tuner->update(ti);
+  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d: %s; network between hosts %.1f us + %.3f GB/s per stream%s",
+             static_cast<unsigned long long>(m.id), m.rank, m.size, m.layout.describe().c_str(), net->alpha * 1e6,
+             net->beta > 0 ? 1e-9 / net->beta : 0.0, m.hier ? "; two levels" : "");
+  return comm;
+}
 
 Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size) {
   return create(id, rank, size, -1);
@@ -443,7 +549,7 @@ Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int siz
   auto rv = storeRendezvous(std::move(*client));
   auto impl = build(*rv, rank, size, device);
   FERRY_TRY(impl);
-  return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+  return finish(std::move(*impl));
 }
 
 Result<std::unique_ptr<Comm>> Comm::fromEnv() {
@@ -455,7 +561,7 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
     SoloRendezvous solo;
     auto impl = build(solo, 0, 1, -1);
     FERRY_TRY(impl);
-    return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+    return finish(std::move(*impl));
   }
   if (launch->rootAddr.empty()) {
     return makeError(ErrorCode::kInvalidArgument,
@@ -486,7 +592,7 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
   auto rv = storeRendezvous(std::move(*client));
   auto impl = build(*rv, launch->rank, launch->size, -1);
   FERRY_TRY(impl);
-  return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+  return finish(std::move(*impl));
 }
 
 Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
@@ -515,7 +621,7 @@ Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
   auto impl = build(*rv, newRank, static_cast<int>(members.size()), impl_->device);
   log::setRank(rank());
   FERRY_TRY(impl);
-  return std::unique_ptr<Comm>(new Comm(std::move(*impl)));
+  return finish(std::move(*impl));
 }
 
 int Comm::rank() const { return impl_->rank; }
@@ -534,8 +640,13 @@ Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type
   OpDesc d{OpKind::kAllReduce, count, type, op, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
-    return p.protocol == coll::Protocol::kMessages ? coll::ringAllReduce(ex, send, recv, count, type, op)
-                                                   : coll::arenaAllReduce(ex, p, send, recv, count, type, op);
+    switch (p.algorithm) {
+      case coll::Algorithm::kHierarchical: return impl_->hier->allReduce(send, recv, count, type, op);
+      case coll::Algorithm::kDoubling: return coll::doublingAllReduce(ex, send, recv, count, type, op);
+      default:
+        return p.protocol == coll::Protocol::kMessages ? coll::ringAllReduce(ex, send, recv, count, type, op)
+                                                       : coll::arenaAllReduce(ex, p, send, recv, count, type, op);
+    }
   });
 }
 
@@ -545,6 +656,7 @@ Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataT
   OpDesc d{OpKind::kReduceScatter, recvCount, type, op, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
+    if (p.algorithm == coll::Algorithm::kHierarchical) return impl_->hier->reduceScatter(send, recv, recvCount, type, op);
     return p.protocol == coll::Protocol::kMessages ? coll::ringReduceScatter(ex, send, recv, recvCount, type, op)
                                                    : coll::arenaReduceScatter(ex, p, send, recv, recvCount, type, op);
   });
@@ -556,6 +668,7 @@ Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType 
   OpDesc d{OpKind::kAllGather, sendCount, type, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
+    if (p.algorithm == coll::Algorithm::kHierarchical) return impl_->hier->allGather(send, recv, sendCount, type);
     return p.protocol == coll::Protocol::kMessages ? coll::ringAllGather(ex, send, recv, sendCount, type)
                                                    : coll::arenaAllGather(ex, p, send, recv, sendCount, type);
   });
@@ -567,6 +680,7 @@ Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type)
   OpDesc d{OpKind::kAllToAll, count, type, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
+    if (p.algorithm == coll::Algorithm::kHierarchical) return impl_->hier->allToAll(send, recv, count, type);
     return p.protocol == coll::Protocol::kMessages ? coll::pairwiseAllToAll(ex, send, recv, count, type)
                                                    : coll::arenaAllToAll(ex, p, send, recv, count, type);
   });
@@ -578,6 +692,7 @@ Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type
   OpDesc d{OpKind::kBroadcast, count, type, RedOp::kSum, root};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
+    if (p.algorithm == coll::Algorithm::kHierarchical) return impl_->hier->broadcast(send, recv, count, type, root);
     return p.protocol == coll::Protocol::kMessages ? coll::chainBroadcast(ex, send, recv, count, type, root)
                                                    : coll::arenaBroadcast(ex, p, send, recv, count, type, root);
   });
@@ -589,6 +704,7 @@ Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, R
   OpDesc d{OpKind::kReduce, count, type, op, root};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
+    if (p.algorithm == coll::Algorithm::kHierarchical) return impl_->hier->reduce(send, recv, count, type, op, root);
     return p.protocol == coll::Protocol::kMessages ? coll::chainReduce(ex, send, recv, count, type, op, root)
                                                    : coll::arenaReduce(ex, p, send, recv, count, type, op, root);
   });

@@ -35,6 +35,14 @@ struct HostModel {
   static Result<HostModel> deserialize(const std::vector<uint8_t>& bytes);
 };
 
+/// The network between hosts, measured when a communicator spanning hosts is built
+/// (runtime/hierarchy.cpp): a message of b bytes over one stream takes alpha + b * beta.
+struct NetLevel {
+  double alpha = 0;  ///< seconds per message (half a round trip)
+  double beta = 0;   ///< seconds per byte over one stream
+  bool measured = false;
+};
+
 /// The cached model for `hostKey`, or a fresh measurement (then cached). `cacheFile` as the
 /// FERRY_TUNE_FILE knob: empty for the default location, "none" to skip the cache.
 /// `cpus`: the CPUs the host's ranks have between them (hostCpus()); the model counts them as

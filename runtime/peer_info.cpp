@@ -10,6 +10,8 @@
 #include <fstream>
 #include <random>
 
+#include "runtime/base/config.hpp"
+
 namespace ferry {
 namespace {
 
@@ -32,9 +34,11 @@ PeerInfo PeerInfo::local() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   p.hostname = host;
-  p.hostId = p.hostname + "/" + readFirstLine("/proc/sys/kernel/random/boot_id");
+  p.bootId = readFirstLine("/proc/sys/kernel/random/boot_id");
+  p.hostId = config().hostId.empty() ? p.hostname + "/" + p.bootId : config().hostId;
   struct stat st{};
   if (stat("/proc/self/ns/pid", &st) == 0) p.pidNamespace = static_cast<uint64_t>(st.st_ino);
+  if (stat("/proc/self/ns/net", &st) == 0) p.netNamespace = static_cast<uint64_t>(st.st_ino);
   p.pid = getpid();
   CPU_ZERO(&p.cpus);
   if (sched_getaffinity(0, sizeof(p.cpus), &p.cpus) != 0) CPU_SET(0, &p.cpus);
@@ -51,6 +55,10 @@ std::vector<uint8_t> PeerInfo::serialize() const {
   put(out, hostname.data(), n1);
   put(out, &n2, 4);
   put(out, hostId.data(), n2);
+  uint32_t n3 = static_cast<uint32_t>(bootId.size());
+  put(out, &n3, 4);
+  put(out, bootId.data(), n3);
+  put(out, &netNamespace, 8);
   put(out, &pidNamespace, 8);
   put(out, &pid64, 8);
   put(out, &commId, 8);
@@ -75,12 +83,20 @@ Result<PeerInfo> PeerInfo::deserialize(const std::vector<uint8_t>& b, int rank) 
     return true;
   };
   int64_t pid64 = 0;
-  if (!takeString(&p.hostname) || !takeString(&p.hostId) || !take(&p.pidNamespace, 8) || !take(&pid64, 8) ||
+  if (!takeString(&p.hostname) || !takeString(&p.hostId) || !takeString(&p.bootId) || !take(&p.netNamespace, 8) ||
+      !take(&p.pidNamespace, 8) || !take(&pid64, 8) ||
       !take(&p.commId, 8) || !take(&p.cpus, sizeof(p.cpus)) || at != b.size()) {
     return makeError(ErrorCode::kRemoteError, "rank %d sent a malformed identity record (%zu bytes)", rank, b.size());
   }
   p.pid = static_cast<pid_t>(pid64);
   return p;
+}
+
+bool loopbackReachesAll(const std::vector<PeerInfo>& peers) {
+  for (const PeerInfo& p : peers) {
+    if (p.bootId.empty() || p.bootId != peers[0].bootId || p.netNamespace != peers[0].netNamespace) return false;
+  }
+  return true;
 }
 
 cpu_set_t hostCpus(const std::vector<PeerInfo>& peers, int self) {

@@ -16,7 +16,11 @@ namespace ferry {
 /// comparable when their pidNamespace matches too.
 struct PeerInfo {
   std::string hostname;
-  std::string hostId;  ///< hostname + kernel boot id
+  std::string hostId;  ///< FERRY_HOST_ID, else hostname + kernel boot id
+  /// The kernel this rank runs on (its boot id) and its network namespace: ranks with the same
+  /// two reach each other through the loopback, whatever hosts FERRY_HOST_ID makes of them.
+  std::string bootId;
+  uint64_t netNamespace = 0;
   uint64_t pidNamespace = 0;
   pid_t pid = 0;
   uint64_t commId = 0;  ///< proposed communicator id (rank 0's wins)
@@ -29,6 +33,9 @@ struct PeerInfo {
   std::vector<uint8_t> serialize() const;
   static Result<PeerInfo> deserialize(const std::vector<uint8_t>& bytes, int rank);
 };
+
+/// Whether every rank of `peers` can reach every other through the loopback interface.
+bool loopbackReachesAll(const std::vector<PeerInfo>& peers);
 
 /// The union of the CPUs of the ranks in `peers` on the same host as peers[self].
 cpu_set_t hostCpus(const std::vector<PeerInfo>& peers, int self);

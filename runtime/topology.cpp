@@ -64,6 +64,13 @@ Result<HostTopology> discoverTopology() {
   if (set != nullptr && hwloc_get_cpubind(t, set, HWLOC_CPUBIND_PROCESS) == 0) {
     hwloc_obj_t core = hwloc_get_obj_covering_cpuset(t, set);
     if (core != nullptr && core->type == HWLOC_OBJ_CORE) h.cpuBoundTo = static_cast<int>(core->logical_index);
+    // The NUMA node whose CPUs hold all of ours: the memory (and the NICs) nearest this process.
+    hwloc_bitmap_t nodes = hwloc_bitmap_alloc();
+    if (nodes != nullptr) {
+      hwloc_cpuset_to_nodeset(t, set, nodes);
+      if (hwloc_bitmap_weight(nodes) == 1) h.numaNode = hwloc_bitmap_first(nodes);
+      hwloc_bitmap_free(nodes);
+    }
   }
   if (set != nullptr) hwloc_bitmap_free(set);
   hwloc_topology_destroy(t);

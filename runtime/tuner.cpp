@@ -75,7 +75,7 @@ int kindIndex(const std::string& name) {
 }
 
 int algorithmValue(const std::string& name) {
-  for (int a = 1; a <= 6; ++a) {
+  for (int a = 1; a <= static_cast<int>(Algorithm::kHierarchical); ++a) {
     if (name == coll::algorithmName(static_cast<Algorithm>(a))) return a;
   }
   return -1;
@@ -109,7 +109,7 @@ Result<Tuner> Tuner::create(const TunerInputs& in, const std::string& algo, cons
       if (a < 0) {
         // NCCL_ALGO values ferry does not have (tree, collnet, nvls, pat) fall through to the tuner.
         FERRY_WARN(log::kTune, "FERRY_ALGO/NCCL_ALGO: '%s' is not a ferry algorithm (ring, chain, pairwise, oneshot, "
-                   "twoshot, direct); ignored", name.c_str());
+                   "twoshot, direct, doubling, hierarchical); ignored", name.c_str());
         continue;
       }
       t.algoMask_[kind] |= 1u << a;
@@ -138,8 +138,120 @@ bool Tuner::allowed(OpKind kind, Algorithm a, Protocol p) const {
   return true;
 }
 
+bool Tuner::allowsSomewhere(Algorithm a) const {
+  for (size_t kind = 1; kind < std::size(algoMask_); ++kind) {
+    const uint32_t mask = algoMask_[kind] | algoMask_[0];
+    if (mask == 0 || (mask & (1u << static_cast<int>(a))) != 0) return true;
+  }
+  return false;
+}
+
+void Tuner::update(const TunerInputs& in) {
+  in_ = in;
+  cache_.clear();
+  hasLast_ = false;
+  trials_.clear();
+  measuredStores_.clear();
+}
+
+double Tuner::predict(OpKind kind, size_t bytes) const {
+  double best = kInf;
+  for (const Candidate& c : candidates(kind, bytes)) {
+    if (c.allowed) best = std::min(best, c.seconds);
+  }
+  // A communicator of one rank, or one whose transport algorithms are not modelled: nothing known.
+  return best >= kUnmodelled ? 0.0 : best;
+}
+
+std::vector<Tuner::Candidate> Tuner::networkCandidates(OpKind kind, size_t bytes) const {
+  // A message of b bytes over one stream: a + b * beta; `share` streams through one host's link
+  // (the ranks of a host talking to other hosts at once) divide its rate.
+  const NetLevel& net = in_.net;
+  const bool modelled = net.measured;
+  const double a = net.alpha, beta = net.beta, n = in_.ranks, B = static_cast<double>(bytes);
+  const double L = std::max(1, in_.ranksPerHost);
+  const double slice = static_cast<double>(std::max<size_t>(in_.sliceBytes, 1));
+  auto msg = [&](double b, double share) { return a + b * beta * share; };
+  // Recursive doubling on m ranks: log2(p) exchanges, two more to fold and unfold the rest.
+  auto doublingSteps = [](double m) {
+    double p = 1, steps = 0;
+    while (p * 2 <= m) p *= 2, ++steps;
+    return steps + (p < m ? 2 : 0);
+  };
+  // A pipelined chain of m ranks: m - 1 hops for the first slice, then one per further slice.
+  auto chain = [&](double m, double b) {
+    const double slices = std::max(1.0, std::ceil(b / slice));
+    return (m - 2 + slices) * msg(std::min(b, slice), 1);
+  };
+  std::vector<Candidate> out;
+  auto add = [&](Algorithm al, bool applicable, double seconds) {
+    out.push_back({Plan{al, Protocol::kMessages, chunk_}, applicable ? seconds : kInf,
+                   allowed(kind, al, Protocol::kMessages)});
+  };
+  // Unmeasured (one host over UCX): the one transport algorithm of each collective, as before.
+  auto flat = [&](double seconds) { return modelled ? seconds : 0.0; };
+  switch (kind) {
+    case OpKind::kAllReduce:
+      add(Algorithm::kRing, true, flat(2 * (n - 1) * msg(B / n, 1)));
+      add(Algorithm::kDoubling, true, modelled ? doublingSteps(n) * msg(B, 1) : kUnmodelled);
+      break;
+    case OpKind::kReduceScatter:
+    case OpKind::kAllGather:
+      add(Algorithm::kRing, true, flat((n - 1) * msg(B, 1)));
+      break;
+    case OpKind::kAllToAll:
+      // Of a host's L ranks each sends n - L blocks through the host's link.
+      add(Algorithm::kPairwise, true, flat((n - 1) * a + L * (n - L) * B * beta));
+      break;
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      add(Algorithm::kChain, true, flat(chain(n, B)));
+      break;
+    default:
+      add(Algorithm::kPairwise, true, 0);
+      break;
+  }
+  if (in_.hierarchy && modelled) {
+    const double H = in_.hosts, c = in_.localCopyBw > 0 ? 1.0 / in_.localCopyBw : 0.0;
+    auto local = [&](OpKind k, double b) { return in_.localCost ? in_.localCost(k, static_cast<size_t>(b)) : 0.0; };
+    // An all-reduce of b bytes per rank over the H hosts, `share` of them at once per host.
+    auto crossAllReduce = [&](double b, double share) {
+      return std::min(2 * (H - 1) * msg(b / H, share), doublingSteps(H) * msg(b, share));
+    };
+    const bool even = in_.evenHosts;
+    switch (kind) {
+      case OpKind::kAllReduce:
+        add(Algorithm::kHierarchical, true,
+            even ? local(OpKind::kReduceScatter, B / L) + crossAllReduce(B / L, L) + local(OpKind::kAllGather, B / L)
+                 : local(OpKind::kReduce, B) + crossAllReduce(B, 1) + local(OpKind::kBroadcast, B));
+        break;
+      case OpKind::kReduceScatter:
+        add(Algorithm::kHierarchical, even,
+            n * B * c + local(OpKind::kReduceScatter, H * B) + (H - 1) * msg(B, L));
+        break;
+      case OpKind::kAllGather:
+        add(Algorithm::kHierarchical, even, (H - 1) * msg(B, L) + local(OpKind::kAllGather, H * B) + n * B * c);
+        break;
+      case OpKind::kAllToAll:
+        add(Algorithm::kHierarchical, even,
+            2 * n * B * c + local(OpKind::kAllToAll, H * B) + (H - 1) * msg(L * B, L));
+        break;
+      case OpKind::kBroadcast:
+        add(Algorithm::kHierarchical, true, chain(H, B) + local(OpKind::kBroadcast, B) * (even ? 1 : 2));
+        break;
+      case OpKind::kReduce:
+        add(Algorithm::kHierarchical, true, local(OpKind::kReduce, B) + chain(H, B));
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
 std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes, bool shared) const {
   // bytes: the vector for all-reduce, broadcast, reduce; one rank's block for the others.
+  if (!in_.arena) return networkCandidates(kind, bytes);
   const HostModel& m = in_.model;
   const double n = in_.ranks;
   const bool over = in_.ranksOnHost > m.cores;
@@ -187,6 +299,7 @@ std::vector<Tuner::Candidate> Tuner::candidates(OpKind kind, size_t bytes, bool 
       add(Algorithm::kTwoShot, Protocol::kCma, rd,
           3 * S + f * ((n - 1) * peerOperand(E) + (n - 1) * red(E) + (n - 1) * peerRead(E)));
       add(Algorithm::kRing, Protocol::kMessages, true, shm ? kUnmodelled : 0);
+      add(Algorithm::kDoubling, Protocol::kMessages, true, kUnmodelled);  // only where FERRY_ALGO asks
       break;
     }
     case OpKind::kReduceScatter:

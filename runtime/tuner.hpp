@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -57,6 +58,17 @@ struct TunerInputs {
   HostModel model;
   int trials = 0;               ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
   size_t measureMaxBytes = 0;   ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
+  // Communicators over the network (no arena).
+  NetLevel net;                 ///< measured between hosts; unmeasured: the transport algorithms are not modelled
+  int ranksPerHost = 1;         ///< ranks sharing a host's link (the most on any host)
+  size_t sliceBytes = 256 * 1024;  ///< FERRY_SLICE_BYTES: the pipelined chains' slices
+  // Communicators spanning hosts with the two levels of runtime/hierarchy.hpp built.
+  bool hierarchy = false;
+  int hosts = 1;
+  bool evenHosts = false;       ///< every host has as many ranks
+  /// Predicted seconds of one call of (kind, bytes) on this rank's intra-host communicator.
+  std::function<double(coll::OpKind, size_t)> localCost;
+  double localCopyBw = 0;       ///< memcpy bytes per second on this host (blocks permuted between levels)
 };
 
 class Tuner {
@@ -97,10 +109,22 @@ class Tuner {
     bool allowed;
   };
   std::vector<Candidate> candidates(coll::OpKind kind, size_t bytes, bool shared = false) const;
+  /// The best allowed candidate's predicted seconds for (kind, bytes): what a call on this
+  /// communicator costs, for the tuner of a communicator built on top of it.
+  double predict(coll::OpKind kind, size_t bytes) const;
+  /// New inputs (the network measured, the two levels built): forgets every choice made so far.
+  /// Every rank must call it at the same point, with the same inputs.
+  void update(const TunerInputs& in);
+  const TunerInputs& inputs() const { return in_; }
+  /// Whether FERRY_ALGO allows `a` for some collective.
+  bool allowsSomewhere(coll::Algorithm a) const;
 
  private:
   Tuner() = default;
   bool allowed(coll::OpKind kind, coll::Algorithm a, coll::Protocol p) const;
+  /// candidates() of a communicator without an arena: the transport algorithms by the measured
+  /// network (runtime/host_model.hpp NetLevel), and the two-level schedules where they exist.
+  std::vector<Candidate> networkCandidates(coll::OpKind kind, size_t bytes) const;
 
   TunerInputs in_;
   size_t chunk_ = 0;

@@ -1,48 +1,27 @@
 // UniqueId: start a rendezvous root in this process and describe it in 128 bytes.
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
+#include <unistd.h>
 
 #include <cstring>
 
 #include "ferry/comm.hpp"
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
+#include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/bootstrap/store.hpp"
 
 namespace ferry {
 namespace {
 
-// The address of interface `name` (IPv4 preferred), port 0.
-Result<bootstrap::SocketAddress> interfaceAddress(const std::string& name) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return makeError(ErrorCode::kSystemError, "getifaddrs failed: %s", std::strerror(errno));
-  bootstrap::SocketAddress found;
-  std::string seen;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    int family = i->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    if (seen.find(std::string(i->ifa_name) + " ") == std::string::npos) seen += std::string(i->ifa_name) + " ";
-    if (name != i->ifa_name) continue;
-    if (found.length == 0 || (family == AF_INET && found.storage.ss_family != AF_INET)) {
-      found.length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-      std::memcpy(&found.storage, i->ifa_addr, found.length);
-    }
-  }
-  freeifaddrs(list);
-  if (found.length == 0) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "FERRY_SOCKET_IFNAME=%s matches no interface with an IP address (interfaces: %s)", name.c_str(),
-                     seen.c_str());
-  }
-  if (found.storage.ss_family == AF_INET) {
-    reinterpret_cast<sockaddr_in*>(&found.storage)->sin_port = 0;
-  } else {
-    reinterpret_cast<sockaddr_in6*>(&found.storage)->sin6_port = 0;
-  }
-  return found;
+// The address of the first interface FERRY_SOCKET_IFNAME selects (NCCL's syntax), port 0.
+Result<bootstrap::SocketAddress> interfaceAddress(const std::string& spec) {
+  auto all = bootstrap::listInterfaces();
+  FERRY_TRY(all);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  auto chosen = bootstrap::selectInterfaces(bootstrap::IfnameFilter::parse(spec), *all, -1, host);
+  FERRY_TRY(chosen);
+  const bootstrap::NetInterface& i = chosen->front();
+  return bootstrap::SocketAddress::parse(i.ipv6 ? "[" + i.address + "]:0" : i.address + ":0");
 }
 
 }  // namespace

@@ -52,9 +52,18 @@ Status Watchdog::checkControl() {
   return makeError(ec, "rank %d failed and reported: %s", control_.source, text.c_str());
 }
 
+Status Watchdog::pollReports() {
+  FERRY_TRY(abortStatus());
+  // Called from a sub-communicator's wait: nothing else drives this transport meanwhile (the
+  // same thread holds this communicator for the whole call).
+  if (transport_ != nullptr) transport_->progress();
+  return checkControl();
+}
+
 Status Watchdog::poll(int peer) {
   FERRY_TRY(abortStatus());
   FERRY_TRY(checkControl());
+  if (parent_ != nullptr) FERRY_TRY(parent_->pollReports());
   // Only the peer this rank waits for: a peer that finished its part and exited is no error, and
   // a dead rank further away is reported by the ranks that wait for it.
   if (peer < 0 || peer >= static_cast<int>(peers_.size()) || !watchedMask_[peer]) return Status::ok();

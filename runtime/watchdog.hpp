@@ -28,6 +28,16 @@ class Watchdog final : public coll::WaitHooks {
   /// Retire the control receive; the watchdog no longer touches the transport afterwards.
   void stop();
   Status poll(int peer) override;
+  /// The waits of a sub-communicator (runtime/hierarchy.hpp) also stop for `parent`'s abort and
+  /// for the errors the parent's other ranks report. `parent` must outlive this watchdog.
+  void setParent(Watchdog* parent) { parent_ = parent; }
+  /// Whether abort() was called or another rank reported an error.
+  bool stopped() const {
+    return aborted_.load(std::memory_order_acquire) || control_.state == transport::Request::State::kDone;
+  }
+  /// abortStatus(), then the errors other ranks reported (the control receive, after driving the
+  /// transport once).
+  Status pollReports();
   /// kAborted once abort() was called, else ok.
   Status abortStatus() const {
     if (!aborted_.load(std::memory_order_acquire)) return Status::ok();
@@ -43,6 +53,7 @@ class Watchdog final : public coll::WaitHooks {
   Status checkControl();
 
   transport::Transport* transport_;
+  Watchdog* parent_ = nullptr;
   int rank_;
   std::vector<PeerInfo> peers_;
   std::vector<bool> watchedMask_;  // same-host peers whose pid we can check

@@ -153,6 +153,9 @@ class Comm {
 
  private:
   explicit Comm(std::unique_ptr<Impl> impl);
+  /// The last step of every way to make a communicator: a communicator spanning hosts builds its
+  /// two levels (runtime/hierarchy.hpp) and measures the network between them.
+  static Result<std::unique_ptr<Comm>> finish(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -304,3 +304,97 @@ TEST_CASE("beyond the measured sizes, outputs stream where the largest measured 
     CHECK(t->select(other, true).plan.stores == coll::Stores::kAuto);
   }
 }
+
+// Communicators over the network: the transport algorithms priced by the measured alpha and beta,
+// and the two levels of runtime/hierarchy.hpp where they exist.
+namespace {
+
+TunerInputs networkInputs(int ranks, int hosts, bool hierarchy) {
+  TunerInputs in;
+  in.ranks = ranks;
+  in.hosts = hosts;
+  in.ranksPerHost = ranks / hosts;
+  in.evenHosts = ranks % hosts == 0;
+  in.net.alpha = 50e-6;        // 50 us per message
+  in.net.beta = 1.0 / 1.25e8;  // 1 Gbit/s
+  in.net.measured = true;
+  in.hierarchy = hierarchy;
+  // The intra-host level: 1 us plus a copy at 10 GB/s.
+  in.localCost = [](OpKind, size_t b) { return 1e-6 + static_cast<double>(b) / 10e9; };
+  in.localCopyBw = 10e9;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("over the network small all-reduces double recursively, large ones take the ring", "[tuner][net]") {
+  auto t = Tuner::create(networkInputs(4, 4, false), "", "", 0);
+  REQUIRE(t.isOk());
+  CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
+  CHECK(plan(*t, OpKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, OpKind::kAllGather, 1024).algorithm == Algorithm::kRing);
+  // Not measured (one host over UCX): the ring, as before, unless FERRY_ALGO asks for doubling.
+  TunerInputs flat = networkInputs(4, 1, false);
+  flat.net = NetLevel{};
+  auto u = Tuner::create(flat, "", "", 0);
+  REQUIRE(u.isOk());
+  CHECK(plan(*u, OpKind::kAllReduce, 2).algorithm == Algorithm::kRing);
+  auto forced = Tuner::create(flat, "allreduce:doubling", "", 0);
+  REQUIRE(forced.isOk());
+  CHECK(plan(*forced, OpKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
+}
+
+TEST_CASE("with two levels every collective crosses hosts once where that moves fewer bytes", "[tuner][net]") {
+  auto t = Tuner::create(networkInputs(4, 2, true), "", "", 0);
+  REQUIRE(t.isOk());
+  for (OpKind k : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather}) {
+    INFO(coll::opKindName(k));
+    CHECK(plan(*t, k, 4).algorithm == Algorithm::kHierarchical);
+    CHECK(plan(*t, k, 16 << 20).algorithm == Algorithm::kHierarchical);
+  }
+  // Broadcast and reduce: a few bytes cross once instead of passing every rank; a large vector
+  // flows through the flat chain in slices, which hides its extra hops, where the two levels add
+  // a step that is not pipelined with the crossing.
+  for (OpKind k : {OpKind::kBroadcast, OpKind::kReduce}) {
+    INFO(coll::opKindName(k));
+    CHECK(plan(*t, k, 4).algorithm == Algorithm::kHierarchical);
+    CHECK(plan(*t, k, 16 << 20).algorithm == Algorithm::kChain);
+  }
+  // All-to-all: as many bytes cross either way; the two levels send H - 1 messages, not n - 1.
+  CHECK(plan(*t, OpKind::kAllToAll, 4).algorithm == Algorithm::kHierarchical);
+  // FERRY_ALGO=ring keeps the flat ring.
+  auto ring = Tuner::create(networkInputs(4, 2, true), "ring,chain,pairwise", "", 0);
+  REQUIRE(ring.isOk());
+  CHECK(plan(*ring, OpKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
+  CHECK_FALSE(ring->allowsSomewhere(Algorithm::kHierarchical));
+  CHECK(t->allowsSomewhere(Algorithm::kHierarchical));
+}
+
+TEST_CASE("hosts of different sizes keep all-reduce, broadcast and reduce on two levels, the rest flat", "[tuner][net]") {
+  TunerInputs in = networkInputs(3, 2, true);
+  in.ranksPerHost = 2;
+  in.evenHosts = false;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  CHECK(plan(*t, OpKind::kAllReduce, 1 << 20).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, OpKind::kBroadcast, 1 << 20).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, OpKind::kReduce, 1 << 20).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, OpKind::kReduceScatter, 1 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, OpKind::kAllGather, 1 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, OpKind::kAllToAll, 1 << 20).algorithm == Algorithm::kPairwise);
+}
+
+TEST_CASE("update() forgets earlier choices; predict() prices a call for the level above", "[tuner][net]") {
+  TunerInputs in = networkInputs(4, 2, false);
+  in.net = NetLevel{};
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kRing);
+  t->update(networkInputs(4, 2, true));
+  CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kHierarchical);
+  auto local = Tuner::create(inputs(2), "", "", 0);
+  REQUIRE(local.isOk());
+  const double small = local->predict(OpKind::kAllReduce, 8), large = local->predict(OpKind::kAllReduce, 64 << 20);
+  CHECK(small > 0);
+  CHECK(large > small);
+}

@@ -1,0 +1,90 @@
+// Two-level collectives for communicators that span hosts.
+//
+// A communicator whose ranks sit on several hosts, some with more than one rank, gets two private
+// sub-communicators per rank (host_layout.hpp): `local`, its host's ranks, which run the
+// single-host algorithms through shared memory, and `cross`, the ranks of its local index on the
+// other hosts, which talk over the network (UCX). Each collective is then a short schedule of
+// calls on the two. All-reduce, the case the network makes expensive:
+//
+//   local reduce-scatter      each of a host's L ranks ends with 1/L of the host's sum
+//   cross all-reduce          the L slices cross the network at once, one per local rank
+//   local all-gather          every rank assembles the whole vector again
+//
+// so every host sends and receives 2(H-1)/H of the vector over its link (H hosts), where a flat
+// ring over all n ranks sends 2(n-1)/n: with 2 hosts of 2 ranks, 1x against 1.5x. Reduce-scatter
+// and all-gather go the same way (the blocks permuted so each local rank's share is contiguous),
+// all-to-all aggregates every host's blocks per destination host before they cross (one message
+// per pair of hosts and local index instead of one per pair of ranks), broadcast and reduce cross
+// once, in the cross group of the root's local index. Layouts where hosts hold different numbers
+// of ranks keep all-reduce, broadcast and reduce on two levels through each host's first rank
+// (the leader); the others fall back to the flat algorithms (the tuner knows).
+//
+// Failures: a step that fails names the step and the ranks of the sub-communicator in this
+// communicator's numbering. The sub-communicators' waits also poll this communicator's watchdog,
+// so a rank that fails in one level releases the ranks waiting in the other.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/comm.hpp"
+#include "runtime/group_exchange.hpp"
+#include "runtime/host_layout.hpp"
+
+namespace ferry {
+
+class Hierarchy {
+ public:
+  /// Builds a sub-communicator of `size` ranks through `rv` (this rank is `rank` there).
+  using Factory = std::function<Result<std::unique_ptr<Comm>>(Rendezvous& rv, int rank, int size)>;
+  /// Whether the parent's own watchdog stopped the sub-communicators (an abort, or an error another
+  /// rank reported): their error then already speaks in the parent's numbering.
+  using ParentStopped = std::function<bool()>;
+
+  /// Every rank of `parent` calls this at the same point: builds the local and cross
+  /// sub-communicators through the parent's own collectives.
+  static Result<std::unique_ptr<Hierarchy>> create(Comm& parent, const HostLayout& layout, const Factory& make,
+                                                   ParentStopped parentStopped);
+  ~Hierarchy();
+
+  const HostLayout& layout() const { return layout_; }
+  Comm& local() { return *local_; }
+  Comm& cross() { return *cross_; }
+  /// Ranks on this rank's host, and hosts.
+  int localSize() const { return local_->size(); }
+  int hosts() const { return layout_.hosts; }
+
+  /// The schedules (see above); buffers and counts as Comm's collectives, already validated.
+  Status allReduce(const void* in, void* out, size_t count, DataType type, RedOp op);
+  Status reduceScatter(const void* in, void* out, size_t recvCount, DataType type, RedOp op);
+  Status allGather(const void* in, void* out, size_t sendCount, DataType type);
+  Status allToAll(const void* in, void* out, size_t count, DataType type);
+  Status broadcast(const void* in, void* out, size_t count, DataType type, int root);
+  Status reduce(const void* in, void* out, size_t count, DataType type, RedOp op, int root);
+
+ private:
+  Hierarchy() = default;
+  /// `st` with the step and the sub-communicator's members named, when it failed; ranks the
+  /// sub-communicator's message names are translated to this communicator's numbering.
+  Status step(const Status& st, const char* call, const char* what, bool crossLevel) const;
+  /// Scratch memory (ferry::hostAlloc: the local level reads it in place), `bytes` at least,
+  /// slot 0 or 1; valid until the next call.
+  Result<uint8_t*> scratch(int slot, size_t bytes);
+  /// Whether rank order is local-major (rank = local * hosts + host): then the blocks of a cross
+  /// group's ranks are already contiguous and no permutation is needed.
+  bool localMajor() const;
+
+  HostLayout layout_;
+  int rank_ = 0;
+  int host_ = 0;
+  int localIndex_ = 0;
+  ParentStopped parentStopped_;
+  std::unique_ptr<Comm> local_;
+  std::unique_ptr<Comm> cross_;
+  void* scratch_[2] = {nullptr, nullptr};
+  size_t scratchBytes_[2] = {0, 0};
+};
+
+}  // namespace ferry

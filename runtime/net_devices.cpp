@@ -1,0 +1,58 @@
+#include "runtime/net_devices.hpp"
+
+#include <atomic>
+
+#include "runtime/base/config.hpp"
+#include "runtime/base/log.hpp"
+#include "runtime/bootstrap/interfaces.hpp"
+#include "runtime/topology.hpp"
+#include "transports/ib/nic_discovery.hpp"
+
+namespace ferry {
+namespace {
+
+// Discovery runs once per process (a few milliseconds with devices); a failure to list them is
+// reported as the reason there are none.
+const transport::ib::NicInventory& rdma() {
+  static const transport::ib::NicInventory inventory = [] {
+    auto found = transport::ib::discoverNics();
+    if (found.isOk()) return *found;
+    transport::ib::NicInventory none;
+    none.whyNone = found.status().message();
+    return none;
+  }();
+  return inventory;
+}
+
+}  // namespace
+
+const std::string& describeRdma() {
+  static const std::string text = transport::ib::describeNics(rdma());
+  return text;
+}
+
+Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int rank, int localIndex) {
+  const std::string& spec = config().socketIfname;
+  if (spec.empty() && loopbackReachesAll(peers)) return std::string("lo");
+  auto all = bootstrap::listInterfaces();
+  FERRY_TRY(all);
+  auto chosen = bootstrap::selectInterfaces(bootstrap::IfnameFilter::parse(spec), *all, rank,
+                                            peers[static_cast<size_t>(rank)].hostname);
+  FERRY_TRY(chosen);
+  static const int numa = [] {
+    auto t = discoverTopology();
+    return t.isOk() ? t->numaNode : -1;
+  }();
+  std::string devices = transport::ib::ucxNetDevices(rdma().ports, numa, localIndex);
+  static std::atomic<bool> said{false};  // once per process: every communicator would say the same
+  if (!said.exchange(true)) {
+    FERRY_INFO(log::kNet, "%s", describeRdma().c_str());
+  }
+  for (const bootstrap::NetInterface& i : *chosen) devices += (devices.empty() ? "" : ",") + i.name;
+  FERRY_INFO(log::kNet, "rank %d between hosts: UCX NET_DEVICES=%s (interfaces %s by FERRY_SOCKET_IFNAME='%s')", rank,
+             devices.c_str(), bootstrap::describeInterfaces(*chosen).c_str(),
+             bootstrap::IfnameFilter::parse(spec).spec().c_str());
+  return devices;
+}
+
+}  // namespace ferry

@@ -1,0 +1,27 @@
+// Which network devices UCX may use for a communicator: the NET_DEVICES value ferry hands it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "runtime/peer_info.hpp"
+
+namespace ferry {
+
+/// The UCX NET_DEVICES value for rank `rank` of `peers`:
+///   - "lo" when every rank reaches every other through the loopback (one kernel, one network
+///     namespace: the ranks of one machine, whatever FERRY_HOST_ID makes of them), unless
+///     FERRY_SOCKET_IFNAME names interfaces;
+///   - otherwise the active RDMA ports nearest this rank (libibverbs), then the interfaces
+///     FERRY_SOCKET_IFNAME selects (NCCL's syntax; by default every interface but lo and docker*),
+///     comma-separated. Fails naming the variable, the rank and the interfaces there when nothing
+///     is left.
+/// `localIndex`: the rank's place among its host's ranks (spreads them over equally near NICs).
+Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int rank, int localIndex);
+
+/// This host's RDMA ports, found once per process: "RDMA: mlx5_0:1 ACTIVE InfiniBand 4x HDR 200 Gb/s
+/// NUMA 0 ..." or "RDMA: none (no devices found): TCP between hosts", for the INIT log.
+const std::string& describeRdma();
+
+}  // namespace ferry

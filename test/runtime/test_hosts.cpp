@@ -1,0 +1,109 @@
+// Which ranks share a host (HostLayout) and which interfaces carry traffic between hosts
+// (FERRY_SOCKET_IFNAME in NCCL's syntax).
+#include <catch2/catch.hpp>
+
+#include "runtime/bootstrap/interfaces.hpp"
+#include "runtime/host_layout.hpp"
+
+using namespace ferry;
+using bootstrap::IfnameFilter;
+using bootstrap::NetInterface;
+
+TEST_CASE("FERRY_SOCKET_IFNAME prefixes, exact names and exclusions", "[interfaces]") {
+  auto f = IfnameFilter::parse("eth,ib");
+  CHECK(f.matches("eth0"));
+  CHECK(f.matches("ib1"));
+  CHECK_FALSE(f.matches("lo"));
+  CHECK_FALSE(f.matches("enp3s0"));
+  auto exact = IfnameFilter::parse("=eth0");
+  CHECK(exact.matches("eth0"));
+  CHECK_FALSE(exact.matches("eth01"));
+  auto not_ = IfnameFilter::parse("^docker,lo");
+  CHECK(not_.matches("eth0"));
+  CHECK_FALSE(not_.matches("docker0"));
+  CHECK_FALSE(not_.matches("lo"));
+  auto notExact = IfnameFilter::parse("^=eth0");
+  CHECK_FALSE(notExact.matches("eth0"));
+  CHECK(notExact.matches("eth01"));
+  // Empty: NCCL's default, everything but docker* and lo*.
+  auto def = IfnameFilter::parse("");
+  CHECK(def.spec() == "^docker,lo");
+  CHECK(def.matches("eth0"));
+  CHECK_FALSE(def.matches("lo"));
+}
+
+TEST_CASE("interfaces are selected in order, once each, IPv4 first", "[interfaces]") {
+  std::vector<NetInterface> all = {{"lo", "127.0.0.1", false, true},
+                                   {"eth0", "fd00::5", true, false},
+                                   {"eth0", "10.77.0.1", false, false},
+                                   {"docker0", "172.17.0.1", false, false},
+                                   {"ib0", "192.168.1.2", false, false}};
+  auto chosen = bootstrap::selectInterfaces(IfnameFilter::parse(""), all, 3, "h1");
+  REQUIRE(chosen.isOk());
+  REQUIRE(chosen->size() == 2);
+  CHECK((*chosen)[0].name == "eth0");
+  CHECK((*chosen)[0].address == "10.77.0.1");
+  CHECK((*chosen)[1].name == "ib0");
+  CHECK(bootstrap::describeInterfaces(*chosen) == "eth0 (10.77.0.1), ib0 (192.168.1.2)");
+}
+
+TEST_CASE("a filter that matches nothing names the variable, the rank, the host and what is there", "[interfaces]") {
+  std::vector<NetInterface> all = {{"lo", "127.0.0.1", false, true}, {"eth0", "10.77.0.1", false, false}};
+  auto none = bootstrap::selectInterfaces(IfnameFilter::parse("ib"), all, 2, "h1");
+  REQUIRE_FALSE(none.isOk());
+  CHECK(none.status().code() == ErrorCode::kInvalidArgument);
+  const std::string m = none.status().message();
+  CHECK(m.find("FERRY_SOCKET_IFNAME='ib'") != std::string::npos);
+  CHECK(m.find("rank 2 (host h1)") != std::string::npos);
+  CHECK(m.find("lo (127.0.0.1), eth0 (10.77.0.1)") != std::string::npos);
+}
+
+TEST_CASE("this machine lists its interfaces; the loopback is among them", "[interfaces]") {
+  auto all = bootstrap::listInterfaces();
+  REQUIRE(all.isOk());
+  bool loopback = false;
+  for (const NetInterface& i : *all) loopback |= i.loopback;
+  CHECK(loopback);
+}
+
+TEST_CASE("host layouts: hosts by first rank, local indices, cross groups", "[layout]") {
+  // Host-major 2 x 2.
+  auto l = HostLayout::fromHostIds({"a", "a", "b", "b"});
+  CHECK(l.hosts == 2);
+  CHECK(l.even());
+  CHECK(l.twoLevels());
+  CHECK(l.hostOf == std::vector<int>{0, 0, 1, 1});
+  CHECK(l.localOf == std::vector<int>{0, 1, 0, 1});
+  CHECK(l.crossGroup(0) == std::vector<int>{0, 2});
+  CHECK(l.crossGroup(1) == std::vector<int>{1, 3});
+  CHECK(l.rankAt(1, 1) == 3);
+  CHECK(l.rankAt(1, 2) == -1);
+  CHECK(l.describe() == "2 hosts: 0-1 | 2-3");
+  // Round-robin placement: ranks alternate hosts.
+  auto rr = HostLayout::fromHostIds({"x", "y", "x", "y"});
+  CHECK(rr.hostOf == std::vector<int>{0, 1, 0, 1});
+  CHECK(rr.localOf == std::vector<int>{0, 0, 1, 1});
+  CHECK(rr.crossGroup(1) == std::vector<int>{2, 3});
+  CHECK(rr.describe() == "2 hosts: 0,2 | 1,3");
+  // Uneven: two ranks on one host, one on the other.
+  auto u = HostLayout::fromHostIds({"a", "a", "b"});
+  CHECK_FALSE(u.even());
+  CHECK(u.twoLevels());
+  CHECK(u.maxLocalSize() == 2);
+  CHECK(u.crossGroup(0) == std::vector<int>{0, 2});
+  CHECK(u.crossGroup(1) == std::vector<int>{1});
+  // One rank per host, or one host: nothing to split.
+  CHECK_FALSE(HostLayout::fromHostIds({"a", "b", "c"}).twoLevels());
+  CHECK_FALSE(HostLayout::fromHostIds({"a", "a"}).twoLevels());
+}
+
+TEST_CASE("a sub-communicator's message in the parent's numbering", "[layout]") {
+  const std::vector<int> cross = {1, 3};
+  CHECK(renumberRanks("rank 1 (pid 77 on h1) died", cross) == "rank 3 (pid 77 on h1) died");
+  CHECK(renumberRanks("collective mismatch: rank 0 runs broadcast as its call #4 while rank 1 runs allReduce", cross) ==
+        "collective mismatch: rank 1 runs broadcast as its call #4 while rank 3 runs allReduce");
+  CHECK(renumberRanks("rank 1's call #3", cross) == "rank 3's call #3");
+  // Numbers beyond the sub-communicator, and other words, stay.
+  CHECK(renumberRanks("rank 7 and ranks 0 and frank 1x", cross) == "rank 7 and ranks 0 and frank 1x");
+  CHECK(renumberRanks("no ranks here", cross) == "no ranks here");
+}
