@@ -54,8 +54,10 @@ Status Watchdog::checkControl() {
 
 Status Watchdog::pollReports() {
   FERRY_TRY(abortStatus());
-  // Called from a sub-communicator's wait: nothing else drives this transport meanwhile (the
-  // same thread holds this communicator for the whole call).
+  // Called from sub-communicators' waits while this communicator's call holds it: only they drive
+  // its transport meanwhile, one at a time.
+  std::unique_lock<std::mutex> lock(reportsMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return Status::ok();
   if (transport_ != nullptr) transport_->progress();
   return checkControl();
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,14 @@ class Watchdog final : public coll::WaitHooks {
   /// for the errors the parent's other ranks report. `parent` must outlive this watchdog.
   void setParent(Watchdog* parent) { parent_ = parent; }
   /// Whether abort() was called or another rank reported an error.
-  bool stopped() const {
-    return aborted_.load(std::memory_order_acquire) || control_.state == transport::Request::State::kDone;
+  bool stopped() {
+    if (aborted_.load(std::memory_order_acquire)) return true;
+    std::lock_guard<std::mutex> lock(reportsMutex_);
+    return control_.state == transport::Request::State::kDone;
   }
   /// abortStatus(), then the errors other ranks reported (the control receive, after driving the
-  /// transport once).
+  /// transport once). Sub-communicators may call it from two threads at once (runtime/hierarchy.cpp
+  /// runs the cross level on its progress thread): one drives the transport, the other skips.
   Status pollReports();
   /// kAborted once abort() was called, else ok.
   Status abortStatus() const {
@@ -54,6 +58,7 @@ class Watchdog final : public coll::WaitHooks {
 
   transport::Transport* transport_;
   Watchdog* parent_ = nullptr;
+  std::mutex reportsMutex_;  // pollReports() from two sub-communicators' threads
   int rank_;
   std::vector<PeerInfo> peers_;
   std::vector<bool> watchedMask_;  // same-host peers whose pid we can check

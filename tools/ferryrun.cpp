@@ -5,10 +5,17 @@
 // (128 random bits, unless set), which is all detectLaunch() and the bootstrap need (rank_env.hpp).
 // This file holds the command line and the supervision policy.
 //
+// Several hosts. A job spread over hosts runs one ferryrun per host, each with the job's size
+// (--world-size W) and the global rank of its first rank (--first-rank K): its N ranks are K..K+N-1,
+// with local ranks 0..N-1. Every host must agree on where rank 0 listens and on the secret, so then
+// FERRY_ADDR and FERRY_SECRET come from the caller's environment and ferryrun makes up neither.
+// Everything below speaks of global ranks (output prefixes, reports); only the CPU binding and the
+// local-rank variables count from this host's first rank. test/cluster/cluster.sh starts jobs so.
+//
 // Output. A rank's stdout and stderr are pipes that LineRelay copies to ours one whole line at a
-// time, prefixed with "[rank] " (line_relay.hpp). When our stdout or stderr is a closed pipe
-// (ferryrun ... | head), the ranks' pipes to it are closed too, so a rank that keeps writing gets
-// SIGPIPE, exactly as it would without ferryrun in between.
+// time, prefixed with "[rank] ", the global rank (line_relay.hpp). When our stdout or stderr is a
+// closed pipe (ferryrun ... | head), the ranks' pipes to it are closed too, so a rank that keeps
+// writing gets SIGPIPE, exactly as it would without ferryrun in between.
 //
 // Signals. Every rank leads its own process group. Ctrl-C therefore reaches ferryrun only (the
 // terminal signals the foreground group, which is ferryrun's), and ferryrun forwards SIGINT,
@@ -55,17 +62,24 @@ namespace {
 using ferry::tools::LineRelay;
 using ferry::tools::writeAll;
 
-constexpr int kMaxRanks = 4096;
+constexpr int kMaxRanks = 4096;           // started by one ferryrun
+constexpr int kMaxWorldSize = 1 << 24;    // in the whole job, over every host
 constexpr double kGraceSeconds = 2.0;     // SIGTERM to SIGKILL
 constexpr double kReportSeconds = 3.0;    // a rank failed: others may still report their errors
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 constexpr char kUsage[] =
-    "usage: ferryrun [-n N | --np N] [--timeout SECONDS] [--bind-to auto|core|none] [--no-prefix] [--]\n"
-    "                PROGRAM [ARGS...]\n"
+    "usage: ferryrun [-n N | --np N] [--world-size W --first-rank K] [--timeout SECONDS]\n"
+    "                [--bind-to auto|core|none] [--no-prefix] [--] PROGRAM [ARGS...]\n"
     "Start N ranks of PROGRAM on this host with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,\n"
     "FERRY_LOCAL_SIZE, FERRY_ADDR and FERRY_SECRET set, and prefix their output lines with \"[rank] \".\n"
-    "  -n, --np N          ranks to start, 1 to 4096 (default 1)\n"
+    "  -n, --np N          ranks to start here, 1 to 4096 (default 1)\n"
+    "  --world-size W      the job has W ranks in all, over several hosts (one ferryrun each); the\n"
+    "                      ranks started here are K..K+N-1 (FERRY_RANK), with FERRY_LOCAL_RANK 0..N-1\n"
+    "                      and FERRY_LOCAL_SIZE N. Every host's ferryrun needs the same FERRY_ADDR\n"
+    "                      (host:port where rank 0 listens) and FERRY_SECRET in its environment\n"
+    "  --first-rank K      with --world-size: the global rank of the first rank started here\n"
+    "                      (default 0); K+N must not exceed W\n"
     "  --timeout SECONDS   stop all ranks after SECONDS and exit 124\n"
     "  --bind-to WHAT      core: rank r runs on the r-th core of ferryrun's CPUs (distinct physical\n"
     "                      cores first); none: wherever the scheduler puts it; auto (default): core\n"
@@ -103,12 +117,37 @@ void say(const char* fmt, ...) {
 }
 
 struct Options {
-  int ranks = 1;
+  int ranks = 1;       // started here
+  int worldSize = 0;   // --world-size, 0 when not given (the job is the ranks started here)
+  int firstRank = -1;  // --first-rank, -1 when not given
   double timeout = 0;  // seconds, 0: none
   bool prefix = true;
   ferry::tools::BindPolicy bind = ferry::tools::BindPolicy::kAuto;
   std::vector<char*> argv;  // the program and its arguments, null-terminated
 };
+
+// --world-size and --first-rank must describe a range of ranks inside the job, and the hosts must
+// share a rendezvous: each error names the flag and the value it expected.
+void checkRankRange(Options& o) {
+  if (o.worldSize == 0) {
+    if (o.firstRank >= 0) {
+      usageError("--first-rank needs --world-size: the number of ranks of the whole job, on every host");
+    }
+    return;
+  }
+  if (o.firstRank < 0) o.firstRank = 0;
+  const std::string n = std::to_string(o.ranks), w = std::to_string(o.worldSize);
+  if (o.ranks > o.worldSize) {
+    usageError("-n " + n + " starts more ranks than --world-size " + w + ": expected -n at most " + w);
+  }
+  if (o.firstRank + o.ranks > o.worldSize) {
+    usageError("--first-rank " + std::to_string(o.firstRank) + " with -n " + n + " would start ranks up to " +
+               std::to_string(o.firstRank + o.ranks - 1) + ", beyond --world-size " + w +
+               ": expected --first-rank at most " + std::to_string(o.worldSize - o.ranks));
+  }
+  ferry::Status shared = ferry::tools::requireSharedRendezvous();
+  if (!shared.isOk()) usageError(shared.message());
+}
 
 Options parseArgs(int argc, char** argv) {
   Options o;
@@ -136,7 +175,8 @@ Options parseArgs(int argc, char** argv) {
     } else if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
       flag = arg.substr(0, eq), value = arg.substr(eq + 1), inline_ = true;
     }
-    if (flag != "-n" && flag != "--np" && flag != "--timeout" && flag != "--bind-to") {
+    if (flag != "-n" && flag != "--np" && flag != "--timeout" && flag != "--bind-to" && flag != "--world-size" &&
+        flag != "--first-rank") {
       usageError("unknown option '" + arg + "'");
     }
     if (!inline_) {
@@ -155,6 +195,15 @@ Options parseArgs(int argc, char** argv) {
         usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0");
       }
       o.timeout = t;
+    } else if (flag == "--world-size" || flag == "--first-rank") {
+      const bool world = flag == "--world-size";
+      const long lo = world ? 1 : 0, hi = world ? kMaxWorldSize : kMaxWorldSize - 1;
+      long n = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || n < lo || n > hi) {
+        usageError("invalid value '" + value + "' for " + flag + ": expected an integer from " + std::to_string(lo) +
+                   " to " + std::to_string(hi));
+      }
+      (world ? o.worldSize : o.firstRank) = static_cast<int>(n);
     } else {
       long n = std::strtol(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || errno != 0 || n < 1 || n > kMaxRanks) {
@@ -165,12 +214,14 @@ Options parseArgs(int argc, char** argv) {
     }
   }
   if (i >= argc) usageError("missing the program to run");
+  checkRankRange(o);
   o.argv.assign(argv + i, argv + argc);
   o.argv.push_back(nullptr);
   return o;
 }
 
 struct Rank {
+  int global = 0;  // rank in the whole job
   pid_t pid = -1;
   bool running = false;
   LineRelay out, err;  // closed with --no-prefix
@@ -178,7 +229,13 @@ struct Rank {
 
 class Job {
  public:
-  explicit Job(Options options) : o_(std::move(options)), ranks_(static_cast<size_t>(o_.ranks)) {}
+  explicit Job(Options options) : o_(std::move(options)), ranks_(static_cast<size_t>(o_.ranks)) {
+    range_.localSize = o_.ranks;
+    range_.worldSize = o_.worldSize > 0 ? o_.worldSize : o_.ranks;
+    range_.firstRank = o_.worldSize > 0 ? o_.firstRank : 0;
+    range_.sharedRendezvous = o_.worldSize > 0;
+    for (int r = 0; r < o_.ranks; ++r) ranks_[static_cast<size_t>(r)].global = range_.firstRank + r;
+  }
   int run();
 
  private:
@@ -195,7 +252,8 @@ class Job {
   int runningCount() const;
 
   Options o_;
-  std::vector<Rank> ranks_;
+  ferry::tools::RankRange range_;
+  std::vector<Rank> ranks_;  // by local rank
   std::vector<std::string> env_;  // the environment without the per-rank variables
   ferry::tools::InheritedState inherited_;
   int signalFd_ = -1;
@@ -218,8 +276,9 @@ void Job::prepare() {
   devNull_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devNull_ < 0) systemFailure("cannot open /dev/null");
 
-  auto env = ferry::tools::sharedRankEnv(environ, o_.ranks);
+  auto env = ferry::tools::sharedRankEnv(environ, range_);
   if (!env.isOk()) {
+    if (env.status().code() == ferry::ErrorCode::kInvalidUsage) usageError(env.status().message());
     say("%s", env.status().message().c_str());
     std::exit(1);
   }
@@ -234,10 +293,10 @@ void Job::prepare() {
   }
 }
 
-// Forks and execs rank r. False when the program cannot be executed (reported here).
+// Forks and execs local rank r. False when the program cannot be executed (reported here).
 bool Job::startRank(int r) {
   Rank& rank = ranks_[static_cast<size_t>(r)];
-  std::vector<std::string> own = ferry::tools::ownRankEnv(r);
+  std::vector<std::string> own = ferry::tools::ownRankEnv(range_, r);
   std::vector<char*> envp;
   for (auto* list : {&env_, &own}) {
     for (auto& e : *list) envp.push_back(e.data());
@@ -251,7 +310,7 @@ bool Job::startRank(int r) {
   ferry::tools::SpawnRequest request;
   request.argv = o_.argv.data();
   request.envp = envp.data();
-  request.stdinFd = (r == 0 && !isatty(0)) ? -1 : devNull_;
+  request.stdinFd = (rank.global == 0 && !isatty(0)) ? -1 : devNull_;
   request.stdoutFd = outPipe[1];
   request.stderrFd = errPipe[1];
   request.inherited = &inherited_;
@@ -260,7 +319,7 @@ bool Job::startRank(int r) {
   if (o_.prefix) {
     close(outPipe[1]);
     close(errPipe[1]);
-    std::string prefix = "[" + std::to_string(r) + "] ";
+    std::string prefix = "[" + std::to_string(rank.global) + "] ";
     rank.out = LineRelay(outPipe[0], 1, prefix);
     rank.err = LineRelay(errPipe[0], 2, prefix);
   }
@@ -312,7 +371,7 @@ void Job::onExit(Rank& rank, int status) {
   if (!failed || state_ != State::kRunning) return;
   // The survivors of a collective usually notice the failure themselves within moments and exit
   // with an error that says what happened; give them kReportSeconds before SIGTERM.
-  int rankIndex = static_cast<int>(&rank - ranks_.data());
+  const int rankIndex = rank.global;
   int others = runningCount();
   std::string stopping = others == 0   ? ""
                          : others == 1 ? "; stopping the other rank"
@@ -396,8 +455,8 @@ void Job::loop() {
     if (state_ == State::kDraining && killAt_.expired() && runningCount() > 0) stopAll(SIGTERM);
     if (state_ == State::kStopping && killAt_.expired() && runningCount() > 0) {
       std::string late;
-      for (size_t r = 0; r < ranks_.size(); ++r) {
-        if (ranks_[r].running) late += (late.empty() ? "" : ", ") + std::to_string(r);
+      for (const Rank& r : ranks_) {
+        if (r.running) late += (late.empty() ? "" : ", ") + std::to_string(r.global);
       }
       say("rank%s %s did not stop within %g s of SIGTERM; sending SIGKILL",
           late.find(',') == std::string::npos ? "" : "s", late.c_str(), kGraceSeconds);

@@ -46,18 +46,35 @@ Result<std::string> randomSecret() {
   return hex;
 }
 
-Result<std::vector<std::string>> sharedRankEnv(char* const* environ, int ranks,
+Status requireSharedRendezvous(const EnvLookup& lookup) {
+  const char* addr = lookup("FERRY_ADDR");
+  if (addr == nullptr || addr[0] == '\0') {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "--world-size needs FERRY_ADDR=host:port in the environment: where rank 0 listens for the "
+                     "rendezvous, the same for every host's ferryrun of the job");
+  }
+  const char* secret = lookup("FERRY_SECRET");
+  if (secret == nullptr || secret[0] == '\0') {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "--world-size needs FERRY_SECRET in the environment: any string, the same for every "
+                     "host's ferryrun of the job (it keeps other processes out of the rendezvous)");
+  }
+  return Status();
+}
+
+Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range,
                                                const EnvLookup& lookup) {
   static const char* const kOurs[] = {"FERRY_RANK=",       "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=",
                                       "FERRY_LOCAL_SIZE=", "FERRY_ADDR=",       "FERRY_SECRET="};
+  if (range.sharedRendezvous) FERRY_TRY(requireSharedRendezvous(lookup));
   std::vector<std::string> env;
   for (char* const* e = environ; *e != nullptr; ++e) {
     bool ours = false;
     for (const char* prefix : kOurs) ours = ours || std::strncmp(*e, prefix, std::strlen(prefix)) == 0;
     if (!ours) env.emplace_back(*e);
   }
-  env.push_back("FERRY_WORLD_SIZE=" + std::to_string(ranks));
-  env.push_back("FERRY_LOCAL_SIZE=" + std::to_string(ranks));
+  env.push_back("FERRY_WORLD_SIZE=" + std::to_string(range.worldSize));
+  env.push_back("FERRY_LOCAL_SIZE=" + std::to_string(range.localSize));
 
   // The caller's address and secret win, so a script can pin the port or share the secret with a
   // process started by other means. An empty value counts as unset, as it does for the knobs.
@@ -80,8 +97,9 @@ Result<std::vector<std::string>> sharedRankEnv(char* const* environ, int ranks,
   return env;
 }
 
-std::vector<std::string> ownRankEnv(int rank) {
-  return {"FERRY_RANK=" + std::to_string(rank), "FERRY_LOCAL_RANK=" + std::to_string(rank)};
+std::vector<std::string> ownRankEnv(const RankRange& range, int localRank) {
+  return {"FERRY_RANK=" + std::to_string(range.firstRank + localRank),
+          "FERRY_LOCAL_RANK=" + std::to_string(localRank)};
 }
 
 }  // namespace ferry::tools

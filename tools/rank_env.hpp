@@ -1,8 +1,12 @@
-// The environment ferryrun hands its ranks: the counterpart of detectLaunch() for a local job.
+// The environment ferryrun hands its ranks: the counterpart of detectLaunch() for one host's share
+// of a job.
 //
 // detectLaunch() reads FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK and FERRY_LOCAL_SIZE, and the
-// bootstrap FERRY_ADDR and FERRY_SECRET. For a job on one host every rank gets the same values but
-// its rank, so the shared part is built once here and each rank appends its own two variables.
+// bootstrap FERRY_ADDR and FERRY_SECRET. Every rank a ferryrun starts gets the same values but its
+// rank and local rank, so the shared part is built once here and each rank appends its own two
+// variables. A job on one host makes up its own rendezvous address and secret; a job spread over
+// several hosts (one ferryrun per host, each told --world-size and --first-rank) cannot, because
+// every host must agree on them, so they come from the caller's environment.
 #pragma once
 
 #include <string>
@@ -13,6 +17,16 @@
 
 namespace ferry::tools {
 
+/// The ranks one ferryrun starts and their place in the whole job: global ranks
+/// firstRank .. firstRank + localSize - 1 of worldSize.
+struct RankRange {
+  int worldSize = 1;
+  int firstRank = 0;
+  int localSize = 1;
+  /// The job spans other launchers (--world-size): FERRY_ADDR and FERRY_SECRET must be given.
+  bool sharedRendezvous = false;
+};
+
 /// "127.0.0.1:<port>" with a port the kernel just handed out (bound to port 0, read back, closed).
 /// Another process could take the port before rank 0 listens on it; on one host that is rare and
 /// fails loudly in the bootstrap.
@@ -21,14 +35,20 @@ Result<std::string> freeLoopbackAddr();
 /// 32 hex digits from getrandom(): the 128-bit job secret in the form FERRY_SECRET takes.
 Result<std::string> randomSecret();
 
-/// The environment all `ranks` ranks share: `environ` without any FERRY_RANK, FERRY_WORLD_SIZE,
+/// Ok when `lookup` has a non-empty FERRY_ADDR and FERRY_SECRET, else kInvalidUsage naming the
+/// first missing variable and what it must hold (the same value for every host's ferryrun).
+Status requireSharedRendezvous(const EnvLookup& lookup = readEnv);
+
+/// The environment all ranks of `range` share: `environ` without any FERRY_RANK, FERRY_WORLD_SIZE,
 /// FERRY_LOCAL_RANK, FERRY_LOCAL_SIZE, FERRY_ADDR or FERRY_SECRET, then FERRY_WORLD_SIZE and
-/// FERRY_LOCAL_SIZE set to `ranks`, and FERRY_ADDR and FERRY_SECRET from `lookup` when set and not
-/// empty, else a free loopback address and a random secret.
-Result<std::vector<std::string>> sharedRankEnv(char* const* environ, int ranks,
+/// FERRY_LOCAL_SIZE from `range`, and FERRY_ADDR and FERRY_SECRET from `lookup` when set and not
+/// empty, else (one host only: requireSharedRendezvous()'s error when range.sharedRendezvous)
+/// a free loopback address and a random secret.
+Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range,
                                                const EnvLookup& lookup = readEnv);
 
-/// The two variables only rank `rank` gets: FERRY_RANK and FERRY_LOCAL_RANK (one host: the same).
-std::vector<std::string> ownRankEnv(int rank);
+/// The two variables only the `localRank`-th rank of `range` gets: FERRY_RANK (its global rank,
+/// range.firstRank + localRank) and FERRY_LOCAL_RANK.
+std::vector<std::string> ownRankEnv(const RankRange& range, int localRank);
 
 }  // namespace ferry::tools

@@ -5,14 +5,118 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace ferry::test {
 
-std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSeconds) {
+namespace {
+
+// The value of environment variable `name` when it is an integer >= 1; 0 when unset or empty; -1
+// when it is something else.
+long positiveEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || v[0] == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(v, &end, 10);
+  return (*end == '\0' && errno == 0 && x >= 1) ? x : -1;
+}
+
+// --- launched mode --------------------------------------------------------------------------------
+
+// The job's communicator, created by the first runRanks call of a launched process. It is
+// destroyed at exit (closing a transport flushes what this rank still sends, so a peer that is a
+// call behind still gets its data), by an atexit handler registered after the communicator exists,
+// so that it runs before the static objects ferry created while making it are destroyed.
+Comm* gLaunchedComm = nullptr;
+std::string gLaunchedError;  // why Comm::fromEnv failed, when it did
+
+void destroyLaunchedComm() {
+  delete gLaunchedComm;
+  gLaunchedComm = nullptr;
+}
+
+Comm* launchedComm() {
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    auto comm = Comm::fromEnv();
+    if (comm.isOk()) {
+      gLaunchedComm = comm->release();
+      std::atexit(destroyLaunchedComm);
+    } else {
+      gLaunchedError = "Comm::fromEnv failed: " + comm.status().toString();
+    }
+  }
+  return gLaunchedComm;
+}
+
+// What the SIGALRM handler writes before it exits: composed before the alarm is armed.
+char gTimeoutMessage[160];
+
+void onLaunchedTimeout(int) {
+  ssize_t w = write(2, gTimeoutMessage, std::strlen(gTimeoutMessage));
+  (void)w;
+  _exit(124);
+}
+
+std::vector<RankOutcome> runLaunched(int n, const RankBody& body, double timeoutSeconds) {
+  const int world = launchedWorldSize();
   std::vector<RankOutcome> out(n);
+  if (n != world) {
+    std::fprintf(stderr, "runRanks: world size %d skipped (this process is a rank of a %d-rank job)\n", n, world);
+    for (auto& o : out) o.exitCode = 0, o.output = "(skipped: the job has " + std::to_string(world) + " ranks)";
+    return out;
+  }
+  for (auto& o : out) o.exitCode = 0, o.output = "(runs in another process)";
+  Comm* comm = launchedComm();
+  const long rank = comm != nullptr ? comm->rank() : std::atol(std::getenv("FERRY_RANK"));
+  RankOutcome& mine = out[static_cast<size_t>(rank >= 0 && rank < n ? rank : 0)];
+  if (comm == nullptr) {
+    mine.exitCode = 2;
+    mine.output = "rank " + std::to_string(rank) + ": " + gLaunchedError;
+    return out;
+  }
+  std::snprintf(gTimeoutMessage, sizeof(gTimeoutMessage),
+                "rank %ld: runRanks timed out after %g s; exiting with code 124\n", rank, timeoutSeconds);
+  struct sigaction action {}, previous {};
+  action.sa_handler = onLaunchedTimeout;
+  sigaction(SIGALRM, &action, &previous);
+  alarm(static_cast<unsigned>(std::ceil(timeoutSeconds)));
+  std::string err = body(*comm);
+  alarm(0);
+  sigaction(SIGALRM, &previous, nullptr);
+  std::fflush(stdout);
+  if (!err.empty()) {
+    mine.exitCode = 1;
+    mine.output = "rank " + std::to_string(rank) + ": " + err;
+  }
+  return out;
+}
+
+}  // namespace
+
+int launchedWorldSize() {
+  if (std::getenv("FERRY_RANK") == nullptr) return 0;
+  long world = positiveEnv("FERRY_WORLD_SIZE");
+  return world > 0 ? static_cast<int>(world) : 0;
+}
+
+std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSeconds) {
+  if (launchedWorldSize() > 0) return runLaunched(n, body, timeoutSeconds);
+  std::vector<RankOutcome> out(n);
+  const long hosts = positiveEnv("FERRY_TEST_HOSTS");
+  if (hosts < 0) {
+    for (auto& o : out) o.output = "FERRY_TEST_HOSTS=" + std::string(std::getenv("FERRY_TEST_HOSTS")) +
+                                   ": expected a number of simulated hosts >= 1";
+    return out;
+  }
   std::fflush(stdout);
   std::fflush(stderr);
   // The rendezvous root runs in a child of its own: the parent stays single-threaded, so the
@@ -66,6 +170,9 @@ std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSec
       dup2(p[1], 2);
       close(p[1]);
       int code = 0;
+      if (hosts > 0) {  // before the first ferry call: ferry reads its environment once
+        setenv("FERRY_HOST_ID", ("test-host-" + std::to_string(r * hosts / n)).c_str(), 1);
+      }
       {
         auto comm = Comm::create(*id, r, n);
         if (!comm.isOk()) {

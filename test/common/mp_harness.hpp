@@ -1,9 +1,21 @@
 // Runs a test body on N real processes joined into one communicator.
 //
-// The parent creates a unique id (its rendezvous root runs on a thread of the parent), forks N
-// children, and each child creates Comm(id, rank, N), runs the body and exits with its status.
-// The parent never touches UCX, so the children start clean. A child's stdout and stderr go to
-// one pipe per rank that the parent collects, so tests can assert on error messages.
+// Fork mode (the default). The parent creates a unique id (its rendezvous root runs in a child of
+// its own), forks N children, and each child creates Comm(id, rank, N), runs the body and exits
+// with its status. The parent never touches UCX, so the children start clean. A child's stdout and
+// stderr go to one pipe per rank that the parent collects, so tests can assert on error messages.
+// FERRY_TEST_HOSTS=H (H >= 1) spreads the children over H simulated hosts: child r sets
+// FERRY_HOST_ID=test-host-<r*H/n> before its first ferry call (ferry reads its environment once),
+// so a run of 3 ranks on 2 hosts has hosts of 2 and 1 ranks. CI uses it where network namespaces
+// (test/cluster/cluster.sh) cannot be made.
+//
+// Launched mode. When a launcher started this process as one rank of a job (FERRY_RANK and
+// FERRY_WORLD_SIZE set: ferryrun, cluster.sh), runRanks does not fork: the process joins the job
+// once with Comm::fromEnv(), keeps that communicator for every later runRanks call, and runs the
+// body on its own rank only. Its own outcome is real; the other ranks' entries say exit code 0,
+// "(runs in another process)", since their processes report for themselves. A call for a world
+// size other than the job's runs nothing and reports every rank as skipped (exit code 0), so a test
+// that loops over world sizes runs the one the job has.
 #pragma once
 
 #include <functional>
@@ -23,7 +35,13 @@ struct RankOutcome {
 using RankBody = std::function<std::string(Comm& comm)>;
 
 /// Fork `n` ranks, run `body` on each, collect outcomes. Kills everything after `timeoutSeconds`.
+/// In launched mode: run `body` on this process's rank of the job (see above); after
+/// `timeoutSeconds` the process reports the timeout and exits with code 124.
 std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSeconds = 240);
+
+/// The job's world size when a launcher started this process (FERRY_RANK and FERRY_WORLD_SIZE
+/// set, FERRY_WORLD_SIZE >= 1), else 0: fork mode.
+int launchedWorldSize();
 
 /// One line per failed rank, for test diagnostics.
 std::string summarize(const std::vector<RankOutcome>& outcomes);

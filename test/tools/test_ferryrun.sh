@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Tests of the ferryrun launcher, run against the built binary: test_ferryrun.sh PATH/TO/ferryrun
+# Tests of the ferryrun launcher, run against the built binary:
+#   test_ferryrun.sh PATH/TO/ferryrun [PATH/TO/ferry-perf]
+# With ferry-perf, two ferryruns also join one real job (--world-size, --first-rank).
 #
 # ferryrun's contract is what a user sees: the variables each rank gets, the prefixed lines on stdout
 # and stderr, the exit status and the one-line reports. So the tests run real jobs of small shell
@@ -8,7 +10,8 @@
 # tight enough to catch a launcher that waits for a rank's `sleep 60`.
 set -u
 
-FERRYRUN=${1:?usage: test_ferryrun.sh PATH/TO/ferryrun}
+FERRYRUN=${1:?usage: test_ferryrun.sh PATH/TO/ferryrun [PATH/TO/ferry-perf]}
+FERRY_PERF=${2:-}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
@@ -64,6 +67,40 @@ FERRY_ADDR=10.1.2.3:4567 FERRY_SECRET=s3cret run -n 2 sh -c 'echo "$FERRY_ADDR $
 
 FERRY_RANK=7 FERRY_WORLD_SIZE=9 run -n 2 sh -c 'echo $FERRY_RANK/$FERRY_WORLD_SIZE'
 [[ $(sort "$TMP/out") == $'[0] 0/2\n[1] 1/2' ]] || fail "inherited FERRY_RANK is replaced: $(cat "$TMP/out")"
+
+# --- several hosts: this ferryrun starts ranks K..K+N-1 of a W-rank job ----------------------------
+FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s3cret run --world-size 5 --first-rank 2 -n 2 \
+  sh -c 'echo $FERRY_RANK $FERRY_WORLD_SIZE $FERRY_LOCAL_RANK $FERRY_LOCAL_SIZE $FERRY_ADDR $FERRY_SECRET'
+expect_rc 0 "--world-size"
+[[ $(sort "$TMP/out") == $'[2] 2 5 0 2 127.0.0.1:1 s3cret\n[3] 3 5 1 2 127.0.0.1:1 s3cret' ]] ||
+  fail "--world-size 5 --first-rank 2 -n 2: $(cat "$TMP/out")"
+
+FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s3cret run --world-size 3 -n 1 sh -c 'echo $FERRY_RANK/$FERRY_WORLD_SIZE'
+[[ $(cat "$TMP/out") == "[0] 0/3" ]] || fail "--first-rank defaults to 0: $(cat "$TMP/out")"
+
+# Reports name global ranks.
+FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s3cret run --world-size 4 --first-rank 2 -n 2 \
+  sh -c 'if [ "$FERRY_RANK" = 3 ]; then exit 3; fi; sleep 60'
+expect_rc 3 "--first-rank: exit code"
+expect_line err '^ferryrun: rank 3 \(pid [0-9]+\) exited with code 3; stopping the other rank$' "--first-rank: report"
+
+# Two ferryruns on loopback, as two hosts would run them, form one 3-rank job.
+if [[ -n $FERRY_PERF ]]; then
+  "$FERRYRUN" -n 1 sh -c 'echo $FERRY_ADDR' >"$TMP/addr"  # a free loopback port
+  FERRY_ADDR=$(sed 's/^\[0\] //' "$TMP/addr")
+  export FERRY_ADDR FERRY_SECRET=two-launchers
+  "$FERRYRUN" --world-size 3 --first-rank 2 -n 1 --timeout 60 "$FERRY_PERF" all_reduce -b 4K -e 4K -n 2 -w 1 \
+    >"$TMP/out2" 2>&1 </dev/null &
+  run --world-size 3 -n 2 --timeout 60 "$FERRY_PERF" all_reduce -b 4K -e 4K -n 2 -w 1
+  wait $!
+  rc2=$?
+  unset FERRY_ADDR FERRY_SECRET
+  expect_rc 0 "two launchers, one job: ranks 0-1"
+  [[ $rc2 == 0 ]] || fail "two launchers, one job: rank 2 exited $rc2: $(head -c 2000 "$TMP/out2")"
+  expect_line out '^\[0\] +4096 +1024 +float +sum ' "two launchers, one job: rank 0 reports the size"
+  expect_line out '^\[0\] # Out of bounds values : 0 OK' "two launchers, one job: results checked"
+  expect_line out '^\[0\] #  Rank  2 .*' "two launchers, one job: rank 2 joined"
+fi
 
 # --- output: stdout and stderr apart, prefixed, whole lines -------------------------------------
 run -n 2 sh -c 'echo out $FERRY_RANK; echo err $FERRY_RANK >&2'
@@ -215,6 +252,16 @@ usage_error "invalid value 'soon' for --timeout" --timeout=soon true
 usage_error "invalid value '-1' for --timeout" --timeout -1 true
 usage_error "invalid value 'socket' for --bind-to" --bind-to socket true
 usage_error "-n needs a value" -n
+usage_error "invalid value '0' for --world-size" --world-size 0 true
+usage_error "invalid value '-1' for --first-rank" --world-size 2 --first-rank -1 true
+usage_error "--first-rank needs --world-size" --first-rank 1 true
+FERRY_ADDR='' FERRY_SECRET=s usage_error "--world-size needs FERRY_ADDR=host:port" --world-size 2 true
+FERRY_ADDR=127.0.0.1:1 FERRY_SECRET='' usage_error "--world-size needs FERRY_SECRET" --world-size 2 true
+export FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s
+usage_error "-n 3 starts more ranks than --world-size 2: expected -n at most 2" -n 3 --world-size 2 true
+usage_error "--first-rank 2 with -n 2 would start ranks up to 3, beyond --world-size 3: expected --first-rank at most 1" \
+  -n 2 --world-size 3 --first-rank 2 true
+unset FERRY_ADDR FERRY_SECRET
 usage_error "missing the program to run" -n 2
 usage_error "missing the program to run"
 
