@@ -425,6 +425,9 @@ say "$hosts host(s): $describe"
 
 # Variables every process on the cluster sees. Nothing tells ferry which devices to use: each
 # namespace has lo and eth0, and the runtime must pick eth0 by itself (runtime/net_devices.hpp).
+# Device choices made for this machine's own loopback (./run test exports UCX_NET_DEVICES=lo for
+# its single-host tests) mean nothing on the cluster's hosts: they are dropped.
+unset UCX_NET_DEVICES FERRY_UCX_NET_DEVICES
 export FERRY_CLUSTER_HOSTS="${addresses[*]}"
 export FERRY_CLUSTER_NAMES="${names[*]}"
 export FERRY_CLUSTER_NETNS="${host_ns[*]}"

@@ -302,7 +302,16 @@ class UcxTransport final : public Transport {
       // Its sends fail through the endpoint; its receives are failed by the next progress(),
       // outside UCX's callback.
       p->owner->peerFailed_ = true;
-      FERRY_WARN(log::kNet, "UCX reports the connection to rank %d failed: %s", p->rank, ucs_status_string(status));
+      // A peer that finished and closed its side while nothing of ours was waiting on it (ranks
+      // leave one after another) is no news for the user; a peer lost with transfers pending is.
+      bool waiting = false;
+      for (const Live& l : p->owner->live_) waiting |= l.req != nullptr && l.req->peer == p->rank;
+      if (waiting) {
+        FERRY_WARN(log::kNet, "UCX reports the connection to rank %d failed: %s", p->rank, ucs_status_string(status));
+      } else {
+        FERRY_INFO(log::kNet, "UCX reports the connection to rank %d closed or failed while no transfer with it was "
+                   "pending: %s", p->rank, ucs_status_string(status));
+      }
     }
   }
 
