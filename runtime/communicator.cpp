@@ -99,21 +99,30 @@ struct Comm::Impl {
     }
     Tuner::Choice c = tuner->select(desc, ctx.peersShared);
     if (c.settle) {
-      std::vector<int64_t> ends = tuner->callEnds(c);
-      FERRY_TRY(agreeMax(ends));
-      tuner->settle(c, ends);
+      // On one host the ranks share a clock: the trials are judged by the last rank's ends.
+      // Across hosts each rank measures its own intervals, and the slowest rank's count.
+      std::vector<int64_t> v = tuner->callEnds(c);
+      if (!arena) v = Tuner::intervals(v, tuner->inputs().trials);
+      FERRY_TRY(agreeMax(v));
+      tuner->settle(c, v, arena == nullptr);
       c = tuner->select(desc, ctx.peersShared);
     }
     return c;
   }
 
-  /// v = the element-wise max of every rank's v, through the arena (one-shot: a few bytes).
+  /// v = the element-wise max of every rank's v: through the arena (one-shot: a few bytes), or
+  /// by recursive doubling over the transport.
   Status agreeMax(std::vector<int64_t>& v) {
     OpDesc d{OpKind::kAllReduce, v.size(), DataType::kInt64, RedOp::kMax, coll::kTunerAgreementRoot};
     coll::Exec ex(ctx, d, ++seq, coll::TagClass::kCollective, config().timeout);
-    ex.post(0);
-    Status st = coll::arenaAllReduce(ex, Plan{coll::Algorithm::kOneShot, coll::Protocol::kShm, 0}, v.data(), v.data(),
-                                     v.size(), DataType::kInt64, RedOp::kMax);
+    Status st;
+    if (arena) {
+      ex.post(0);
+      st = coll::arenaAllReduce(ex, Plan{coll::Algorithm::kOneShot, coll::Protocol::kShm, 0}, v.data(), v.data(),
+                                v.size(), DataType::kInt64, RedOp::kMax);
+    } else {
+      st = coll::doublingAllReduce(ex, v.data(), v.data(), v.size(), DataType::kInt64, RedOp::kMax);
+    }
     return st.isOk() ? st : fail(ex, st);
   }
 
@@ -381,8 +390,6 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     ti.mailboxBytes = impl->arena->slotBytes();
     ti.sharedMinBytes = static_cast<size_t>(std::max<int64_t>(config().sharedMinBytes, 0));
     ti.ranksOnHost = size;
-    ti.trials = static_cast<int>(std::clamp<int64_t>(config().tuneTrials, 0, 16));
-    ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
   } else {
     ti.model.cores = cores;
     ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.reduceBwCache = ti.model.cmaBw = 1e9;
@@ -391,6 +398,9 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     ti.evenHosts = impl->layout.even();
   }
   ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
+  // Measured selection: single-host communicators, and those that get two levels (Comm::finish).
+  ti.trials = static_cast<int>(std::clamp<int64_t>(config().tuneTrials, 0, 16));
+  ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
   auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
   FERRY_TRY(tuner);
   impl->tuner = std::make_unique<Tuner>(std::move(*tuner));

@@ -59,6 +59,13 @@ Hierarchy::~Hierarchy() {
   for (void* p : scratch_) (void)hostFree(p);
 }
 
+Status Hierarchy::unevenLayout(const char* call) const {
+  return makeError(ErrorCode::kInternalError,
+                   "hierarchical %s on rank %d: hosts hold different numbers of ranks (%s); only all-reduce, "
+                   "broadcast and reduce have two-level schedules for that (the tuner should have chosen a flat one)",
+                   call, rank_, layout_.describe().c_str());
+}
+
 Status Hierarchy::step(const Status& st, const char* call, const char* what, bool crossLevel) const {
   if (st.isOk()) return st;
   const std::vector<int> members =
@@ -130,6 +137,7 @@ Status Hierarchy::allReduce(const void* in, void* out, size_t count, DataType ty
 }
 
 Status Hierarchy::reduceScatter(const void* in, void* out, size_t recvCount, DataType type, RedOp op) {
+  if (!layout_.even()) return unevenLayout("reduceScatter");
   const size_t es = dataTypeSize(type), bytes = recvCount * es;
   const int H = hosts(), L = localSize();
   const RedOp sum = op == RedOp::kAvg ? RedOp::kSum : op;
@@ -157,6 +165,7 @@ Status Hierarchy::reduceScatter(const void* in, void* out, size_t recvCount, Dat
 }
 
 Status Hierarchy::allGather(const void* in, void* out, size_t sendCount, DataType type) {
+  if (!layout_.even()) return unevenLayout("allGather");
   const size_t es = dataTypeSize(type), bytes = sendCount * es;
   const int H = hosts(), L = localSize();
   auto t = scratch(0, bytes * static_cast<size_t>(H));
@@ -181,6 +190,7 @@ Status Hierarchy::allGather(const void* in, void* out, size_t sendCount, DataTyp
 }
 
 Status Hierarchy::allToAll(const void* in, void* out, size_t count, DataType type) {
+  if (!layout_.even()) return unevenLayout("allToAll");
   const size_t es = dataTypeSize(type), bytes = count * es;
   const int H = hosts(), L = localSize();
   const bool lm = localMajor();

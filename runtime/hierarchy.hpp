@@ -69,6 +69,8 @@ class Hierarchy {
   /// `st` with the step and the sub-communicator's members named, when it failed; ranks the
   /// sub-communicator's message names are translated to this communicator's numbering.
   Status step(const Status& st, const char* call, const char* what, bool crossLevel) const;
+  /// The error of a schedule that needs hosts of equal sizes, called on others.
+  Status unevenLayout(const char* call) const;
   /// Scratch memory (ferry::hostAlloc: the local level reads it in place), `bytes` at least,
   /// slot 0 or 1; valid until the next call.
   Result<uint8_t*> scratch(int slot, size_t bytes);

@@ -152,6 +152,7 @@ void Tuner::update(const TunerInputs& in) {
   hasLast_ = false;
   trials_.clear();
   measuredStores_.clear();
+  measuredPlans_.clear();
 }
 
 double Tuner::predict(OpKind kind, size_t bytes) const {
@@ -415,7 +416,20 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const size_t moved = perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes;
   const size_t output = d.kind == OpKind::kAllGather || d.kind == OpKind::kAllToAll ? moved : bytes;
   Choice c;
-  if (in_.trials <= 0 || !in_.arena || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
+  // Measured: single-host calls, and calls of communicators with two levels (the network's
+  // alpha and beta cannot say how a flat ring of processes sharing cores compares with the two
+  // levels: on 2 namespace hosts of 2 ranks the model chose the ring, 1.4-5x slower).
+  const bool measurable = in_.arena || (in_.hierarchy && in_.net.measured);
+  if (in_.trials <= 0 || !measurable || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
+    // Beyond the measured sizes two-level communicators keep the algorithm the largest measured
+    // call of the collective settled on.
+    if (!in_.arena && measurable && in_.trials > 0 && moved > in_.measureMaxBytes) {
+      auto m = measuredPlans_.find(static_cast<int>(d.kind));
+      if (m != measuredPlans_.end()) {
+        c.plan = m->second.second;
+        return c;
+      }
+    }
     c.plan = choose(d, shared);
     // Larger than anything measured: stream where the largest measured call of this kind did.
     if (in_.trials > 0 && moved > in_.measureMaxBytes && c.plan.protocol != Protocol::kMessages &&
@@ -450,7 +464,8 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     // is still cached when the call writes it depends on what the application does between
     // calls, which only a measurement sees.
     t.kind = static_cast<int>(d.kind);
-    if (output >= kStoreTrialBytes && !keep.empty()) {
+    t.moved = moved;
+    if (in_.arena && output >= kStoreTrialBytes && !keep.empty()) {
       t.output = output;
       std::vector<Candidate> both;
       for (size_t i = 0; i < std::min<size_t>(keep.size(), kMaxTrialPlans / 2); ++i) {
@@ -500,15 +515,24 @@ std::vector<int64_t> Tuner::callEnds(const Choice& c) const {
   return c.trials != nullptr ? c.trials->ends : std::vector<int64_t>{};
 }
 
-void Tuner::settle(const Choice& c, const std::vector<int64_t>& lastEnds) {
+std::vector<int64_t> Tuner::intervals(const std::vector<int64_t>& ends, int trials) {
+  const size_t run = static_cast<size_t>(std::max(trials, 0) + 1);
+  std::vector<int64_t> out(ends.size(), 0);
+  for (size_t k = 1; k < ends.size(); ++k) {
+    if (k % run != 0) out[k] = ends[k] - ends[k - 1];
+  }
+  return out;
+}
+
+void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areIntervals) {
   Trials* t = c.trials;
   if (t == nullptr || t->settled) return;
   const size_t m = t->plans.size(), run = static_cast<size_t>(in_.trials + 1);
   std::vector<double> bestOf(m, kInf);
   for (size_t j = 0; j < m; ++j) {
-    for (size_t k = j * run + 1; k < (j + 1) * run && k < lastEnds.size(); ++k) {
-      const double d = static_cast<double>(lastEnds[k] - lastEnds[k - 1]) * 1e-9;
-      bestOf[j] = std::min(bestOf[j], std::max(d, 0.0));
+    for (size_t k = j * run + 1; k < (j + 1) * run && k < times.size(); ++k) {
+      const int64_t ns = areIntervals ? times[k] : times[k] - times[k - 1];
+      bestOf[j] = std::min(bestOf[j], std::max(static_cast<double>(ns) * 1e-9, 0.0));
     }
   }
   size_t win = 0;
@@ -520,6 +544,10 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& lastEnds) {
   if (t->output > 0 && t->chosen.stores != coll::Stores::kAuto) {
     auto& m = measuredStores_[t->kind];
     if (t->output >= m.first) m = {t->output, t->chosen.stores};
+  }
+  if (!in_.arena) {
+    auto& m = measuredPlans_[t->kind];
+    if (t->moved >= m.first) m = {t->moved, t->chosen};
   }
   if (log::enabled(log::Level::kInfo, log::kTune)) {
     std::string why;

@@ -99,8 +99,13 @@ class Tuner {
   void record(const Choice& c, int64_t endNs);
   /// When this rank finished each measured call of `c`, in order.
   std::vector<int64_t> callEnds(const Choice& c) const;
-  /// Keep the fastest candidate of `c`, given each measured call's end maximised over the ranks.
-  void settle(const Choice& c, const std::vector<int64_t>& lastEnds);
+  /// Keep the fastest candidate of `c`, given each measured call's end maximised over the ranks
+  /// (ranks sharing a clock), or with `areIntervals` each call's own time (intervals()) maximised
+  /// over the ranks (ranks on several hosts, whose clocks differ).
+  void settle(const Choice& c, const std::vector<int64_t>& times, bool areIntervals = false);
+  /// A rank's measured call ends as the time each call took after the one before it in its run
+  /// (0 for the first call of each run, which only starts the clock).
+  static std::vector<int64_t> intervals(const std::vector<int64_t>& ends, int trials);
 
   /// One candidate and its predicted time, for logs and tests.
   struct Candidate {
@@ -138,6 +143,9 @@ class Tuner {
   std::map<std::tuple<int, size_t, bool, int>, Trials> trials_;
   // Per collective kind: the largest output whose store trials settled, and the stores that won.
   std::map<int, std::pair<size_t, coll::Stores>> measuredStores_;
+  // Communicators without an arena, per collective kind: the largest measured call (bytes moved)
+  // and the plan that won it.
+  std::map<int, std::pair<size_t, coll::Plan>> measuredPlans_;
 };
 
 /// The candidates of one (collective, bytes, type, shared) under measurement.
@@ -151,6 +159,7 @@ struct Tuner::Trials {
   std::string what;                ///< "allReduce of 1048576 B on 4 ranks", for the log
   int kind = 0;                    ///< the collective (coll::OpKind)
   size_t output = 0;               ///< each rank's output bytes where stores were tried; 0: not tried
+  size_t moved = 0;                ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
 };
 
 }  // namespace ferry

@@ -2,6 +2,8 @@
 // host model's serialisation (it travels from rank 0 to every rank at init).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "runtime/tuner.hpp"
 
 using namespace ferry;
@@ -397,4 +399,51 @@ TEST_CASE("update() forgets earlier choices; predict() prices a call for the lev
   const double small = local->predict(OpKind::kAllReduce, 8), large = local->predict(OpKind::kAllReduce, 64 << 20);
   CHECK(small > 0);
   CHECK(large > small);
+}
+
+TEST_CASE("two-level communicators measure flat against two levels by each rank's intervals, and keep the winner "
+          "beyond the measured sizes", "[tuner][net]") {
+  TunerInputs in = networkInputs(4, 2, true);
+  in.trials = 2;
+  in.measureMaxBytes = 32 << 20;
+  // A fast network: the model prefers the flat ring for a 4 MiB all-reduce...
+  in.net.alpha = 10e-6;
+  in.net.beta = 1.0 / 3e9;
+  in.localCost = [](OpKind, size_t b) { return 20e-6 + static_cast<double>(b) / 1e9; };
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t floats = 1 << 20;
+  REQUIRE(plan(*t, OpKind::kAllReduce, floats).algorithm == Algorithm::kRing);
+  // ...but the two levels run faster. Each rank's clock is its own: settle() takes intervals.
+  OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
+  int64_t clock = 5'000'000;
+  std::vector<Algorithm> ran;
+  bool settled = false;
+  for (int call = 0; call < 40 && !settled; ++call) {
+    Tuner::Choice c = t->select(d);
+    if (c.settle) {
+      std::vector<int64_t> v = Tuner::intervals(t->callEnds(c), in.trials);
+      CHECK(v[0] == 0);  // a run's first call only starts the clock
+      t->settle(c, v, true);
+      settled = true;
+      break;
+    }
+    REQUIRE(c.trial >= 0);
+    ran.push_back(c.plan.algorithm);
+    clock += c.plan.algorithm == Algorithm::kHierarchical ? 2'000'000 : 3'000'000;
+    t->record(c, clock);
+  }
+  REQUIRE(settled);
+  CHECK(std::count(ran.begin(), ran.end(), Algorithm::kHierarchical) == 3);
+  CHECK(std::count(ran.begin(), ran.end(), Algorithm::kRing) == 3);
+  CHECK(t->select(d).plan.algorithm == Algorithm::kHierarchical);
+  // Larger than anything measured: the largest measured call's winner.
+  OpDesc big{OpKind::kAllReduce, size_t{64} << 20, DataType::kFloat32, RedOp::kSum, -1};
+  CHECK(t->select(big).plan.algorithm == Algorithm::kHierarchical);
+  // Without two levels nothing is measured: the model decides.
+  TunerInputs flat = in;
+  flat.hierarchy = false;
+  auto f = Tuner::create(flat, "", "", 0);
+  REQUIRE(f.isOk());
+  CHECK(f->select(d).trial < 0);
 }
