@@ -101,6 +101,23 @@ bool Hierarchy::localMajor() const {
   return L > 0;
 }
 
+size_t Hierarchy::blockIndex(Order order, int host, int local) const {
+  switch (order) {
+    case Order::kRank: return static_cast<size_t>(layout_.rankAt(host, local));
+    case Order::kLocalMajor: return static_cast<size_t>(local * hosts() + host);
+    case Order::kHostMajor: return static_cast<size_t>(host * localSize() + local);
+  }
+  return 0;
+}
+
+void Hierarchy::permute(const uint8_t* from, Order fromOrder, uint8_t* to, Order toOrder, size_t bytes) const {
+  for (int h = 0; h < hosts(); ++h) {
+    for (int j = 0; j < localSize(); ++j) {
+      std::memcpy(to + blockIndex(toOrder, h, j) * bytes, from + blockIndex(fromOrder, h, j) * bytes, bytes);
+    }
+  }
+}
+
 Status Hierarchy::allReduce(const void* in, void* out, size_t count, DataType type, RedOp op) {
   const size_t es = dataTypeSize(type);
   const int L = localSize();
@@ -146,12 +163,7 @@ Status Hierarchy::reduceScatter(const void* in, void* out, size_t recvCount, Dat
   if (!localMajor()) {
     auto p = scratch(0, bytes * static_cast<size_t>(H * L));
     FERRY_TRY(p);
-    for (int j = 0; j < L; ++j) {
-      for (int h = 0; h < H; ++h) {
-        std::memcpy(*p + (static_cast<size_t>(j * H + h)) * bytes, src + static_cast<size_t>(layout_.rankAt(h, j)) * bytes,
-                    bytes);
-      }
-    }
+    permute(src, Order::kRank, *p, Order::kLocalMajor, bytes);
     src = *p;
   }
   auto q = scratch(1, bytes * static_cast<size_t>(H));
@@ -179,13 +191,7 @@ Status Hierarchy::allGather(const void* in, void* out, size_t sendCount, DataTyp
   FERRY_TRY(u);
   FERRY_TRY(step(local_->allGather(*t, *u, sendCount * static_cast<size_t>(H), type), "allGather",
                  "intra-host all-gather", false));
-  auto* o = static_cast<uint8_t*>(out);
-  for (int j = 0; j < L; ++j) {
-    for (int h = 0; h < H; ++h) {
-      std::memcpy(o + static_cast<size_t>(layout_.rankAt(h, j)) * bytes, *u + static_cast<size_t>(j * H + h) * bytes,
-                  bytes);
-    }
-  }
+  permute(*u, Order::kLocalMajor, static_cast<uint8_t*>(out), Order::kRank, bytes);
   return Status::ok();
 }
 
@@ -199,12 +205,7 @@ Status Hierarchy::allToAll(const void* in, void* out, size_t count, DataType typ
   if (!lm) {
     auto p = scratch(0, bytes * static_cast<size_t>(H * L));
     FERRY_TRY(p);
-    for (int j = 0; j < L; ++j) {
-      for (int h = 0; h < H; ++h) {
-        std::memcpy(*p + static_cast<size_t>(j * H + h) * bytes, src + static_cast<size_t>(layout_.rankAt(h, j)) * bytes,
-                    bytes);
-      }
-    }
+    permute(src, Order::kRank, *p, Order::kLocalMajor, bytes);
     src = *p;
   }
   auto q = scratch(1, bytes * static_cast<size_t>(H * L));
@@ -214,11 +215,7 @@ Status Hierarchy::allToAll(const void* in, void* out, size_t count, DataType typ
   // q[j'][h]: from local j' of this host, bound for host h. 2. Across hosts, per host: r[h][j'].
   auto r = scratch(0, bytes * static_cast<size_t>(H * L));
   FERRY_TRY(r);
-  for (int h = 0; h < H; ++h) {
-    for (int j = 0; j < L; ++j) {
-      std::memcpy(*r + static_cast<size_t>(h * L + j) * bytes, *q + static_cast<size_t>(j * H + h) * bytes, bytes);
-    }
-  }
+  permute(*q, Order::kLocalMajor, *r, Order::kHostMajor, bytes);
   // s[h][j']: from local j' of host h. Host-major rank order is exactly that: straight into out.
   bool hostMajor = true;
   for (int x = 0; x < layout_.ranks(); ++x) {
@@ -230,13 +227,7 @@ Status Hierarchy::allToAll(const void* in, void* out, size_t count, DataType typ
   }
   FERRY_TRY(step(cross_->allToAll(*r, *q, count * static_cast<size_t>(L), type), "allToAll", "inter-host all-to-all",
                  true));
-  auto* o = static_cast<uint8_t*>(out);
-  for (int h = 0; h < H; ++h) {
-    for (int j = 0; j < L; ++j) {
-      std::memcpy(o + static_cast<size_t>(layout_.rankAt(h, j)) * bytes, *q + static_cast<size_t>(h * L + j) * bytes,
-                  bytes);
-    }
-  }
+  permute(*q, Order::kHostMajor, static_cast<uint8_t*>(out), Order::kRank, bytes);
   return Status::ok();
 }
 

@@ -24,6 +24,7 @@
 // so a rank that fails in one level releases the ranks waiting in the other.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -74,6 +75,13 @@ class Hierarchy {
   /// Scratch memory (ferry::hostAlloc: the local level reads it in place), `bytes` at least,
   /// slot 0 or 1; valid until the next call.
   Result<uint8_t*> scratch(int slot, size_t bytes);
+  /// How n blocks of one rank's buffer are laid out: by rank; by local index, then host (j * H +
+  /// h: each local index's blocks together, as the local level splits them); by host, then local
+  /// index (h * L + j: each host's blocks together, as the cross level exchanges them).
+  enum class Order { kRank, kLocalMajor, kHostMajor };
+  size_t blockIndex(Order order, int host, int local) const;
+  /// Copy every block (host h, local index j) of `bytes` from `from` in one order to `to` in another.
+  void permute(const uint8_t* from, Order fromOrder, uint8_t* to, Order toOrder, size_t bytes) const;
   /// Whether rank order is local-major (rank = local * hosts + host): then the blocks of a cross
   /// group's ranks are already contiguous and no permutation is needed.
   bool localMajor() const;

@@ -9,14 +9,8 @@ set -u
 
 CLUSTER=${1:?usage: test_cluster.sh PATH/TO/cluster.sh PATH/TO/ferryrun}
 FERRYRUN=${2:?usage: test_cluster.sh PATH/TO/cluster.sh PATH/TO/ferryrun}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=test/common/shell_checks.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common/shell_checks.sh"
 
 # run ARGS...: cluster.sh ARGS in the foreground; stdout in $TMP/out, stderr in $TMP/err, status in
 # $rc, wall time in $ms, its pid in $pid (for the namespace names).

@@ -12,14 +12,8 @@ set -u
 
 FERRYRUN=${1:?usage: test_ferryrun.sh PATH/TO/ferryrun [PATH/TO/ferry-perf]}
 FERRY_PERF=${2:-}
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=test/common/shell_checks.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common/shell_checks.sh"
 
 # run ARGS...: runs ferryrun, leaving stdout in $TMP/out, stderr in $TMP/err, the status in $rc and
 # the wall time in milliseconds in $ms.
