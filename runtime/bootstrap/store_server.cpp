@@ -2,7 +2,7 @@
 //
 // One thread serves every connection with poll(): no thread per rank, so a thousand-rank job costs
 // one thread and a thousand sockets. Every socket is non-blocking and every connection has its own
-// receive state (a FrameReader) and send queue, so a slow, stalled or hostile peer only ever delays
+// receive state (a ServerSession) and send queue, so a slow, stalled or hostile peer only ever delays
 // itself. Frames are checked (magic, type, length) before their payload is allocated; a connection
 // that breaks the protocol is dropped with a WARN naming its address and the reason. The rules of
 // the rendezvous itself live in RootState; this file only moves bytes and keeps time.
@@ -27,6 +27,7 @@
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "runtime/bootstrap/root_state.hpp"
+#include "runtime/bootstrap/server_session.hpp"
 #include "runtime/bootstrap/socket.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
@@ -42,19 +43,13 @@ constexpr size_t kMaxUnregistered = 1024;
 constexpr size_t kReadBudgetBytes = 1u << 20;
 constexpr int kMaxPollMs = 250;
 
-// One accepted connection: a rank once its HELLO was accepted (rank >= 0).
+// One accepted connection: its socket and send queue here, what its bytes mean in `session`.
 struct Conn {
-  Conn(uint64_t id, Fd fd, std::string peer)
-      : id(id), fd(std::move(fd)), peer(std::move(peer)),
-        reader([this](const wire::FrameHeader& h) { return validate(h); }) {}
-  Status validate(const wire::FrameHeader& h) const;
-  std::string who() const { return rank < 0 ? peer : peer + " (rank " + std::to_string(rank) + ")"; }
+  Conn(uint64_t id, Fd fd, std::string peer) : fd(std::move(fd)), session(id, std::move(peer)) {}
+  std::string who() const { return session.who(); }
 
-  uint64_t id;
   Fd fd;
-  std::string peer;
-  int rank = -1;
-  wire::FrameReader reader;
+  ServerSession session;
   std::deque<wire::OutFrame> out;
   size_t outOffset = 0;
   bool closing = false;  // refused: close as soon as `out` is sent
@@ -62,34 +57,6 @@ struct Conn {
   Clock::time_point acceptedAt = Clock::now();
   Clock::time_point lastProgress = acceptedAt;
 };
-
-// What a client may send, decided from the header alone.
-Status Conn::validate(const wire::FrameHeader& h) const {
-  using wire::MsgType;
-  if (h.type == static_cast<uint16_t>(MsgType::kHello)) {
-    if (rank >= 0) return makeError(ErrorCode::kRemoteError, "a second HELLO from registered rank %d", rank);
-    if (h.length != wire::kHelloBytes) {
-      return makeError(ErrorCode::kRemoteError, "HELLO frame announces %u bytes (expected exactly %zu)",
-                       h.length, wire::kHelloBytes);
-    }
-    return Status::ok();
-  }
-  if (h.type == static_cast<uint16_t>(MsgType::kGather)) {
-    if (rank < 0) {
-      return makeError(ErrorCode::kRemoteError, "GATHER before HELLO (a connection must present the secret first)");
-    }
-    if (h.length < wire::kGatherPrefixBytes || h.length > wire::kGatherPrefixBytes + wire::kMaxContributionBytes) {
-      return makeError(ErrorCode::kRemoteError, "GATHER frame announces %u bytes (expected %zu to %zu)", h.length,
-                       wire::kGatherPrefixBytes, wire::kGatherPrefixBytes + wire::kMaxContributionBytes);
-    }
-    return Status::ok();
-  }
-  if (h.type == static_cast<uint16_t>(MsgType::kOk) || h.type == static_cast<uint16_t>(MsgType::kError)) {
-    return makeError(ErrorCode::kRemoteError, "%s frames only flow from the root to the ranks",
-                     wire::msgTypeName(h.type).c_str());
-  }
-  return makeError(ErrorCode::kRemoteError, "unknown message type %u (length %u)", unsigned{h.type}, h.length);
-}
 
 }  // namespace
 
@@ -102,7 +69,6 @@ struct StoreServer::Impl final : ReplySink {
   void loop();
   void acceptAll();
   void readFrom(Conn& c);
-  void dispatch(Conn& c, wire::Frame frame);
   void flush(Conn& c);
   void drop(Conn& c, const std::string& why);
   void checkStalls();
@@ -262,7 +228,7 @@ void StoreServer::Impl::acceptAll() {
       return;
     }
     size_t unregistered = 0;
-    for (const auto& entry : conns_) unregistered += entry.second->rank < 0 ? 1 : 0;
+    for (const auto& entry : conns_) unregistered += entry.second->session.rank() < 0 ? 1 : 0;
     if (unregistered >= kMaxUnregistered) {
       FERRY_WARN(log::kBootstrap, "dropping connection from %s: %zu connections have not presented "
                  "the secret yet", peer.toString().c_str(), unregistered);
@@ -276,19 +242,23 @@ void StoreServer::Impl::acceptAll() {
 void StoreServer::Impl::readFrom(Conn& c) {
   size_t budget = kReadBudgetBytes;
   while (!c.dead && !c.closing && budget > 0) {
-    std::span<uint8_t> space = c.reader.space();
+    std::span<uint8_t> space = c.session.space();
     size_t want = std::min(space.size(), budget);
     ssize_t n = ::recv(c.fd.get(), space.data(), want, 0);
     if (n > 0) {
       budget -= static_cast<size_t>(n);
       c.lastProgress = Clock::now();
-      Status ok = c.reader.commit(static_cast<size_t>(n));
+      bool activity = false;
+      Status ok = c.session.received(static_cast<size_t>(n), state_, &activity);
+      if (activity) lastActivity_ = Clock::now();
       if (!ok.isOk()) return drop(c, ok.message());
-      if (c.reader.complete()) dispatch(c, c.reader.take());
+      if (c.session.refused()) c.closing = true;
       continue;
     }
     if (n == 0) {
-      if (c.reader.started()) return drop(c, "it closed the connection mid-frame (" + c.reader.progress() + ")");
+      if (c.session.midFrame()) {
+        return drop(c, "it closed the connection mid-frame (" + c.session.progress() + ")");
+      }
       FERRY_INFO(log::kBootstrap, "%s closed its connection", c.who().c_str());
       c.dead = true;
       return;
@@ -297,24 +267,6 @@ void StoreServer::Impl::readFrom(Conn& c) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
     return drop(c, std::string("receiving failed: ") + std::strerror(errno));
   }
-}
-
-void StoreServer::Impl::dispatch(Conn& c, wire::Frame frame) {
-  if (frame.type == wire::MsgType::kHello) {
-    int rank = state_.hello(c.id, c.peer, wire::decodeHello(frame.payload));
-    if (rank < 0) {
-      c.closing = true;
-    } else {
-      c.rank = rank;
-      lastActivity_ = Clock::now();
-    }
-    return;
-  }
-  lastActivity_ = Clock::now();
-  // The validator lets nothing but HELLO and GATHER through, and GATHER only from a rank.
-  auto request = wire::decodeGather(std::move(frame.payload));
-  if (!request.isOk()) return drop(c, request.status().message());
-  state_.gather(c.rank, std::move(request.value()));
 }
 
 void StoreServer::Impl::reply(uint64_t conn, wire::OutFrame frame) {
@@ -359,12 +311,12 @@ void StoreServer::Impl::checkStalls() {
     if (c.dead) continue;
     if (c.closing) {
       if (now - c.acceptedAt > limit) c.dead = true;  // it does not read its refusal; no matter
-    } else if (c.rank < 0 && now - c.acceptedAt > limit) {
+    } else if (c.session.rank() < 0 && now - c.acceptedAt > limit) {
       drop(c, "no valid HELLO within " + std::to_string(static_cast<int>(stallSeconds_)) + " s (" +
-                  c.reader.progress() + ")");
-    } else if (c.reader.started() && now - c.lastProgress > limit) {
+                  c.session.progress() + ")");
+    } else if (c.session.midFrame() && now - c.lastProgress > limit) {
       drop(c, "a frame made no progress for " + std::to_string(static_cast<int>(stallSeconds_)) + " s (" +
-                  c.reader.progress() + ")");
+                  c.session.progress() + ")");
     }
   }
 }
@@ -380,7 +332,7 @@ void StoreServer::Impl::sweep() {
       }
       std::unique_ptr<Conn> gone = std::move(it->second);
       it = conns_.erase(it);
-      if (gone->rank >= 0) state_.disconnected(gone->rank);
+      if (gone->session.rank() >= 0) state_.disconnected(gone->session.rank());
       again = true;
     }
   }
