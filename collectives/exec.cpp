@@ -294,17 +294,20 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
   Status st = ctx_.arena->wait(peer, target, deadline_, poll, word, wordTarget);
   if (!st.isOk()) {
     if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
-    if (st.code() == ErrorCode::kTimeout) {
+    // Our own deadline only: a kTimeout from the poll is another rank's timeout, reported to this
+    // one (the watchdog keeps the reporter's code), and its message says what really happened.
+    if (st.code() == ErrorCode::kTimeout && deadline_.expired()) {
       // Where every rank stands, from the counters in shared memory: the ranks behind this call
-      // are the ones to look at.
+      // are the ones to look at. Each is written "rank N", so that a sub-communicator's message
+      // is renumbered whole in its parent's numbering (runtime/host_layout.hpp).
       std::string behind, all;
       for (int r = 0; r < ctx_.size; ++r) {
         uint64_t v = ctx_.arena->posted(r);
         unsigned long long call = v >> kPhaseBits, ph = v & ((uint64_t{1} << kPhaseBits) - 1);
         char buf[64];
-        std::snprintf(buf, sizeof(buf), "%s%d at #%llu.%llu", all.empty() ? "" : ", ", r, call, ph);
+        std::snprintf(buf, sizeof(buf), "%srank %d at #%llu.%llu", all.empty() ? "" : ", ", r, call, ph);
         all += buf;
-        if (call < seq_) behind += (behind.empty() ? "" : ", ") + std::to_string(r);
+        if (call < seq_) behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(r);
       }
       return failure(peer, false,
                      makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT); ranks that have not "

@@ -73,7 +73,8 @@ Status Hierarchy::step(const Status& st, const char* call, const char* what, boo
   const bool parents = parentStopped_ && parentStopped_();
   return makeError(st.code(), "hierarchical %s on rank %d: the %s among ranks %s failed: %s", call, rank_, what,
                    listRanks(members).c_str(),
-                   parents ? st.message().c_str() : renumberRanks(st.message(), members).c_str());
+                   parents ? renumberBeforeParent(st.message(), members).c_str()
+                           : renumberRanks(st.message(), members).c_str());
 }
 
 Result<uint8_t*> Hierarchy::scratch(int slot, size_t bytes) {

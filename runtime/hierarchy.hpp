@@ -41,7 +41,8 @@ class Hierarchy {
   /// Builds a sub-communicator of `size` ranks through `rv` (this rank is `rank` there).
   using Factory = std::function<Result<std::unique_ptr<Comm>>(Rendezvous& rv, int rank, int size)>;
   /// Whether the parent's own watchdog stopped the sub-communicators (an abort, or an error another
-  /// rank reported): their error then already speaks in the parent's numbering.
+  /// rank reported): the part of their error that the parent's watchdog gave them then already
+  /// speaks in the parent's numbering (renumberBeforeParent, runtime/host_layout.hpp).
   using ParentStopped = std::function<bool()>;
 
   /// Every rank of `parent` calls this at the same point: builds the local and cross

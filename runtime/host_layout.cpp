@@ -87,4 +87,17 @@ std::string renumberRanks(const std::string& text, const std::vector<int>& membe
   return out;
 }
 
+std::string renumberBeforeParent(const std::string& text, const std::vector<int>& members) {
+  // The parent's words start at the first "communicator aborted: " or at the "rank N" of the
+  // first "rank N failed and reported: ", whichever comes first.
+  size_t parent = text.find("communicator aborted: ");
+  const size_t reported = text.find(" failed and reported: ");
+  if (reported != std::string::npos) {
+    const size_t rank = text.rfind("rank ", reported);
+    if (rank != std::string::npos && rank < parent) parent = rank;
+  }
+  if (parent == std::string::npos) return renumberRanks(text, members);
+  return renumberRanks(text.substr(0, parent), members) + text.substr(parent);
+}
+
 }  // namespace ferry

@@ -40,4 +40,10 @@ struct HostLayout {
 /// message in its parent's numbering.
 std::string renumberRanks(const std::string& text, const std::vector<int>& members);
 
+/// As renumberRanks, for the message of a sub-communicator that its parent's watchdog stopped: the
+/// sub-communicator's own words (its call, its rank, the rank it waited for) come first, then what
+/// the parent said ("rank N failed and reported: ...", "communicator aborted: ..."), which already
+/// speaks in the parent's numbering and is kept as it is.
+std::string renumberBeforeParent(const std::string& text, const std::vector<int>& members);
+
 }  // namespace ferry

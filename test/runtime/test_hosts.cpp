@@ -107,3 +107,18 @@ TEST_CASE("a sub-communicator's message in the parent's numbering", "[layout]") 
   CHECK(renumberRanks("rank 7 and ranks 0 and frank 1x", cross) == "rank 7 and ranks 0 and frank 1x");
   CHECK(renumberRanks("no ranks here", cross) == "no ranks here");
 }
+
+TEST_CASE("a sub-communicator's message ending in its parent's report", "[layout]") {
+  const std::vector<int> local = {2, 3};
+  // The sub-communicator's wait (ranks 0 and 1 there) wraps what parent rank 1 reported.
+  CHECK(renumberBeforeParent("allGather #14 on rank 0, waiting for rank 1: rank 1 failed and reported: the "
+                             "connection to rank 3 failed",
+                             local) ==
+        "allGather #14 on rank 2, waiting for rank 3: rank 1 failed and reported: the connection to rank 3 failed");
+  CHECK(renumberBeforeParent("reduceScatter #1 on rank 1, waiting for rank 0: communicator aborted: rank 0 gave up",
+                             local) ==
+        "reduceScatter #1 on rank 3, waiting for rank 2: communicator aborted: rank 0 gave up");
+  // The sub-communicator's own error, although the parent stopped meanwhile: all of it.
+  CHECK(renumberBeforeParent("allReduce #2 on rank 1, waiting for rank 0: rank 0 (pid 7 on h1) died", local) ==
+        "allReduce #2 on rank 3, waiting for rank 2: rank 2 (pid 7 on h1) died");
+}
