@@ -24,6 +24,7 @@
 #include "runtime/net_devices.hpp"
 #include "runtime/net_probe.hpp"
 #include "runtime/tuner.hpp"
+#include "runtime/shrink.hpp"
 #include "runtime/state_dump.hpp"
 #include "runtime/topology.hpp"
 #include "runtime/watchdog.hpp"
@@ -66,6 +67,9 @@ struct Comm::Impl {
   std::unique_ptr<cuda::DeviceContext> gpu;  ///< null without a device
   HostLayout layout;                         ///< which ranks share a host
   std::unique_ptr<Hierarchy> hier;           ///< the two levels, when the ranks span hosts
+  /// Where this rank listens for shrink(), and where every rank does (runtime/shrink.hpp).
+  std::unique_ptr<ShrinkListener> shrinkListener;
+  std::vector<ShrinkContact> shrinkContacts;
 
   ~Impl() {
     queue.shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
@@ -308,11 +312,24 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
 
   // Round 2: transport addresses.
   const std::string hostKey = peers[0].hostId;  // peers moves into the watchdog below
-  // Round 2: transport and arena addresses, as [u32 length][transport address][arena address].
+  // Round 2: transport, shrink and arena addresses, as [u32 length][transport address][u32 length]
+  // [shrink contact][arena address].
   const bool onePidSpace = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
     return p.pidNamespace == peers[0].pidNamespace;
   });
   Bytes address;
+  if (size > 1) {
+    // Listen for a shrink now: by the time one is needed the parent's transport may be gone.
+    auto bind = loopbackReachesAll(peers) ? Result<bootstrap::SocketAddress>(bootstrap::SocketAddress::loopback(0))
+                                          : interfaceAddress(config().socketIfname);
+    auto l = bind.isOk() ? ShrinkListener::open(*bind) : Result<std::unique_ptr<ShrinkListener>>(bind.status());
+    if (l.isOk()) {
+      impl->shrinkListener = std::move(*l);
+    } else {
+      FERRY_INFO(log::kInit, "no shrink listener (shrink() will fail on this communicator): %s",
+                 l.status().message().c_str());
+    }
+  }
   // The CPUs this host's ranks have between them: ranks bound one per core (ferryrun, mpirun)
   // each see one CPU, and are not oversubscribed for it.
   const cpu_set_t hostSet = hostCpus(peers, rank);
@@ -326,6 +343,10 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     address.resize(4);
     std::memcpy(address.data(), &len, 4);
     address.insert(address.end(), ta.begin(), ta.end());
+    Bytes sc = impl->shrinkListener ? impl->shrinkListener->contact().serialize() : ShrinkContact{}.serialize();
+    len = static_cast<uint32_t>(sc.size());
+    address.insert(address.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + 4);
+    address.insert(address.end(), sc.begin(), sc.end());
     if (allLocal && onePidSpace) {
       transport::shm::ArenaOptions ao;
       ao.rank = rank;
@@ -348,12 +369,16 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
     std::vector<Bytes> transportAddrs(size), arenaAddrs(size);
     for (int r = 0; r < size; ++r) {
       const Bytes& a = (*addrs)[r];
-      uint32_t len = 0;
-      if (a.size() < 4 || (std::memcpy(&len, a.data(), 4), a.size() < 4 + size_t{len})) {
+      uint32_t len = 0, slen = 0;
+      if (a.size() < 4 || (std::memcpy(&len, a.data(), 4), a.size() < 8 + size_t{len}) ||
+          (std::memcpy(&slen, a.data() + 4 + len, 4), a.size() < 8 + size_t{len} + slen)) {
         return makeError(ErrorCode::kInternalError, "rank %d published a malformed address (%zu bytes)", r, a.size());
       }
       transportAddrs[r].assign(a.begin() + 4, a.begin() + 4 + len);
-      arenaAddrs[r].assign(a.begin() + 4 + len, a.end());
+      auto sc = ShrinkContact::deserialize(Bytes(a.begin() + 8 + len, a.begin() + 8 + len + slen), r);
+      FERRY_TRY(sc);
+      impl->shrinkContacts.push_back(*sc);
+      arenaAddrs[r].assign(a.begin() + 8 + len + slen, a.end());
     }
     FERRY_TRY(impl->transport->connect(transportAddrs));
     if (impl->arena) FERRY_TRY(impl->arena->connect(arenaAddrs));
@@ -630,6 +655,43 @@ Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
   int newRank = static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
   auto impl = build(*rv, newRank, static_cast<int>(members.size()), impl_->device);
   log::setRank(rank());
+  FERRY_TRY(impl);
+  return finish(std::move(*impl));
+}
+
+Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
+  const int me = rank(), n = size();
+  std::vector<int> ex = exclude;
+  std::sort(ex.begin(), ex.end());
+  ex.erase(std::unique(ex.begin(), ex.end()), ex.end());
+  for (int r : ex) {
+    if (r < 0 || r >= n) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "shrink on rank %d: exclude lists rank %d (expected 0 <= rank < size = %d)", me, r, n);
+    }
+    if (r == me) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "shrink on rank %d: exclude lists this rank itself (excluded ranks do not call shrink)", me);
+    }
+  }
+  if (n == 1) {
+    SoloRendezvous solo;
+    auto impl = build(solo, 0, 1, impl_->device);
+    log::setRank(me);
+    FERRY_TRY(impl);
+    return finish(std::move(*impl));
+  }
+  if (!impl_->shrinkListener || impl_->shrinkContacts.size() != static_cast<size_t>(n)) {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "shrink on rank %d: this communicator opened no shrink listener at init (see the INFO log)", me);
+  }
+  Deadline deadline = Deadline::after(config().timeout);
+  auto m = gatherSurvivors(me, impl_->id, ex, *impl_->shrinkListener, impl_->shrinkContacts, deadline);
+  FERRY_TRY(m);
+  FERRY_INFO(log::kInit, "comm %016llx rank %d: shrink to %zu ranks (excluded: %zu, found gone: %zu); new rank %d",
+             static_cast<unsigned long long>(impl_->id), me, m->members.size(), ex.size(), m->gone.size(), m->newRank);
+  auto impl = build(*m->rendezvous, m->newRank, static_cast<int>(m->members.size()), impl_->device);
+  log::setRank(me);
   FERRY_TRY(impl);
   return finish(std::move(*impl));
 }

@@ -8,11 +8,10 @@
 #include "runtime/base/log.hpp"
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/bootstrap/store.hpp"
+#include "runtime/shrink.hpp"
 
 namespace ferry {
-namespace {
 
-// The address of the first interface FERRY_SOCKET_IFNAME selects (NCCL's syntax), port 0.
 Result<bootstrap::SocketAddress> interfaceAddress(const std::string& spec) {
   auto all = bootstrap::listInterfaces();
   FERRY_TRY(all);
@@ -23,8 +22,6 @@ Result<bootstrap::SocketAddress> interfaceAddress(const std::string& spec) {
   const bootstrap::NetInterface& i = chosen->front();
   return bootstrap::SocketAddress::parse(i.ipv6 ? "[" + i.address + "]:0" : i.address + ":0");
 }
-
-}  // namespace
 
 Result<UniqueId> UniqueId::create() {
   FERRY_TRY(configStatus());

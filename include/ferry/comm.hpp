@@ -87,6 +87,15 @@ class Comm {
   /// ordered by key then by rank here. Ranks passing kSplitNoColor get a null pointer.
   Result<std::unique_ptr<Comm>> split(int color, int key);
 
+  /// A new communicator of this one's ranks without those in `exclude` and without those found
+  /// dead (ncclCommShrink): every remaining rank calls it, with the same list; ranks keep their
+  /// order. It works after this communicator failed (a peer died, a deadline passed), when the
+  /// transport is closed and the job's rendezvous root may be gone: the ranks meet again over TCP
+  /// (each listens from init, see runtime/shrink.hpp). The lowest remaining rank leads; it leaves
+  /// out a rank not in `exclude` only once that rank's process is gone, and otherwise waits for it
+  /// until the deadline (FERRY_TIMEOUT). This communicator stays as it is (abort() or destroy it).
+  Result<std::unique_ptr<Comm>> shrink(const std::vector<int>& exclude = {});
+
   int rank() const;
   int size() const;
   /// Random 64-bit id shared by the ranks of this communicator (for logs).

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -206,6 +207,96 @@ TEST_CASE("a rank killed during an allReduce gives every other rank an error", "
     CHECK(outcomes[r].output.find("rank 2") != std::string::npos);
   }
   CHECK(seconds(t0) < 20.0);
+}
+
+namespace {
+
+// After shrinking to `survivors` (parent ranks, ascending): the new rank and size, and an
+// allReduce of the parent ranks whose sum only the right members give.
+std::string checkShrunk(Comm& parent, Comm& s, const std::vector<int>& survivors) {
+  int want = static_cast<int>(std::find(survivors.begin(), survivors.end(), parent.rank()) - survivors.begin());
+  if (s.size() != static_cast<int>(survivors.size()) || s.rank() != want) {
+    return "shrink gave rank " + std::to_string(s.rank()) + " of " + std::to_string(s.size()) + ", expected " +
+           std::to_string(want) + " of " + std::to_string(survivors.size());
+  }
+  int wantSum = 0;
+  for (int r : survivors) wantSum += r + 1;
+  for (size_t count : {size_t{1}, size_t{1} << 20}) {  // a line slot, and a pipelined call
+    std::vector<int32_t> v(count, parent.rank() + 1), sum(count);
+    Status st = s.allReduce(v.data(), sum.data(), count, DataType::kInt32, RedOp::kSum);
+    if (!st.isOk()) return "allReduce on the shrunk communicator: " + st.toString();
+    for (size_t i = 0; i < count; ++i) {
+      if (sum[i] != wantSum) return "shrunk allReduce gave " + std::to_string(sum[i]) + " at " + std::to_string(i);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("survivors of a killed rank shrink the communicator and go on", "[mp][faults]") {
+  for (bool named : {false, true}) {
+    DYNAMIC_SECTION((named ? "the dead rank excluded by name" : "the dead rank found by the leader")) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto outcomes = runRanks(4, [named](Comm& c) -> std::string {
+        const size_t count = 1u << 20;
+        std::vector<float> in(count, 1.0f), out(count);
+        Status s;
+        for (int i = 0; i < 200 && s.isOk(); ++i) {
+          if (c.rank() == 2 && i == 3) raise(SIGKILL);
+          s = c.allReduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum);
+        }
+        if (s.isOk()) return "200 allReduces succeeded although rank 2 died";
+        auto sub = c.shrink(named ? std::vector<int>{2} : std::vector<int>{});
+        if (!sub.isOk()) return "shrink failed: " + sub.status().toString();
+        std::string bad = checkShrunk(c, **sub, {0, 1, 3});
+        // The shrunk communicator can shrink again (rank 3 leaves of its own will).
+        if (bad.empty() && (*sub)->rank() != 2) {
+          auto again = (*sub)->shrink({2});
+          if (!again.isOk()) return "second shrink failed: " + again.status().toString();
+          if ((*again)->size() != 2) return "second shrink gave size " + std::to_string((*again)->size());
+        }
+        return bad;
+      });
+      CHECK(outcomes[2].exitCode == 128 + SIGKILL);
+      for (int r : {0, 1, 3}) {
+        INFO("rank " << r << ": " << outcomes[r].output);
+        CHECK(outcomes[r].exitCode == 0);
+      }
+      CHECK(seconds(t0) < 20.0);
+    }
+  }
+}
+
+TEST_CASE("shrink leaves out live ranks named in the list", "[mp][faults]") {
+  auto outcomes = runRanks(3, [](Comm& c) -> std::string {
+    if (c.rank() == 1) return "";  // excluded: does not call shrink
+    auto sub = c.shrink({1});
+    if (!sub.isOk()) return "shrink failed: " + sub.status().toString();
+    std::string bad = checkShrunk(c, **sub, {0, 2});
+    // The parent still works for what it is used for afterwards: nothing here.
+    return bad;
+  });
+  CHECK(summarize(outcomes) == "");
+}
+
+TEST_CASE("ranks passing different exclude lists get an error naming both", "[mp][faults]") {
+  auto outcomes = runRanks(3, [](Comm& c) -> std::string {
+    if (c.rank() == 2) return "";
+    auto bad = c.shrink(c.rank() == 0 ? std::vector<int>{2} : std::vector<int>{});
+    if (bad.isOk()) return "shrink with disagreeing lists succeeded";
+    std::printf("%s\n", bad.status().toString().c_str());
+    const std::string m = bad.status().message();
+    if (m.find("rank 0 excludes [2]") == std::string::npos || m.find("rank 1 excludes [none]") == std::string::npos) {
+      return "the error does not name both lists: " + m;
+    }
+    auto self = c.shrink({c.rank()});
+    if (self.status().code() != ErrorCode::kInvalidArgument) return "excluding oneself gave " + self.status().toString();
+    auto out = c.shrink({7});
+    if (out.status().message().find("rank 7") == std::string::npos) return "rank 7 not named: " + out.status().toString();
+    return "";
+  });
+  CHECK(summarize(outcomes) == "");
 }
 
 TEST_CASE("bad arguments are rejected with the argument named", "[mp][faults]") {
