@@ -23,7 +23,8 @@ bool hasOp(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduceSca
 bool hasRoot(OpKind k) { return k == OpKind::kBroadcast || k == OpKind::kReduce; }
 
 uint32_t hash13(uint64_t count, int root) {
-  uint64_t x = count * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(root + 1) * 0xC2B2AE3D27D4EB4Full);
+  // root + 1 in 64 bits: a peer's call header may carry any root, INT_MAX included.
+  uint64_t x = count * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(int64_t{root} + 1) * 0xC2B2AE3D27D4EB4Full);
   x ^= x >> 29;
   x *= 0xBF58476D1CE4E5B9ull;
   x ^= x >> 32;

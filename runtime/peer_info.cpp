@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "runtime/base/config.hpp"
@@ -87,6 +88,12 @@ Result<PeerInfo> PeerInfo::deserialize(const std::vector<uint8_t>& b, int rank) 
       !take(&p.pidNamespace, 8) || !take(&pid64, 8) ||
       !take(&p.commId, 8) || !take(&p.cpus, sizeof(p.cpus)) || at != b.size()) {
     return makeError(ErrorCode::kRemoteError, "rank %d sent a malformed identity record (%zu bytes)", rank, b.size());
+  }
+  // The watchdog probes this pid (kill(pid, 0), /proc/pid): 0 or a negative value would name a
+  // process group or every process, and a truncated one somebody else's process.
+  if (pid64 <= 0 || pid64 > std::numeric_limits<pid_t>::max()) {
+    return makeError(ErrorCode::kRemoteError, "rank %d sent an identity record with pid %lld (expected 1 to %d)", rank,
+                     static_cast<long long>(pid64), std::numeric_limits<pid_t>::max());
   }
   p.pid = static_cast<pid_t>(pid64);
   return p;

@@ -10,6 +10,10 @@
 
 #include <atomic>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "kernels/host/kernel_table.hpp"
 #include "runtime/base/log.hpp"
 
@@ -106,6 +110,14 @@ const char* isaName(Isa isa) {
   return "invalid";
 }
 
+#if defined(__x86_64__)
+// CPUID leaf 1, ECX bit 29. Not __builtin_cpu_supports("f16c"): clang before 16 rejects that name.
+static bool hasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+#endif
+
 bool isaSupported(Isa isa) {
 #if defined(__x86_64__)
   // Idempotent; needed when the first call comes from another object's static constructor.
@@ -116,7 +128,7 @@ bool isaSupported(Isa isa) {
       return true;
 #if defined(__x86_64__)
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && hasF16c() && __builtin_cpu_supports("fma");
     case Isa::kAvx512:
       return isaSupported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");

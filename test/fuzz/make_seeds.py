@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Writes the hand-made seed inputs of test/fuzz/corpus/<fuzzer>/ (run from anywhere; rerun after a
+format change). Each seed is a small valid input, so the fuzzers start from the protocol's shape
+rather than from random bytes."""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MAGIC = 0x46525259
+SECRET = bytes.fromhex("00112233445566778899aabbccddeeff")  # fuzz_store_server.cpp's job secret
+
+
+def frame(kind, payload):
+    return struct.pack(">IHHI", MAGIC, kind, 0, len(payload)) + payload
+
+
+def hello(secret, rank, size, version=1):
+    return frame(1, secret + struct.pack(">III", rank, size, version))
+
+
+def gather(round_, data, deadline=0xFFFFFFFF):
+    return frame(2, struct.pack(">QI", round_, deadline) + data)
+
+
+def reply(round_, contributions):
+    body = struct.pack(">QI", round_, len(contributions))
+    for c in contributions:
+        body += struct.pack(">I", len(c)) + c
+    return frame(3, body)
+
+
+def error(code, text):
+    return frame(4, struct.pack(">I", code) + text)
+
+
+def write(fuzzer, name, data):
+    d = os.path.join(HERE, "corpus", fuzzer)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# wire: world size byte, receive-size seed byte, then what the root sends a rank.
+write("wire", "welcome", bytes([1, 7]) + frame(3, b""))
+write("wire", "reply-2-ranks", bytes([1, 3]) + reply(0, [b"ab", b""]))
+write("wire", "reply-then-error", bytes([2, 9]) + reply(5, [b"x", b"yz", b"123"]) + error(7, b"rank 1 timed out"))
+write("wire", "gather-body", bytes([0, 1]) + frame(3, struct.pack(">QI", 1, 500) + b"data"))
+
+# store_server: op bytes (see fuzz_store_server.cpp). 7|conn<<3: HELLO with the secret.
+def data(conn, payload):
+    out = b""
+    for i in range(0, len(payload), 255):
+        part = payload[i:i + 255]
+        out += bytes([conn << 3, len(part)]) + part
+    return out
+
+
+two_ranks = bytes([7 | 0 << 3, 0, 2, 7 | 1 << 3, 1, 2])
+two_ranks += data(0, gather(0, b"hello")) + data(1, gather(0, b"world"))
+two_ranks += data(0, gather(1, b"")) + data(1, gather(1, b""))
+write("store_server", "two-ranks-two-rounds", two_ranks)
+write("store_server", "raw-hello-and-leave",
+      data(2, hello(SECRET, 0, 3)) + data(3, hello(SECRET, 1, 3)) + data(2, gather(0, b"q")) + bytes([5 | 3 << 3, 6]))
+write("store_server", "wrong-secret", data(0, hello(b"\x01" * 16, 0, 2)) + data(1, hello(SECRET, 5, 2)))
+write("store_server", "oversized-and-truncated",
+      data(0, struct.pack(">IHHI", MAGIC, 1, 0, 0xFFFFFFFF)) + data(1, hello(SECRET, 0, 2)[:20]) + bytes([5 | 1 << 3]))
+write("store_server", "garbage", data(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+
+# unique_id: selector byte, then the value.
+uid = struct.pack(">IHHH", 0x46524944, 1, 4, 29500) + b"\0\0" + bytes([127, 0, 0, 1]) + bytes(12) + bytes(4) + SECRET
+uid += bytes(128 - len(uid))
+uid6 = struct.pack(">IHHH", 0x46524944, 1, 6, 80) + b"\0\0" + bytes(15) + b"\x01" + struct.pack(">I", 2) + SECRET
+uid6 += bytes(128 - len(uid6))
+write("unique_id", "ipv4", bytes([0]) + uid)
+write("unique_id", "ipv6", bytes([0]) + uid6)
+write("unique_id", "hex", bytes([1]) + uid.hex().encode())
+write("unique_id", "secret-hex", bytes([2]) + SECRET.hex().encode())
+write("unique_id", "secret-text", bytes([2]) + b"my job secret")
+write("unique_id", "addr-v4", bytes([3]) + b"127.0.0.1:29500")
+write("unique_id", "addr-v6", bytes([3]) + b"[::1]:80")
+
+# records: selector byte, then the record (native little-endian, as peer_info.cpp writes it).
+def peer(host, host_id, boot):
+    out = b""
+    for s in (host, host_id, boot):
+        out += struct.pack("<I", len(s)) + s
+    out += struct.pack("<QQqQ", 4026531836, 4026531837, 1234, 0xfeedface)
+    return out + b"\x03" + bytes(127)  # cpu_set_t: CPUs 0 and 1
+
+
+write("records", "peer", bytes([0]) + peer(b"vm", b"vm/1b2c", b"1b2c"))
+write("records", "host-model",
+      bytes([1]) + b"ferry-host-model 4 2e-07 1e-05 1.2e+10 3e+10 9e+09 2e+10 8e+09 1.5e-06 2097152 2\n")
+write("records", "control", bytes([2]) + struct.pack("<i", 5) + b"allReduce #3 on rank 1: timed out")
+
+# env: NAME=VALUE entries separated by NUL bytes.
+def env(*entries):
+    return b"\0".join(e.encode() for e in entries)
+
+
+write("env", "ferry", env("FERRY_RANK=1", "FERRY_WORLD_SIZE=4", "FERRY_LOCAL_RANK=1", "FERRY_LOCAL_SIZE=2",
+                          "FERRY_ADDR=127.0.0.1:29500", "FERRY_SOCKET_IFNAME=^docker,lo", "FERRY_DEBUG=INFO",
+                          "FERRY_DEBUG_SUBSYS=INIT,NET"))
+write("env", "torchrun", env("RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "MASTER_ADDR=::1", "MASTER_PORT=29500",
+                             "FERRY_ALGO=allreduce:ring,oneshot;reduce:chain", "FERRY_PROTO=shm,cma",
+                             "FERRY_TIMEOUT=30", "FERRY_SOCKET_IFNAME==eth0"))
+write("env", "slurm", env("SLURM_PROCID=3", "SLURM_NTASKS=8", "SLURM_LOCALID=1", "NCCL_COMM_ID=[fe80::1]:4000",
+                          "NCCL_DEBUG=WARN", "FERRY_CHECK_MISMATCH=yes"))
+
+# call: our call (kind, count, type, op, root), theirs as raw words, a fingerprint, algorithm, protocol.
+mine = struct.pack(">BQBBI", 1, 1024, 7, 0, 0)
+theirs = struct.pack(">IQIII", 5, 1024, 7, 0, 2)
+write("call", "allreduce-vs-broadcast", mine + theirs + struct.pack(">III", 0x512345, 1, 2))
+write("call", "garbage-header", mine + bytes([0xFF] * 28) + struct.pack(">III", 0xFFFFFF, 99, 99))
