@@ -8,8 +8,7 @@
  * Version. The header declares NCCL 2.21.5: the newest API level whose every function ferry
  * implements. Programs select what they call by NCCL_VERSION_CODE (compile time) and
  * ncclGetVersion (run time), so declaring a later version would make them call functions ferry
- * does not have (2.22 ncclGroupSimulateEnd, 2.23 ncclCommInitRankScalable, 2.27 ncclCommShrink and
- * windows, 2.28 ncclAlltoAll/ncclGather/ncclScatter). See docs/NCCL.md.
+ * does not have (2.22 ncclGroupSimulateEnd, 2.23 ncclCommInitRankScalable, 2.27 windows, 2.28 ncclAlltoAll/ncclGather/ncclScatter). See docs/NCCL.md.
  *
  * Memory. ferry has no CUDA backend yet: every buffer is host memory and `stream` is ignored
  * (NULL is accepted). Every call completes before it returns.
@@ -194,6 +193,18 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
  *  by rank. NCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits comm's options. */
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
+
+/** ncclCommShrink's flags (NCCL 2.27's values). */
+#define NCCL_SHRINK_DEFAULT 0x00 /**< leave the parent's operations alone */
+#define NCCL_SHRINK_ABORT 0x01   /**< first abort the parent's operations in flight (after a failure) */
+
+/** A new communicator of comm's ranks without the excludeRanksCount ranks of excludeRanksList and
+ *  without ranks found dead; every remaining rank calls it with the same list (NCCL 2.27's call,
+ *  provided ahead of the declared version). Works after comm failed (docs/RELIABILITY.md). */
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int shrinkFlags);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags);
 
 /** Finish this rank's use of `comm`: later collectives on it fail with ncclInvalidUsage. */
 ncclResult_t ncclCommFinalize(ncclComm_t comm);

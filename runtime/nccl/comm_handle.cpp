@@ -94,6 +94,11 @@ Status ncclComm::finalize(const char* fn) {
   return Status::ok();
 }
 
+void ncclComm::abortCalls(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (comm_) comm_->abort(reason);
+}
+
 Status ncclComm::close(ncclComm* c, bool abort) {
   std::unique_lock<std::mutex> lock(c->mu_);
   if (c->closing_) {

@@ -57,6 +57,9 @@ struct ncclComm {
     return ferry::nccl::Outcome(st, abortedHere());
   }
 
+  /// Abort the Comm's calls in flight (they return kAborted) without closing the handle: what
+  /// ncclCommShrink's NCCL_SHRINK_ABORT does first. Thread-safe, takes no call lock.
+  void abortCalls(const std::string& reason);
   /// ncclCommGetAsyncError: kInProgress while initializing, else the sticky error or ok.
   ferry::Status asyncStatus();
   /// Wait for a running init to finish (for ncclGroupEnd of blocking inits); returns its status.

@@ -151,3 +151,38 @@ extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, nccl
   });
 }
 FERRY_NCCL_ALIAS(ncclCommSplit)
+
+extern "C" ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  constexpr const char* fn = "ncclCommShrink";
+  return entry(fn, [&]() -> Outcome {
+    if (comm == nullptr) return argError(fn, "comm is NULL");
+    if (newcomm == nullptr) return argError(fn, "newcomm is NULL (it receives the new communicator)");
+    *newcomm = nullptr;
+    if (excludeRanksCount < 0) return argError(fn, "excludeRanksCount is %d (expected >= 0)", excludeRanksCount);
+    if (excludeRanksCount > 0 && excludeRanksList == nullptr) {
+      return argError(fn, "excludeRanksList is NULL with excludeRanksCount %d", excludeRanksCount);
+    }
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+      return argError(fn, "shrinkFlags is %d (expected NCCL_SHRINK_DEFAULT = 0 or NCCL_SHRINK_ABORT = 1)", shrinkFlags);
+    }
+    auto blocking = readBlocking(fn, config, comm->blocking);
+    if (!blocking.isOk()) return blocking.status();
+    // A call blocked on the dead ranks holds the communicator: abort it first when asked to.
+    if (shrinkFlags == NCCL_SHRINK_ABORT) comm->abortCalls("ncclCommShrink with NCCL_SHRINK_ABORT");
+    std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+    std::unique_ptr<ferry::Comm> child;
+    Outcome o = comm->call(fn, [&](ferry::Comm& c) -> Status {
+      auto r = c.shrink(exclude);
+      if (!r.isOk()) return r.status();
+      child = std::move(r.value());
+      return Status::ok();
+    });
+    if (!o.status.isOk()) return o;
+    auto* h = new ncclComm(child->rank(), child->size(), comm->device, *blocking);
+    h->finishInit(std::move(child));
+    *newcomm = h;
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommShrink)

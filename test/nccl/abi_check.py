@@ -27,6 +27,8 @@ REQUIRED = {
     "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
     "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommGetAsyncError",
     "ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank",
+    # 2.27's fault tolerance, ahead of the declared version (docs/RELIABILITY.md)
+    "ncclCommShrink",
     # memory and registration (2.19)
     "ncclMemAlloc", "ncclMemFree", "ncclCommRegister", "ncclCommDeregister",
     # reductions (2.11)
@@ -43,7 +45,6 @@ ABSENT = {
     "ncclGroupSimulateEnd": "2.22: cost estimate of a group (PyTorch uses it only when its nccl.h "
                             "defines NCCL_SIM_INFO_INITIALIZER)",
     "ncclCommInitRankScalable": "2.23: init from several unique ids (PyTorch: NCCL_HAS_INIT_RANK_SCALABLE)",
-    "ncclCommShrink": "2.27: drop ranks from a communicator; ferry's split needs every parent rank",
     "ncclCommWindowRegister": "2.27: symmetric memory windows, a GPU feature",
     "ncclCommWindowDeregister": "2.27: symmetric memory windows, a GPU feature",
     "ncclCommRevoke": "2.28: revoke in-flight operations",

@@ -29,6 +29,7 @@ int test_split(ncclComm_t comm, int rank, int n);
 int test_nonblocking_init(ncclComm_t comm, int rank, int n);
 int test_init_all_and_group_init(int n);
 int test_abort_blocked(ncclComm_t comm, int rank, int n);
+int test_shrink(ncclComm_t comm, int rank, int n);
 int test_abort_during_init(void);
 
 #endif

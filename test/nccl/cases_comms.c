@@ -236,3 +236,27 @@ int test_abort_blocked(ncclComm_t comm, int rank, int n) {
   if (rank != 0) CHECK_NCCL(ncclCommDestroy(victim));
   return 0;
 }
+
+/* The last rank leaves; the others shrink a split of the world without it (NCCL_SHRINK_ABORT: no
+ * call is in flight, the abort only marks the parent) and reduce over the result. */
+int test_shrink(ncclComm_t comm, int rank, int n) {
+  ncclComm_t parent = NULL, shrunk = NULL;
+  CHECK_NCCL(ncclCommSplit(comm, 0, rank, &parent, NULL));
+  if (rank != n - 1) {
+    int excluded[1] = {n - 1};
+    CHECK_NCCL(ncclCommShrink(parent, excluded, 1, &shrunk, NULL, NCCL_SHRINK_ABORT));
+    int count = 0, me = -1;
+    CHECK_NCCL(ncclCommCount(shrunk, &count));
+    CHECK_NCCL(ncclCommUserRank(shrunk, &me));
+    CHECK(count == n - 1 && me == rank, "shrunk to rank %d of %d", me, count);
+    int32_t one = 1, sum = 0;
+    CHECK_NCCL(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, shrunk, NULL));
+    CHECK(sum == n - 1, "sum %d over the shrunk communicator", sum);
+    CHECK_NCCL(ncclCommDestroy(shrunk));
+  }
+  CHECK_NCCL(ncclCommAbort(parent));
+  int32_t one = 1, sum = 0;
+  CHECK_NCCL(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, NULL)); /* the world comm still works */
+  CHECK(sum == n, "world sum %d after the shrink", sum);
+  return 0;
+}

@@ -89,6 +89,17 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
   CHECK_FAILS(ncclCommInitAll(NULL, 2, NULL), ncclInvalidArgument, "comm is NULL");
   CHECK_FAILS(ncclCommInitAll(&bad, 0, NULL), ncclInvalidArgument, "ndev 0");
   CHECK_FAILS(ncclCommSplit(comm, 0, 0, NULL, NULL), ncclInvalidArgument, "newcomm is NULL");
+  ncclComm_t shrunk = NULL;
+  int excluded[1] = {rank};
+  CHECK_FAILS(ncclCommShrink(comm, NULL, 0, NULL, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument, "newcomm is NULL");
+  CHECK_FAILS(ncclCommShrink(comm, NULL, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument,
+              "excludeRanksList is NULL");
+  CHECK_FAILS(ncclCommShrink(comm, excluded, -1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument,
+              "excludeRanksCount is -1");
+  CHECK_FAILS(ncclCommShrink(comm, excluded, 0, &shrunk, NULL, 5), ncclInvalidArgument, "shrinkFlags is 5");
+  CHECK_FAILS(ncclCommShrink(comm, excluded, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument,
+              "this rank itself");
+  CHECK(shrunk == NULL, "a failed shrink leaves *newcomm NULL");
 
   /* None of this hurt the communicator. */
   ncclResult_t async = ncclInternalError;

@@ -37,6 +37,7 @@ static int rank_main(int rank, int n, const ncclUniqueId* id, int forked) {
     RUN(test_abort_during_init);
   }
   if (n >= 2) RUN(test_abort_blocked, comm, rank, n);
+  if (n >= 2) RUN(test_shrink, comm, rank, n);
   CHECK_NCCL(ncclCommFinalize(comm));
   CHECK_NCCL(ncclCommDestroy(comm));
   printf("[rank %d] all cases passed\n", rank);
