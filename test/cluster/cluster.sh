@@ -195,10 +195,16 @@ timer_pid=""
 tmp=""
 torn_down=0
 
-# Every pid in our namespaces.
+# Every pid in our namespaces but the link emulators' (ip netns pids lists them too: they hold the
+# namespaces open), which must carry frames until the ranks are gone and are stopped after them.
 ns_pids() {
-  local ns
-  for ns in "${made_ns[@]}"; do ip netns pids "$ns" 2>/dev/null || true; done
+  local ns pid emulator
+  for ns in "${made_ns[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      for emulator in "${emulators[@]}"; do [[ $pid != "$emulator" ]] || continue 2; done
+      echo "$pid"
+    done
+  done
 }
 
 # Removes namespace NS, first killing whatever still runs in it.
