@@ -41,27 +41,41 @@ std::vector<Bucket> planBuckets(const std::vector<ParamSlot>& params, size_t buc
   return buckets;
 }
 
-Result<std::vector<StepStats>> trainDdp(Comm& comm, const TrainConfig& config, Mlp& model, const StepCallback& onStep) {
-  const int n = comm.size(), rank = comm.rank();
-  if (config.globalBatch % static_cast<size_t>(n) != 0)
-    return makeError(ErrorCode::kInvalidArgument, "global batch %zu is not divisible by the %d ranks",
-                     config.globalBatch, n);
-  const size_t shard = config.globalBatch / static_cast<size_t>(n);
-  const size_t P = model.paramCount();
-  // Same starting point everywhere, whatever each rank's initialization did.
-  FERRY_TRY(comm.broadcast(model.paramData(), model.paramData(), P, DataType::kFloat32, 0));
+namespace {
 
-  const std::vector<Bucket> buckets = planBuckets(model.params(), config.bucketBytes);
-  std::vector<size_t> bucketOf(model.params().size());
-  for (size_t b = 0; b < buckets.size(); ++b)
-    for (size_t p = buckets[b].firstParam; p < buckets[b].endParam; ++p) bucketOf[p] = b;
+// What every step of a DDP run shares.
+struct DdpRun {
+  const TrainConfig& config;
+  Mlp& model;
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucketOf;  // parameter -> bucket
+  SyntheticTask task;
+  std::unique_ptr<Optimizer> opt;
 
-  SyntheticTask task(config.shape.in, config.shape.out, config.seed);
-  auto opt = configOptimizer(config);
-  std::vector<StepStats> all;
-  for (int step = 0; step < config.steps; ++step) {
+  DdpRun(const TrainConfig& c, Mlp& m)
+      : config(c), model(m), buckets(planBuckets(m.params(), c.bucketBytes)), bucketOf(m.params().size()),
+        task(c.shape.in, c.shape.out, c.seed), opt(configOptimizer(c)) {
+    for (size_t b = 0; b < buckets.size(); ++b)
+      for (size_t p = buckets[b].firstParam; p < buckets[b].endParam; ++p) bucketOf[p] = b;
+  }
+
+  Status checkBatch(const Comm& comm) const {
+    if (config.globalBatch % static_cast<size_t>(comm.size()) != 0)
+      return makeError(ErrorCode::kInvalidArgument, "global batch %zu is not divisible by the %d ranks",
+                       config.globalBatch, comm.size());
+    return Status::ok();
+  }
+
+  /// One step on `comm`: gradients of this rank's shard, bucketed all-reduces during backward,
+  /// then the optimizer, which runs only once every bucket arrived (a failed step leaves the
+  /// parameters as they were).
+  Result<StepStats> step(Comm& comm, int step, const std::function<void(int)>& midStep) {
+    const int n = comm.size(), rank = comm.rank();
+    const size_t shard = config.globalBatch / static_cast<size_t>(n);
+    const size_t P = model.paramCount();
     StepStats st;
     st.step = step;
+    st.ranks = n;
     st.buckets = static_cast<int>(buckets.size());
     auto t0 = Clock::now();
     Batch global = task.batch(static_cast<uint64_t>(step), config.globalBatch);
@@ -74,6 +88,7 @@ Result<std::vector<StepStats>> trainDdp(Comm& comm, const TrainConfig& config, M
     auto ready = [&](size_t p) {
       const size_t b = bucketOf[p];
       if (--pending[b] != 0) return;
+      if (works.empty() && midStep) midStep(step);
       float* g = model.gradData() + buckets[b].offset;
       const size_t count = buckets[b].count;
       // enqueue rather than allReduceAsync, to time the all-reduce where it runs.
@@ -111,8 +126,73 @@ Result<std::vector<StepStats>> trainDdp(Comm& comm, const TrainConfig& config, M
     // A whole replica of parameters, gradients and optimizer state, held all the time.
     st.stateBytes = st.peakStateBytes = static_cast<uint64_t>(P) * (2 * sizeof(float) + opt->stateBytesPerParam());
     st.stepSeconds = seconds(t0, Clock::now());
-    if (onStep) onStep(st);
-    all.push_back(st);
+    return st;
+  }
+};
+
+}  // namespace
+
+Result<std::vector<StepStats>> trainDdp(Comm& comm, const TrainConfig& config, Mlp& model, const StepCallback& onStep) {
+  DdpRun run(config, model);
+  FERRY_TRY(run.checkBatch(comm));
+  // Same starting point everywhere, whatever each rank's initialization did.
+  FERRY_TRY(comm.broadcast(model.paramData(), model.paramData(), model.paramCount(), DataType::kFloat32, 0));
+  std::vector<StepStats> all;
+  for (int step = 0; step < config.steps; ++step) {
+    auto st = run.step(comm, step, nullptr);
+    FERRY_TRY(st);
+    if (onStep) onStep(*st);
+    all.push_back(*st);
+  }
+  return all;
+}
+
+Result<std::vector<StepStats>> trainDdpElastic(std::unique_ptr<Comm>& comm, const TrainConfig& config, Mlp& model,
+                                               const StepCallback& onStep, const ElasticOptions& elastic) {
+  DdpRun run(config, model);
+  FERRY_TRY(run.checkBatch(*comm));
+  const size_t P = model.paramCount();
+  FERRY_TRY(comm->broadcast(model.paramData(), model.paramData(), P, DataType::kFloat32, 0));
+  // The state before step s is kept in slot s % 2: a rank one step ahead of another can go back.
+  std::vector<float> params[2] = {std::vector<float>(P), std::vector<float>(P)};
+  std::unique_ptr<Optimizer> opts[2];
+  std::vector<StepStats> all;
+  int shrinks = 0;
+  for (int step = 0; step < config.steps;) {
+    std::copy(model.paramData(), model.paramData() + P, params[step % 2].begin());
+    opts[step % 2] = run.opt->clone();
+    auto st = run.step(*comm, step, elastic.midStep);
+    if (st.isOk()) {
+      if (onStep) onStep(*st);
+      all.push_back(*st);
+      ++step;
+      continue;
+    }
+    if (shrinks == elastic.maxShrinks) return st.status();
+    ++shrinks;
+    auto shrunk = comm->shrink();
+    if (!shrunk.isOk()) {
+      return makeError(shrunk.status().code(), "step %d failed (%s), and the survivors could not shrink: %s", step,
+                       st.status().message().c_str(), shrunk.status().message().c_str());
+    }
+    comm = std::move(*shrunk);
+    if (elastic.onShrink) elastic.onShrink(step, st.status(), *comm);
+    FERRY_TRY(run.checkBatch(*comm));
+    // Each survivor failed in its step `step`; the agreed one is the earliest. A rank whose step
+    // before it completed while another's failed (the dead rank left mid-way) goes back one.
+    int64_t mine = step, agreed = 0;
+    FERRY_TRY(comm->allReduce(&mine, &agreed, 1, DataType::kInt64, RedOp::kMin));
+    if (agreed < step - 1 || agreed > step) {
+      return makeError(ErrorCode::kInternalError, "rank %d failed at step %d but the survivors agree on step %lld",
+                       comm->rank(), step, static_cast<long long>(agreed));
+    }
+    if (agreed < step) {
+      const int back = static_cast<int>(agreed);
+      std::copy(params[back % 2].begin(), params[back % 2].end(), model.paramData());
+      run.opt = opts[back % 2]->clone();
+      while (!all.empty() && all.back().step >= back) all.pop_back();
+      step = back;
+    }
   }
   return all;
 }

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "ferry/comm.hpp"
@@ -40,5 +42,24 @@ std::vector<Bucket> planBuckets(const std::vector<ParamSlot>& params, size_t buc
 /// StepStats per step; the model then holds the trained parameters.
 Result<std::vector<StepStats>> trainDdp(Comm& comm, const TrainConfig& config, Mlp& model,
                                         const StepCallback& onStep = nullptr);
+
+/// Elastic DDP: what to do when ranks die.
+struct ElasticOptions {
+  int maxShrinks = 4;  ///< give up (return the error) after this many
+  /// Called on every rank inside backward, when the step's first bucket is ready (its all-reduce
+  /// about to start): ferry-train's fault injection kills a rank here.
+  std::function<void(int step)> midStep;
+  /// Told of each shrink: the step that failed, its error, and the new communicator.
+  std::function<void(int step, const Status& why, const Comm& now)> onShrink;
+};
+
+/// trainDdp that survives the death of ranks: when a step fails, the survivors shrink `comm`
+/// (Comm::shrink, dead ranks found by the leader), agree on the last step every one of them
+/// finished, roll back to it where a rank got one step further (each rank keeps its parameters and
+/// optimizer from before the last two steps), and go on with the global batch shared among fewer
+/// ranks (its size must divide by each rank count met). The replicas stay identical and the
+/// result equals one process training on the whole batches. `comm` is replaced by the shrunk one.
+Result<std::vector<StepStats>> trainDdpElastic(std::unique_ptr<Comm>& comm, const TrainConfig& config, Mlp& model,
+                                               const StepCallback& onStep, const ElasticOptions& elastic);
 
 }  // namespace ferry::train

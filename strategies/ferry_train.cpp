@@ -11,6 +11,7 @@
 // and fails unless the final parameters agree (relative difference under 1e-5) and the bytes equal
 // the formula.
 #include <cinttypes>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +44,8 @@ struct Options {
   bool check = false;
   std::string json;
   Grid3d grid{2, 2, 2};             // 3d: data × tensor × pipeline
+  bool elastic = false;             // ddp: survive dead ranks (shrink and go on)
+  int killRank = -1, killStep = -1; // fault injection: that rank SIGKILLs itself inside that step
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;  // 3d
 };
 
@@ -53,14 +56,16 @@ void usage() {
                "                   [--loss ce|mse] [--optimizer sgd|momentum|adam] [--lr X] [--seed N]\n"
                "                   [--bucket-bytes N] [--offload] [--no-prefetch] [--micro-batches M]\n"
                "                   [--experts E] [--top-k 1|2] [--capacity-factor X] [--grid D,T,P]\n"
-               "                   [--schedule gpipe|1f1b] [--json FILE] [--check]\n");
+               "                   [--schedule gpipe|1f1b] [--json FILE] [--check]\n"
+               "                   [--elastic] [--kill-rank R --kill-step S]\n");
 }
 
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--check" || a == "--offload" || a == "--no-prefetch") {
+    if (a == "--check" || a == "--offload" || a == "--no-prefetch" || a == "--elastic") {
       if (a == "--check") o.check = true;
+      if (a == "--elastic") o.elastic = true;
       if (a == "--offload") o.config.offload = true;
       if (a == "--no-prefetch") o.config.prefetch = false;
       continue;
@@ -91,6 +96,10 @@ bool parse(int argc, char** argv, Options& o) {
     } else if (a == "--schedule" && (std::strcmp(v, "gpipe") == 0 || std::strcmp(v, "1f1b") == 0)) {
       o.schedule = std::strcmp(v, "gpipe") == 0 ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
       continue;
+    } else if (a == "--kill-rank" || a == "--kill-step") {
+      (a == "--kill-rank" ? o.killRank : o.killStep) = static_cast<int>(std::strtol(v, &end, 10));
+      if (*end != '\0') return false;
+      continue;
     } else if (a == "--json") {
       o.json = v;
       continue;
@@ -103,6 +112,8 @@ bool parse(int argc, char** argv, Options& o) {
   bool known = false;
   for (const char* s : kStrategies) known = known || o.strategy == s;
   if (!known || o.config.steps <= 0) return false;
+  if (o.elastic && o.strategy != "ddp") return false;  // only DDP's replicas can lose a rank
+  if ((o.killRank >= 0) != (o.killStep >= 0)) return false;
   if (o.config.shape.in == 0 || o.config.shape.hidden == 0 || o.config.shape.out == 0 ||
       o.config.shape.blocks == 0)
     return false;
@@ -135,10 +146,12 @@ struct Outcome {
   std::function<double()> check;
   uint64_t ddpStateBytes = 0;  // FSDP: what DDP would hold
   std::vector<PipelineEvent> timeline;  // pipeline: this stage's last step
+  bool shrunk = false;                  // elastic: ranks died and the run went on without them
   double bubbleTheory = -1;    // pipeline: (p-1)/(m+p-1)
 };
 
-Result<Outcome> run(Comm& comm, const Options& o) {
+Result<Outcome> run(std::unique_ptr<Comm>& commPtr, const Options& o) {
+  Comm& comm = *commPtr;  // elastic DDP replaces commPtr; nothing below uses this one after it
   const int n = comm.size(), rank = comm.rank();
   const TrainConfig& cfg = o.config;
   Outcome out;
@@ -159,9 +172,31 @@ Result<Outcome> run(Comm& comm, const Options& o) {
       FERRY_TRY(take(trainParameterServer(comm, cfg, *model, printStep)));
       out.formulaOf = [P, n](int r) { return r == 0 ? psServerBytesSent(P, n - 1) : psWorkerBytesSent(P); };
     } else if (o.strategy == "ddp") {
-      FERRY_TRY(take(trainDdp(comm, cfg, *model, printStep)));
+      std::function<void(int)> kill;
+      if (o.killRank == rank) {
+        kill = [&o](int step) {
+          if (step != o.killStep) return;
+          std::printf("rank %d: killing itself (SIGKILL) in step %d, while its all-reduces start\n", o.killRank, step);
+          std::fflush(stdout);
+          raise(SIGKILL);
+        };
+      }
+      if (o.elastic) {
+        ElasticOptions eo;
+        eo.midStep = kill;
+        eo.onShrink = [rank](int step, const Status& why, const Comm& now) {
+          std::printf("rank %d: step %d failed: %s\nrank %d: shrunk to %d ranks (now rank %d); training goes on\n", rank,
+                      step, why.message().c_str(), rank, now.size(), now.rank());
+          std::fflush(stdout);
+        };
+        FERRY_TRY(take(trainDdpElastic(commPtr, cfg, *model, printStep, eo)));
+        out.shrunk = commPtr->size() != n;
+      } else {
+        if (kill) return makeError(ErrorCode::kInvalidArgument, "--kill-rank without --elastic would only fail the job");
+        FERRY_TRY(take(trainDdp(comm, cfg, *model, printStep)));
+      }
       const std::vector<Bucket> buckets = planBuckets(model->params(), cfg.bucketBytes);
-      out.formulaOf = [buckets, n](int r) {
+      out.formulaOf = [buckets, n = commPtr->size()](int r) {
         uint64_t b = 0;
         for (const Bucket& k : buckets) b += ringAllReduceBytesSent(k.count, n, r);
         return b;
@@ -303,9 +338,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-train: %s\n", created.status().toString().c_str());
     return 1;
   }
-  Comm& comm = **created;
+  std::unique_ptr<Comm> commPtr = std::move(*created);
+  auto outcome = run(commPtr, o);
+  Comm& comm = *commPtr;  // elastic DDP may have shrunk it
   const int n = comm.size(), rank = comm.rank();
-  auto outcome = run(comm, o);
   if (!outcome.isOk()) {
     std::fprintf(stderr, "ferry-train: %s\n", outcome.status().toString().c_str());
     return 1;
@@ -343,10 +379,14 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   if (o.check) {
-    const bool bytesOk = mine.sent == mine.formulaSent && everyone->totalSent == formulaTotal && mine.bytesSteady;
+    // After a shrink the steps ran on different rank counts: only the parameters are compared.
+    const bool bytesOk =
+        outcome->shrunk || (mine.sent == mine.formulaSent && everyone->totalSent == formulaTotal && mine.bytesSteady);
     const bool ok = diff < 1e-5 && bytesOk;
-    std::printf("check: relative difference from one process %.3g; bytes %s the formula: %s\n", diff,
-                bytesOk ? "equal" : "differ from", ok ? "PASS" : "FAIL");
+    std::printf("check: relative difference from one process %.3g; bytes %s: %s\n", diff,
+                outcome->shrunk ? "not compared with the formula (the communicator shrank)"
+                                : bytesOk ? "equal the formula" : "differ from the formula",
+                ok ? "PASS" : "FAIL");
     rc = ok ? 0 : 1;
   }
   return rc;

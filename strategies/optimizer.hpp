@@ -20,6 +20,9 @@ class Optimizer {
   virtual void step(float* params, const float* grads, size_t n) = 0;
   /// Bytes of optimizer state per parameter (for memory reports).
   virtual size_t stateBytesPerParam() const = 0;
+  /// A copy with its own state (a bound state array is shared, not copied): elastic DDP keeps
+  /// one from before each step to roll back to.
+  virtual std::unique_ptr<Optimizer> clone() const = 0;
   /// Keep the state in `state` (stateBytesPerParam() · n bytes, zero-filled, owned by the caller)
   /// instead of in the optimizer: FSDP's offload puts it in a separate host arena this way.
   /// Called before the first step.
@@ -43,6 +46,7 @@ class Sgd : public Optimizer {
   explicit Sgd(float lr, float momentum = 0.0f) : lr_(lr), momentum_(momentum) {}
   void step(float* params, const float* grads, size_t n) override;
   size_t stateBytesPerParam() const override { return momentum_ != 0.0f ? sizeof(float) : 0; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Sgd>(*this); }
 
  private:
   float lr_, momentum_;
@@ -56,6 +60,7 @@ class Adam : public Optimizer {
       : lr_(lr), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
   void step(float* params, const float* grads, size_t n) override;
   size_t stateBytesPerParam() const override { return 2 * sizeof(float); }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
 
  private:
   float lr_, beta1_, beta2_, epsilon_;

@@ -47,6 +47,7 @@ struct StepStats {
   uint64_t bytesSent = 0;     ///< payload bytes this rank sent
   uint64_t bytesReceived = 0; ///< payload bytes this rank received
   int buckets = 0;            ///< all-reduce calls (DDP)
+  int ranks = 0;              ///< ranks of the communicator the step ran on (elastic DDP: fewer after a shrink)
   /// Memory of the model state on this rank: parameters + gradients + optimizer state held for the
   /// whole step, plus the peak of the buffers held only during it (FSDP's gathered layers).
   uint64_t stateBytes = 0;      ///< persistent parameters + gradients (+ optimizer state unless offloaded)

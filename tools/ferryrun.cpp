@@ -31,6 +31,9 @@
 // SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
 // (128 + N for signal N), 124 after --timeout, 2 for bad usage, 126/127 when the program cannot be
 // executed, and 1 when ferryrun itself fails. Ranks that exit while being stopped are not reported.
+// With --keep-going (elastic jobs, whose survivors shrink their communicator and go on) a rank that
+// dies is reported and the others keep running; ferryrun then exits 0 when every rank that exited
+// by itself exited 0 and at least one did, else with the first failure's code.
 // The loop sleeps in poll() on the pipes and a signalfd (SIGCHLD included): no busy waiting.
 #include <fcntl.h>
 #include <poll.h>
@@ -85,6 +88,9 @@ constexpr char kUsage[] =
     "                      cores first); none: wherever the scheduler puts it; auto (default): core\n"
     "                      when there are at least N CPUs, else none\n"
     "  --no-prefix         ranks write straight to stdout and stderr (lines may interleave)\n"
+    "  --keep-going        a rank that dies does not stop the others (elastic jobs: the survivors\n"
+    "                      shrink their communicator); exit 0 when every rank that exited by\n"
+    "                      itself exited 0\n"
     "  -h, --help          show this help\n"
     "Exit status: 0 when every rank exits 0, else the code of the first rank that failed\n"
     "(128+N for signal N), 124 on timeout, 2 for bad usage, 126/127 when PROGRAM cannot run.\n";
@@ -122,6 +128,7 @@ struct Options {
   int firstRank = -1;  // --first-rank, -1 when not given
   double timeout = 0;  // seconds, 0: none
   bool prefix = true;
+  bool keepGoing = false;  // --keep-going
   ferry::tools::BindPolicy bind = ferry::tools::BindPolicy::kAuto;
   std::vector<char*> argv;  // the program and its arguments, null-terminated
 };
@@ -165,6 +172,10 @@ Options parseArgs(int argc, char** argv) {
     }
     if (arg == "--no-prefix") {
       o.prefix = false;
+      continue;
+    }
+    if (arg == "--keep-going") {
+      o.keepGoing = true;
       continue;
     }
     // Options with a value: "-n 4", "-n4", "--np 4", "--np=4", "--timeout 5", "--timeout=5".
@@ -261,6 +272,8 @@ class Job {
   State state_ = State::kRunning;
   bool forwarded_ = false;
   int exitCode_ = 0;
+  int firstDeath_ = 0;    // --keep-going: 128 + the signal of the first rank killed
+  int cleanExits_ = 0;    // ranks that exited 0
   ferry::Deadline timeoutAt_, killAt_;
   std::vector<int> cpus_;  // the CPU of each rank (--bind-to), or empty
 };
@@ -368,7 +381,22 @@ void Job::onExit(Rank& rank, int status) {
   rank.out.drain();
   rank.err.drain();
   bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  if (!failed) ++cleanExits_;
   if (!failed || state_ != State::kRunning) return;
+  if (o_.keepGoing) {
+    int others = runningCount();
+    if (WIFEXITED(status)) {
+      if (exitCode_ == 0) exitCode_ = WEXITSTATUS(status);
+      say("rank %d (pid %d) exited with code %d; %d other rank%s keep%s running (--keep-going)", rank.global,
+          rank.pid, WEXITSTATUS(status), others, others == 1 ? "" : "s", others == 1 ? "s" : "");
+    } else {
+      if (firstDeath_ == 0) firstDeath_ = 128 + WTERMSIG(status);
+      say("rank %d (pid %d) was killed by signal %d (%s); %d other rank%s keep%s running (--keep-going)",
+          rank.global, rank.pid, WTERMSIG(status), strsignal(WTERMSIG(status)), others, others == 1 ? "" : "s",
+          others == 1 ? "s" : "");
+    }
+    return;
+  }
   // The survivors of a collective usually notice the failure themselves within moments and exit
   // with an error that says what happened; give them kReportSeconds before SIGTERM.
   const int rankIndex = rank.global;
@@ -481,6 +509,8 @@ int Job::run() {
     }
   }
   loop();
+  // --keep-going: deaths are what the job survives, unless nobody survived them.
+  if (o_.keepGoing && exitCode_ == 0 && cleanExits_ == 0) exitCode_ = firstDeath_;
   return exitCode_;
 }
 

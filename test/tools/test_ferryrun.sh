@@ -138,6 +138,16 @@ expect_rc 137 "signal"
 expect_fast 5000 "signal"
 expect_line err '^ferryrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopping the other 2 ranks$' "signal"
 
+# --keep-going: a death is reported and the others run to their end.
+run --keep-going -n 3 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; fi; sleep 0.5; echo done $FERRY_RANK'
+expect_rc 0 "--keep-going: the survivors exited 0"
+expect_line err '^ferryrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); 2 other ranks keep running \(--keep-going\)$' "--keep-going"
+[[ $(sort "$TMP/out") == $'[0] done 0\n[2] done 2' ]] || fail "--keep-going: the survivors ran on: $(cat "$TMP/out")"
+run --keep-going -n 3 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; fi; sleep 0.3; exit 4'
+expect_rc 4 "--keep-going: a survivor's failure is the job's"
+run --keep-going -n 2 sh -c 'kill -9 $$'
+expect_rc 137 "--keep-going: nobody survived"
+
 run -n 2 sh -c 'trap "" TERM; if [ "$FERRY_RANK" = 1 ]; then sleep 0.5; exit 5; fi; sleep 60'
 expect_rc 5 "SIGKILL after the grace period"
 ((ms >= 1900)) || fail "SIGKILL after the grace period: took only $ms ms"
