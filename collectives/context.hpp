@@ -128,6 +128,8 @@ class Exec {
   Context& context() { return ctx_; }
   const Context& context() const { return ctx_; }
   const OpDesc& desc() const { return desc_; }
+  uint64_t seq() const { return seq_; }
+  TagClass tagClass() const { return tagClass_; }
 
   /// Name the phase and step for error messages ("reduce-scatter", step 2 of 3).
   void setPhase(const char* phase, int step, int steps) {

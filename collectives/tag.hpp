@@ -11,7 +11,9 @@
 
 namespace ferry::coll {
 
-enum class TagClass : uint64_t { kCollective = 0, kPointToPoint = 1, kControl = 2 };
+/// kControl: error reports (runtime/watchdog.hpp); kStatus: "where does your call stand?" queries
+/// and their answers, which a rank that timed out sends to name the ranks behind it.
+enum class TagClass : uint64_t { kCollective = 0, kPointToPoint = 1, kControl = 2, kStatus = 3 };
 
 inline constexpr int kSeqBits = 14;
 inline constexpr uint64_t kFingerprintMask = (1u << 24) - 1;

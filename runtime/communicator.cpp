@@ -162,6 +162,11 @@ struct Comm::Impl {
                                                                           : coll::ringPresence(ex);
       } else {
         st = body(ex, p);
+        if (!st.isOk() && p.algorithm == coll::Algorithm::kHierarchical) {
+          // The levels' calls have numbers and counts of their own: name the caller's call first.
+          st = makeError(st.code(), "%s #%llu on rank %d: %s", coll::describe(desc).c_str(),
+                         static_cast<unsigned long long>(s), rank, st.message().c_str());
+        }
       }
       if (st.isOk() && choice.trial >= 0) tuner->record(choice, steadyNs());
     } else {
@@ -173,13 +178,19 @@ struct Comm::Impl {
   /// A call failed: the error becomes sticky and the other ranks hear of it.
   Status fail(coll::Exec& ex, const Status& st) {
     error = st;
-    FERRY_WARN(log::kColl, "%s", st.message().c_str());
+    if (st.code() == ErrorCode::kTimeout && !arena && watchdog && ex.tagClass() == coll::TagClass::kCollective &&
+        st.message().find("have not reached") == std::string::npos) {
+      // Over messages nothing shows where the other ranks are: ask them (those blocked in ferry
+      // answer within milliseconds; the rest are named as not answering).
+      error = Status(st.code(), st.message() + "; " + watchdog->whoIsBehind(ex.seq(), 1.0));
+    }
+    FERRY_WARN(log::kColl, "%s", error.message().c_str());
     // Retire what the failed call posted before its buffers go back to the caller.
     if (!ex.drain(0.2)) FERRY_INFO(log::kColl, "transfers of the failed call still in flight after 0.2 s");
-    if (watchdog) watchdog->report(st);
+    if (watchdog) watchdog->report(error);
     // Other ranks may still be trying to reach this one: close now so they see it fail fast.
     if (transport) transport->close(0.2, true);
-    return st;
+    return error;
   }
 
   static int64_t steadyNs() {
@@ -387,6 +398,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   const std::vector<PeerInfo> peersForGpu = peers;
   impl->watchdog = std::make_unique<Watchdog>(impl->transport.get(), rank, std::move(peers),
                                               static_cast<double>(config().peerCheckMs) / 1000.0);
+  impl->watchdog->setTrace(impl->id, size, &impl->trace);
   FERRY_TRY(impl->watchdog->start());
   // Round 3: nobody sends before everyone listens for error reports.
   // Round 3, the ready barrier, carries whether single-copy reads work from each rank and rank 0's

@@ -4,16 +4,23 @@
 
 #include "collectives/tag.hpp"
 #include "runtime/base/log.hpp"
+#include "runtime/state_dump.hpp"
 
 namespace ferry {
 namespace {
 constexpr size_t kControlBytes = 2048;
 constexpr uint64_t kControlTag = coll::makeTag(coll::TagClass::kControl, 0, 0);
+constexpr uint64_t kStatusTag = coll::makeTag(coll::TagClass::kStatus, 0, 0);
+constexpr size_t kStatusBytes = 1024;
+// Status messages: [u32 kind][u64 seq asked] then, for an answer, [u64 the answerer's call]
+// [u8 active][its state line].
+constexpr uint32_t kQuery = 1, kAnswer = 2;
+constexpr size_t kStatusHead = 4 + 8;
 }  // namespace
 
 Watchdog::Watchdog(transport::Transport* transport, int rank, std::vector<PeerInfo> peers, double checkSeconds)
     : transport_(transport), rank_(rank), peers_(std::move(peers)), checkSeconds_(checkSeconds),
-      nextCheck_(Clock::now()), controlBuffer_(kControlBytes) {
+      nextCheck_(Clock::now()), controlBuffer_(kControlBytes), statusBuffer_(kStatusBytes) {
   const PeerInfo& me = peers_[rank_];
   watchedMask_.assign(peers_.size(), false);
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
@@ -24,18 +31,128 @@ Watchdog::Watchdog(transport::Transport* transport, int rank, std::vector<PeerIn
 Watchdog::~Watchdog() { stop(); }
 
 void Watchdog::stop() {
-  if (transport_ != nullptr && control_.pending()) {
-    transport_->cancel(&control_);
+  if (transport_ != nullptr) {
+    if (control_.pending()) transport_->cancel(&control_);
+    if (status_.pending()) transport_->cancel(&status_);
+    for (Outgoing& o : statusSends_) {
+      if (o.request.pending()) transport_->cancel(&o.request);
+    }
     Deadline grace = Deadline::after(0.05);
-    while (control_.pending() && !grace.expired()) transport_->progress();
+    auto pending = [&] {
+      bool any = control_.pending() || status_.pending();
+      for (Outgoing& o : statusSends_) any |= o.request.pending();
+      return any;
+    };
+    while (pending() && !grace.expired()) transport_->progress();
   }
   transport_ = nullptr;
 }
 
 Status Watchdog::start() {
   if (transport_ == nullptr) return Status::ok();
+  answers_.assign(peers_.size(), Answer{});
+  FERRY_TRY(transport_->postRecv(transport::kAnyPeer, kStatusTag, coll::kClassMask, statusBuffer_.data(),
+                                 statusBuffer_.size(), &status_));
   return transport_->postRecv(transport::kAnyPeer, kControlTag, coll::kClassMask, controlBuffer_.data(),
                               controlBuffer_.size(), &control_);
+}
+
+void Watchdog::checkStatus() {
+  // Sends that finished (or failed: the peer is gone) are retired from the front.
+  while (!statusSends_.empty() && !statusSends_.front().request.pending()) statusSends_.pop_front();
+  if (transport_ == nullptr || status_.state == transport::Request::State::kPending ||
+      status_.state == transport::Request::State::kIdle) {
+    return;
+  }
+  if (status_.state == transport::Request::State::kDone && status_.received >= kStatusHead &&
+      status_.source >= 0 && status_.source < static_cast<int>(peers_.size())) {
+    uint32_t kind = 0;
+    uint64_t seq = 0;
+    std::memcpy(&kind, statusBuffer_.data(), 4);
+    std::memcpy(&seq, statusBuffer_.data() + 4, 8);
+    const int from = status_.source;
+    if (kind == kQuery && trace_ != nullptr) {
+      std::string payload(kStatusHead + 9, '\0');
+      const uint64_t at = trace_->seq.load(std::memory_order_relaxed);
+      const uint8_t active = trace_->active.load(std::memory_order_acquire) ? 1 : 0;
+      std::memcpy(payload.data(), &kAnswer, 4);
+      std::memcpy(payload.data() + 4, &seq, 8);
+      std::memcpy(payload.data() + 12, &at, 8);
+      payload[20] = static_cast<char>(active);
+      payload += describeState(commId_, rank_, size_, *trace_).substr(0, kStatusBytes - payload.size());
+      statusSends_.emplace_back();
+      Outgoing& o = statusSends_.back();
+      o.payload = std::move(payload);
+      if (!transport_->postSend(from, kStatusTag, o.payload.data(), o.payload.size(), &o.request).isOk()) {
+        statusSends_.pop_back();
+      }
+    } else if (kind == kAnswer && status_.received >= kStatusHead + 9) {
+      Answer& a = answers_[static_cast<size_t>(from)];
+      a.seq = seq;
+      std::memcpy(&a.at, statusBuffer_.data() + 12, 8);
+      a.active = statusBuffer_[20] != 0;
+      a.state.assign(statusBuffer_.data() + kStatusHead + 9, status_.received - kStatusHead - 9);
+    }
+  }
+  // A failed receive (a peer's connection broke under it) is posted again too: others may answer.
+  (void)transport_->postRecv(transport::kAnyPeer, kStatusTag, coll::kClassMask, statusBuffer_.data(),
+                             statusBuffer_.size(), &status_);
+}
+
+std::string Watchdog::whoIsBehind(uint64_t seq, double seconds) {
+  if (transport_ == nullptr || trace_ == nullptr) return "";
+  const int n = static_cast<int>(peers_.size());
+  std::vector<bool> asked(static_cast<size_t>(n), false);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank_ || !transport_->peerError(r).isOk()) continue;
+    std::string payload(kStatusHead, '\0');
+    std::memcpy(payload.data(), &kQuery, 4);
+    std::memcpy(payload.data() + 4, &seq, 8);
+    statusSends_.emplace_back();
+    Outgoing& o = statusSends_.back();
+    o.payload = std::move(payload);
+    if (transport_->postSend(r, kStatusTag, o.payload.data(), o.payload.size(), &o.request).isOk()) {
+      asked[static_cast<size_t>(r)] = true;
+    } else {
+      statusSends_.pop_back();
+    }
+  }
+  auto answered = [&](int r) { return answers_[static_cast<size_t>(r)].seq == seq; };
+  Deadline deadline = Deadline::after(seconds);
+  Backoff backoff;
+  for (;;) {
+    bool all = true;
+    for (int r = 0; r < n; ++r) all &= !asked[static_cast<size_t>(r)] || answered(r);
+    if (all || deadline.expired()) break;
+    if (transport_->progress()) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+    checkStatus();
+  }
+  std::string behind;
+  int count = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == rank_) continue;
+    const Answer& a = answers_[static_cast<size_t>(r)];
+    std::string why;
+    if (!asked[static_cast<size_t>(r)]) {
+      why = "its connection failed";
+    } else if (!answered(r)) {
+      why = "no answer within " + std::to_string(static_cast<int>(seconds * 1000)) +
+            " ms: not inside ferry (busy elsewhere, stopped or hung)";
+    } else if (a.at < seq || (a.at == seq && !a.active)) {
+      why = a.state;
+    } else {
+      continue;  // in this call, or past it
+    }
+    behind += (behind.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + why;
+    ++count;
+  }
+  char head[96];
+  std::snprintf(head, sizeof(head), "ranks that have not reached call #%llu: ", static_cast<unsigned long long>(seq));
+  return std::string(head) + (count == 0 ? "none (every rank that answered is in it)" : behind);
 }
 
 Status Watchdog::checkControl() {
@@ -59,11 +176,13 @@ Status Watchdog::pollReports() {
   std::unique_lock<std::mutex> lock(reportsMutex_, std::try_to_lock);
   if (!lock.owns_lock()) return Status::ok();
   if (transport_ != nullptr) transport_->progress();
+  checkStatus();
   return checkControl();
 }
 
 Status Watchdog::poll(int peer) {
   FERRY_TRY(abortStatus());
+  checkStatus();
   FERRY_TRY(checkControl());
   if (parent_ != nullptr) FERRY_TRY(parent_->pollReports());
   // Only the peer this rank waits for: a peer that finished its part and exited is no error, and

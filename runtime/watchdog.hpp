@@ -6,10 +6,14 @@
 //     is on this host (same host id and pid namespace), so a SIGKILLed rank is noticed even where
 //     the transport cannot see it (shared memory has no connection to break);
 //   - tests the control receive, posted for the communicator's life, through which a rank that
-//     failed tells the others why (report()).
+//     failed tells the others why (report());
+//   - answers status queries: a rank whose call timed out asks every other where its own call
+//     stands (whoIsBehind()), and the ranks blocked in ferry answer from their call trace. A rank
+//     that does not answer is not inside ferry at all (busy elsewhere, stopped or gone).
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,8 +28,18 @@ class Watchdog final : public coll::WaitHooks {
   Watchdog(transport::Transport* transport, int rank, std::vector<PeerInfo> peers, double checkSeconds);
   ~Watchdog() override;
 
-  /// Post the control receive. Call once all endpoints exist.
+  /// Post the control and status receives. Call once all endpoints exist.
   Status start();
+  /// Where this communicator's calls stand, for answering status queries (set before start()).
+  void setTrace(uint64_t commId, int size, const coll::CallTrace* trace) {
+    commId_ = commId;
+    size_ = size;
+    trace_ = trace;
+  }
+  /// After call #seq timed out here: ask every other rank where it stands, wait up to `seconds`
+  /// for the answers, and say which ranks have not reached call #seq, with what each answered
+  /// or that it did not answer.
+  std::string whoIsBehind(uint64_t seq, double seconds);
   /// Retire the control receive; the watchdog no longer touches the transport afterwards.
   void stop();
   Status poll(int peer) override;
@@ -55,6 +69,8 @@ class Watchdog final : public coll::WaitHooks {
 
  private:
   Status checkControl();
+  /// Take a status query or answer that arrived (answering queries), and post the receive again.
+  void checkStatus();
 
   transport::Transport* transport_;
   Watchdog* parent_ = nullptr;
@@ -70,6 +86,24 @@ class Watchdog final : public coll::WaitHooks {
   std::vector<char> controlBuffer_;
   std::vector<std::string> reports_;            // outgoing payloads, kept alive while sending
   std::vector<std::unique_ptr<transport::Request>> reportRequests_;
+  // Status queries and answers.
+  uint64_t commId_ = 0;
+  int size_ = 0;
+  const coll::CallTrace* trace_ = nullptr;
+  transport::Request status_;
+  std::vector<char> statusBuffer_;
+  struct Outgoing {
+    std::string payload;
+    transport::Request request;
+  };
+  std::deque<Outgoing> statusSends_;  // answers and queries in flight, retired once done
+  struct Answer {
+    uint64_t seq = 0;   ///< the query it answers
+    uint64_t at = 0;    ///< the answering rank's current or last call
+    bool active = false;
+    std::string state;  ///< its describeState() line
+  };
+  std::vector<Answer> answers_;  // by rank; seq 0: none yet
 };
 
 }  // namespace ferry

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <regex>
 #include <thread>
 
 #include "test/common/mp_harness.hpp"
@@ -23,8 +24,9 @@ double seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 // FERRY_TIMEOUT is read once per process, before the first fork: the children inherit it.
+// A test run may set a shorter one (the [deadline] cases run with FERRY_TIMEOUT=2).
 struct ShortTimeout {
-  ShortTimeout() { setenv("FERRY_TIMEOUT", "20", 1); }
+  ShortTimeout() { setenv("FERRY_TIMEOUT", "20", 0); }
 } shortTimeout;
 
 }  // namespace
@@ -297,6 +299,49 @@ TEST_CASE("ranks passing different exclude lists get an error naming both", "[mp
     return "";
   });
   CHECK(summarize(outcomes) == "");
+}
+
+// Hidden: run with FERRY_TIMEOUT=2 (meson test 'mp faults deadline' and its ucx twin).
+TEST_CASE("a rank that never calls: the others time out naming the call, the peer and the ranks behind",
+          "[.][deadline]") {
+  auto t0 = std::chrono::steady_clock::now();
+  auto outcomes = runRanks(4, [](Comm& c) -> std::string {
+    std::vector<float> buf(1 << 16, 1.0f);
+    // Two calls every rank makes, then rank 2 goes on with something else for 5 s.
+    for (int i = 0; i < 2; ++i) {
+      Status s = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+      if (!s.isOk()) return "warm-up call failed: " + s.toString();
+    }
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      return "";
+    }
+    Status s = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+    std::printf("%s\n", s.toString().c_str());
+    if (s.isOk()) return "the allReduce succeeded without rank 2";
+    if (s.code() != ErrorCode::kTimeout && s.code() != ErrorCode::kRemoteError) return "unexpected " + s.toString();
+    const std::string m = s.message();
+    // This rank's own line: the operation, its sequence number, and the peer it waits for.
+    const std::string own = "allReduce(count=65536, float32, sum) #";
+    if (m.find(own) == std::string::npos || m.find("on rank " + std::to_string(c.rank())) == std::string::npos) {
+      return "the error does not name this rank's call: " + m;
+    }
+    if (m.find("waiting for rank") == std::string::npos && m.find("sending to rank") == std::string::npos) {
+      return "the error names no peer: " + m;
+    }
+    return "";
+  });
+  CHECK(summarize(outcomes) == "");
+  // Whoever timed out first named rank 2 as behind (the others may have heard it from that rank).
+  bool named = false;
+  for (int r : {0, 1, 3}) {
+    const std::string& out = outcomes[static_cast<size_t>(r)].output;
+    named |= std::regex_search(out, std::regex("have not reached call #[0-9]+: rank 2[ :]"));
+  }
+  INFO(outcomes[0].output << outcomes[1].output << outcomes[3].output);
+  CHECK(named);
+  const double took = seconds(t0);
+  CHECK(took < 8.0);
 }
 
 TEST_CASE("bad arguments are rejected with the argument named", "[mp][faults]") {
