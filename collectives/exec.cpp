@@ -287,6 +287,10 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
     // failed and exited (a broadcast reader that met the root's mismatching header does at once),
     // its header still in shared memory while the liveness check would only say it died.
     FERRY_TRY(checkPeerCall(peer));
+    // Nothing else drives the transport during a wait on shared memory, and other ranks' error
+    // reports arrive through it: a peer that failed, reported why (another rank died, say) and
+    // exited must be read as that report, not as one more dead rank.
+    if (ctx_.transport != nullptr) ctx_.transport->progress();
     if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
     if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
     return Status::ok();
@@ -331,8 +335,19 @@ Status Exec::awaitAll(int phase) {
 
 Status Exec::readPeer(int peer, uint64_t remote, void* local, size_t bytes) {
   Status st = ctx_.arena->read(peer, remote, local, bytes);
-  if (!st.isOk()) return failure(peer, false, st);
-  return Status::ok();
+  if (st.isOk()) return st;
+  // A peer that vanished under the read most often left because its own call failed, and it
+  // reported why before it exited (another rank died, say): that report names the cause, the
+  // failed read only the messenger. The watchdog has it once the transport delivered it (nothing
+  // else drives the transport during reads), or it at least says that the peer died.
+  if (ctx_.transport != nullptr) {
+    for (int i = 0; i < 16; ++i) ctx_.transport->progress();
+  }
+  if (ctx_.hooks != nullptr) {
+    Status why = ctx_.hooks->poll(peer);
+    if (!why.isOk()) return failure(peer, false, why);
+  }
+  return failure(peer, false, st);
 }
 
 bool Exec::noteShared() {
