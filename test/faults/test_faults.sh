@@ -78,7 +78,9 @@ finish_job() {
     cat "$TMP/err"
     exit 77
   fi
-  if ((rc == 124)) || { ((rc == 137)) && ! grep -q 'killing itself' "$TMP/out"; }; then
+  if ! grep -q 'starts at' "$TMP/out"; then
+    fail "$FAULT on $PLACE: no rank started (exit status $rc); stderr: $(tail -n 20 "$TMP/err")"
+  elif ((rc == 124)) || { ((rc == 137)) && ! grep -q 'killing itself' "$TMP/out"; }; then
     fail "$FAULT on $PLACE: the job hung and was stopped by its timeout; output: $(tail -c 3000 "$TMP/out")"
   fi
 }
@@ -273,5 +275,9 @@ esac
 expect_clean
 
 grep -E '^\[[0-9]+\] rank [0-9]+: (ok|error|killing|straggling|stays)' "$TMP/out" | cut -c1-400
-((failures == 0)) || exit 1
+if ((failures > 0)); then
+  echo "--- the job's stderr (last 40 lines):"
+  tail -n 40 "$TMP/err"
+  exit 1
+fi
 echo "$FAULT on $PLACE: ok"
