@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <pybind11/stl.h>
+
 #include "errors.hpp"
 #include "work.hpp"
 
@@ -142,6 +144,20 @@ void registerComm(py::module_& m) {
            py::arg("color"), py::arg("key") = py::none(),
            "Collective: ranks passing the same color form a new communicator, ordered by key (default: this rank) "
            "then by rank. Ranks passing ferry.SPLIT_NOCOLOR (-1) get None.")
+      .def("shrink",
+           [](PyComm& self, std::vector<int> exclude) -> py::object {
+             auto c = self.get("shrink");
+             Result<std::unique_ptr<Comm>> r = Status();
+             {
+               py::gil_scoped_release unlocked;
+               r = c->shrink(exclude);
+             }
+             return py::cast(PyComm(unwrap(std::move(r))));
+           },
+           py::arg("exclude") = std::vector<int>{},
+           "A new communicator of the remaining ranks, without those in `exclude` and those found dead "
+           "(ncclCommShrink); every remaining rank calls it with the same list. Works after this communicator "
+           "failed (docs/RELIABILITY.md).")
       .def_property_readonly("rank", [](const PyComm& self) { return self.get("rank")->rank(); },
                              "This rank, 0 <= rank < size.")
       .def_property_readonly("size", [](const PyComm& self) { return self.get("size")->size(); },

@@ -295,6 +295,17 @@ def check_split(comm, lib, c):
     if none is not None:
         c.true(none.size == W - 1, "split: the colored ranks' communicator has the wrong size")
         none.close()
+    if W >= 2:
+        # The last rank leaves a split of the world; the others shrink it without that rank.
+        part = comm.split(0, r)
+        if r != W - 1:
+            small = part.shrink([W - 1])
+            c.true(small.size == W - 1 and small.rank == r, f"shrink: rank {small.rank} of {small.size}")
+            y = lib.make(np.full(2, r + 1), lib.types[-1])
+            small.all_reduce(y)
+            c.equal(lib.values(y), np.full(2, sum(q + 1 for q in range(W - 1))), "all_reduce after shrink")
+            small.close()
+        part.close()
 
 
 def check_errors(comm, lib, c):
