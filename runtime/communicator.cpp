@@ -635,6 +635,13 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
   }
   auto client = bootstrap::StoreClient::connect(*addr, secret, launch->rank, launch->size,
                                                 Deadline::after(config().timeout));
+  if (!client.isOk() && launch->rank != 0 && client.status().code() == ErrorCode::kTimeout) {
+    // Only rank 0 listens there: its absence is the likely cause, so say so.
+    return makeError(ErrorCode::kTimeout,
+                     "rank %d of %d: rank 0, which listens for the rendezvous at %s (FERRY_ADDR), never arrived "
+                     "or does not listen: %s",
+                     launch->rank, launch->size, launch->rootAddr.c_str(), client.status().message().c_str());
+  }
   FERRY_TRY(client);
   auto rv = storeRendezvous(std::move(*client));
   auto impl = build(*rv, launch->rank, launch->size, -1);

@@ -257,7 +257,7 @@ case "$FAULT $PLACE" in
     start_job 30 --absent 0
     finish_job
     for r in 1 2 3; do
-      expect_error "$(event "$r" "pid [0-9]+ starts")" $((FERRY_TIMEOUT + 2)) "rendezvous root" "$r"
+      expect_error "$(event "$r" "pid [0-9]+ starts")" $((FERRY_TIMEOUT + 2)) "rank 0, which listens for the rendezvous at .* never arrived" "$r"
     done
   fi
   ;;
