@@ -2,7 +2,7 @@
 # cluster.sh: a cluster of H hosts made of network namespaces on this machine, and a job run on it.
 #
 #   test/cluster/cluster.sh [--hosts H] [--ranks R | --layout R0,R1,...] [--rate RATE] [--delay DELAY]
-#                           [--loss PCT] [--mtu N] [--timeout SECONDS] [--raw] [--ferryrun PATH]
+#                           [--loss PCT] [--mtu N] [--timeout SECONDS] [--raw] [--keep-going] [--ferryrun PATH]
 #                           -- PROGRAM [ARGS...]
 #
 # A "switch" namespace holds a Linux bridge; each host is a namespace joined to the bridge by a veth
@@ -56,6 +56,8 @@ reaches this machine's network, so traffic never leaves it.
                      FERRY_CLUSTER_RSH (an rsh agent that runs a command on a host given by address
                      or name, for mpirun's plm_rsh_agent) and FERRY_CLUSTER_IFNAME=eth0; FERRY_ADDR
                      and FERRY_SECRET are set as for ferryrun, for ferry programs mpirun starts
+  --keep-going       each host's ferryrun lets its other ranks run on when one dies (elastic jobs
+                     whose survivors shrink their communicator: ferryrun --keep-going)
   --ferryrun PATH    the launcher (default: \$FERRY_RUN, else \${FERRY_BUILD_DIR:-build}/tools/ferryrun
                      in the repository)
   --link-emulator PATH  the user-space link for kernels without netem (default:
@@ -94,6 +96,7 @@ loss=""
 mtu=""
 timeout=""
 raw=0
+keep_going=()
 ferryrun=${FERRY_RUN:-$repo_root/${FERRY_BUILD_DIR:-build}/tools/ferryrun}
 link_emulator=${FERRY_LINK_EMULATOR:-$repo_root/${FERRY_BUILD_DIR:-build}/test/cluster/ferry-link-emulator}
 while (($# > 0)); do
@@ -102,6 +105,7 @@ while (($# > 0)); do
     --) shift; break ;;
     -h | --help) usage; exit 0 ;;
     --raw) raw=1; shift; continue ;;
+    --keep-going) keep_going=(--keep-going); shift; continue ;;
     --*=*) flag=${arg%%=*}; value=${arg#*=}; shift ;;
     --hosts | --ranks | --layout | --rate | --delay | --loss | --mtu | --timeout | --ferryrun | --link-emulator)
       (($# >= 2)) || usage_error "$arg needs a value"
@@ -464,7 +468,7 @@ if ((raw)); then
   launched+=("$!")
 else
   for ((i = 0; i < hosts; i++)); do
-    launch=("$ferryrun" -n "${layout[i]}" --world-size "$world" --first-rank "${first[i]}" -- "$@")
+    launch=("$ferryrun" "${keep_going[@]}" -n "${layout[i]}" --world-size "$world" --first-rank "${first[i]}" -- "$@")
     # Host 0's ferryrun reads our stdin (it gives it to rank 0), the others read nothing.
     if ((i == 0)); then
       on_host "$i" "${launch[@]}" <&3 3<&- &
