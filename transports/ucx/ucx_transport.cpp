@@ -79,6 +79,7 @@ class UcxTransport final : public Transport {
 
   ~UcxTransport() override {
     close(1.0, false);
+    if (worker_ != nullptr) drainUnexpected();
     if (address_ != nullptr) ucp_worker_release_address(worker_, address_);
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     if (context_ != nullptr) ucp_cleanup(context_);
@@ -233,6 +234,29 @@ class UcxTransport final : public Transport {
   // Flush (unless forced) until the limit, cancel every receive, then close the endpoints: those
   // that flushed gracefully, the others by force, which fails their sends. Nothing the caller
   // posted is left pending, and no endpoint is left closing when the worker is destroyed.
+  /// Take the messages that arrived but that nothing received (late status answers, a report
+  /// sent while this rank was leaving): UCX warns of each one left when the worker goes. Eager
+  /// messages complete at once; anything else gets 50 ms in all, then is cancelled.
+  void drainUnexpected() {
+    Deadline deadline = Deadline::after(0.05);
+    std::vector<uint8_t> sink;
+    for (int n = 0; n < 4096 && !deadline.expired(); ++n) {
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
+      if (msg == nullptr) {
+        if (ucp_worker_progress(worker_) == 0) break;
+        continue;
+      }
+      sink.resize(std::max<size_t>(info.length, 1));
+      ucp_request_param_t rp{};
+      ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(worker_, sink.data(), info.length, msg, &rp);
+      if (sp == nullptr || UCS_PTR_IS_ERR(sp)) continue;
+      while (ucp_request_check_status(sp) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
+      if (ucp_request_check_status(sp) == UCS_INPROGRESS) ucp_request_cancel(worker_, sp);
+      ucp_request_free(sp);
+    }
+  }
+
   void close(double seconds, bool force) override {
     if (closed_) return;
     closed_ = true;
