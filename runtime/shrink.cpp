@@ -1,5 +1,6 @@
 #include "runtime/shrink.hpp"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -216,12 +217,10 @@ Result<std::vector<int>> recvRanks(int fd, Deadline deadline, int peer, size_t l
   return std::vector<int>(v.begin(), v.end());
 }
 
-/// A joiner's hello, checked. Errors name what was wrong; the caller drops the connection.
-struct Hello {
-  int rank = -1;
-  std::vector<int> exclude;
-};
-Result<Hello> readHello(int fd, const bootstrap::Secret& secret, uint64_t commId, int size, Deadline deadline) {
+}  // namespace
+
+Result<ShrinkGreeting> readShrinkGreeting(int fd, const bootstrap::Secret& secret, uint64_t commId, int size,
+                                          Deadline deadline) {
   uint32_t magic = 0;
   FERRY_TRY(recvValue(fd, &magic, deadline, "a greeting", -1));
   if (magic != kHelloMagic) return makeError(ErrorCode::kRemoteError, "not a shrink greeting (magic %08x)", magic);
@@ -239,8 +238,38 @@ Result<Hello> readHello(int fd, const bootstrap::Secret& secret, uint64_t commId
   if (rank < 0 || rank >= size) return makeError(ErrorCode::kRemoteError, "greeting from rank %d of %d", rank, size);
   auto ex = recvRanks(fd, deadline, rank, static_cast<size_t>(size));
   FERRY_TRY(ex);
-  return Hello{rank, std::move(*ex)};
+  return ShrinkGreeting{rank, std::move(*ex)};
 }
+
+Result<ShrinkReply> readShrinkReply(int fd, int leader, Deadline deadline) {
+  uint32_t magic = 0;
+  FERRY_TRY(recvValue(fd, &magic, deadline, "the membership", leader));
+  if (magic != kReplyMagic) {
+    return makeError(ErrorCode::kRemoteError, "shrink: rank %d answered with magic %08x", leader, magic);
+  }
+  int32_t code = 0;
+  uint32_t len = 0;
+  FERRY_TRY(recvValue(fd, &code, deadline, "the outcome", leader));
+  FERRY_TRY(recvValue(fd, &len, deadline, "the outcome", leader));
+  if (len > 4096) return makeError(ErrorCode::kRemoteError, "shrink: rank %d sent a %u-byte message", leader, len);
+  std::string msg(len, '\0');
+  if (len > 0) FERRY_TRY(recvExact(fd, msg.data(), len, deadline, "the outcome", leader));
+  auto members = recvRanks(fd, deadline, leader, kMaxRanks);
+  FERRY_TRY(members);
+  auto gone = recvRanks(fd, deadline, leader, kMaxRanks);
+  FERRY_TRY(gone);
+  ShrinkReply out;
+  if (code != 0) {
+    ErrorCode ec = code > 0 && code <= static_cast<int32_t>(ErrorCode::kAborted) ? static_cast<ErrorCode>(code)
+                                                                               : ErrorCode::kRemoteError;
+    out.status = makeError(ec, "%s (from the leader, rank %d)", msg.c_str(), leader);
+  }
+  out.members = std::move(*members);
+  out.gone = std::move(*gone);
+  return out;
+}
+
+namespace {
 
 /// Whether rank `r`'s listener still accepts connections (its process lives).
 bool listening(const ShrinkContact& c, Deadline deadline) {
@@ -278,7 +307,7 @@ Result<ShrinkMembership> lead(int rank, uint64_t commId, const std::vector<int>&
       Fd c = bootstrap::acceptOne(mine.fd(), &from, &err);
       if (!c.valid()) break;
       // A probe (a leader candidate checking this rank lives) sends nothing and closes.
-      auto h = readHello(c.get(), mine.contact().secret, commId, size,
+      auto h = readShrinkGreeting(c.get(), mine.contact().secret, commId, size,
                          capped(deadline, 2.0));
       if (!h.isOk()) {
         FERRY_INFO(log::kInit, "shrink: dropped a connection from %s: %s", from.toString().c_str(),
@@ -342,35 +371,18 @@ Result<ShrinkMembership> lead(int rank, uint64_t commId, const std::vector<int>&
 Result<ShrinkMembership> join(int rank, uint64_t commId, const std::vector<int>& exclude, int leader,
                               const ShrinkContact& c, Fd conn, Deadline deadline) {
   FERRY_TRY(sendBytes(conn.get(), helloFrame(c.secret, commId, rank, exclude), deadline, "its greeting", leader));
-  uint32_t magic = 0;
-  FERRY_TRY(recvValue(conn.get(), &magic, deadline, "the membership", leader));
-  if (magic != kReplyMagic) {
-    return makeError(ErrorCode::kRemoteError, "shrink: rank %d answered with magic %08x", leader, magic);
-  }
-  int32_t code = 0;
-  uint32_t len = 0;
-  FERRY_TRY(recvValue(conn.get(), &code, deadline, "the outcome", leader));
-  FERRY_TRY(recvValue(conn.get(), &len, deadline, "the outcome", leader));
-  if (len > 4096) return makeError(ErrorCode::kRemoteError, "shrink: rank %d sent a %u-byte message", leader, len);
-  std::string msg(len, '\0');
-  if (len > 0) FERRY_TRY(recvExact(conn.get(), msg.data(), len, deadline, "the outcome", leader));
-  auto members = recvRanks(conn.get(), deadline, leader, kMaxRanks);
-  FERRY_TRY(members);
-  auto gone = recvRanks(conn.get(), deadline, leader, kMaxRanks);
-  FERRY_TRY(gone);
-  if (code != 0) {
-    ErrorCode ec = code > 0 && code <= static_cast<int32_t>(ErrorCode::kAborted) ? static_cast<ErrorCode>(code)
-                                                                               : ErrorCode::kRemoteError;
-    return makeError(ec, "%s (from the leader, rank %d)", msg.c_str(), leader);
-  }
-  auto at = std::find(members->begin(), members->end(), rank);
-  if (at == members->end() || members->empty() || members->front() != leader) {
+  auto reply = readShrinkReply(conn.get(), leader, deadline);
+  FERRY_TRY(reply);
+  FERRY_TRY(reply->status);
+  std::vector<int>& members = reply->members;
+  auto at = std::find(members.begin(), members.end(), rank);
+  if (at == members.end() || members.front() != leader) {
     return makeError(ErrorCode::kRemoteError, "shrink: leader rank %d sent members [%s] without rank %d", leader,
-                     rankList(*members).c_str(), rank);
+                     rankList(members).c_str(), rank);
   }
   ShrinkMembership out;
-  out.members = std::move(*members);
-  out.gone = std::move(*gone);
+  out.members = std::move(members);
+  out.gone = std::move(reply->gone);
   out.newRank = static_cast<int>(at - out.members.begin());
   out.rendezvous = std::make_unique<MemberRendezvous>(std::move(conn), leader, out.members.size());
   return out;
@@ -399,7 +411,17 @@ Result<ShrinkContact> ShrinkContact::deserialize(const Bytes& b, int rank) {
   }
   std::memcpy(c.secret.bytes.data(), b.data() + 3 + len, c.secret.bytes.size());
   if (b[0] == 0) return c;
-  auto a = SocketAddress::parse(std::string(b.begin() + 3, b.begin() + 3 + len));
+  // Ranks publish the numeric address they bound: anything else (a name would go to DNS) is refused.
+  const std::string text(b.begin() + 3, b.begin() + 3 + len);
+  const size_t colon = text.rfind(':');
+  std::string host = colon == std::string::npos ? std::string() : text.substr(0, colon);
+  const bool v6 = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (v6) host = host.substr(1, host.size() - 2);
+  uint8_t raw[16];
+  if (host.empty() || inet_pton(v6 ? AF_INET6 : AF_INET, host.c_str(), raw) != 1) {
+    return makeError(ErrorCode::kInternalError, "rank %d published a shrink address that is not numeric", rank);
+  }
+  auto a = SocketAddress::parse(text);
   if (!a.isOk()) {
     return makeError(ErrorCode::kInternalError, "rank %d published a bad shrink address: %s", rank,
                      a.status().message().c_str());

@@ -63,6 +63,23 @@ struct ShrinkMembership {
   std::unique_ptr<Rendezvous> rendezvous;  ///< the new communicator's init rounds, through the leader
 };
 
+/// A joiner's greeting, as the leader reads it from `fd`: checked against the leader's `secret`,
+/// `commId` and `size` (errors say what was wrong; the leader drops such a connection).
+struct ShrinkGreeting {
+  int rank = -1;
+  std::vector<int> exclude;
+};
+Result<ShrinkGreeting> readShrinkGreeting(int fd, const bootstrap::Secret& secret, uint64_t commId, int size,
+                                          Deadline deadline);
+
+/// The leader's answer, as a joiner reads it from `fd`: the leader's error (status) or the members.
+struct ShrinkReply {
+  Status status;
+  std::vector<int> members;
+  std::vector<int> gone;
+};
+Result<ShrinkReply> readShrinkReply(int fd, int leader, Deadline deadline);
+
 /// Run the membership round as parent rank `rank` of `contacts.size()` (see above). `exclude` is
 /// sorted, without duplicates and without `rank`.
 Result<ShrinkMembership> gatherSurvivors(int rank, uint64_t commId, const std::vector<int>& exclude,

@@ -114,3 +114,34 @@ mine = struct.pack(">BQBBI", 1, 1024, 7, 0, 0)
 theirs = struct.pack(">IQIII", 5, 1024, 7, 0, 2)
 write("call", "allreduce-vs-broadcast", mine + theirs + struct.pack(">III", 0x512345, 1, 2))
 write("call", "garbage-header", mine + bytes([0xFF] * 28) + struct.pack(">III", 0xFFFFFF, 99, 99))
+
+
+# shrink: selector byte (0 contact, 1 greeting, 2 reply), then the bytes (little-endian, as sent).
+SHRINK_SECRET = bytes((i * 17) % 256 for i in range(16))  # fuzz_shrink.cpp's kSecret
+SHRINK_COMM = 0x0123456789abcdef
+
+
+def contact(addr, secret):
+    a = addr.encode()
+    return struct.pack("<BH", 1 if addr else 0, len(a)) + a + secret
+
+
+def greeting(rank, exclude, secret=SHRINK_SECRET, comm=SHRINK_COMM):
+    return (struct.pack("<I", 0x46534831) + secret + struct.pack("<QiI", comm, rank, len(exclude)) +
+            b"".join(struct.pack("<i", e) for e in exclude))
+
+
+def shrink_reply(code, msg, members, gone):
+    m = msg.encode()
+    return (struct.pack("<IiI", 0x46534852, code, len(m)) + m + struct.pack("<I", len(members)) +
+            b"".join(struct.pack("<i", r) for r in members) + struct.pack("<I", len(gone)) +
+            b"".join(struct.pack("<i", r) for r in gone))
+
+
+write("shrink", "contact-v4", bytes([0]) + contact("127.0.0.1:40123", SHRINK_SECRET))
+write("shrink", "contact-v6", bytes([0]) + contact("[::1]:40123", SHRINK_SECRET))
+write("shrink", "contact-none", bytes([0]) + contact("", SHRINK_SECRET))
+write("shrink", "greeting", bytes([1]) + greeting(5, [2, 7]))
+write("shrink", "greeting-wrong-secret", bytes([1]) + greeting(1, [], secret=bytes(16)))
+write("shrink", "reply-ok", bytes([2]) + shrink_reply(0, "", [2, 4, 5], [3]))
+write("shrink", "reply-error", bytes([2]) + shrink_reply(9, "shrink: ranks disagree", [], []))
