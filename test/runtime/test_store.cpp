@@ -27,6 +27,7 @@
 
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
+#include "test/runtime/raw_frames.hpp"
 
 // Every allocation in the process goes through here so a test can assert that no frame made the
 // root allocate what it announced.
@@ -124,16 +125,7 @@ uint16_t freePort() {
   return a.port();
 }
 
-Bytes header(uint32_t magic, uint16_t type, uint32_t length) {
-  Bytes b;
-  for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(magic >> s));
-  b.push_back(static_cast<uint8_t>(type >> 8));
-  b.push_back(static_cast<uint8_t>(type));
-  b.push_back(0);
-  b.push_back(0);
-  for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(length >> s));
-  return b;
-}
+Bytes header(uint32_t magic, uint16_t type, uint32_t length) { return test::rawFrameHeader(magic, type, length); }
 
 // A hand-driven client socket that speaks whatever the test wants.
 class RawPeer {

@@ -24,6 +24,7 @@
 
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
+#include "test/runtime/raw_frames.hpp"
 
 static const std::string gLogPath = "/tmp/ferry-store-hostile-" + std::to_string(::getpid()) + ".log";
 // Runs during static initialisation, before any test reads the configuration (parsed once, lazily).
@@ -62,16 +63,7 @@ std::string honestRank(const SocketAddress& root, int rank) {
   return "";
 }
 
-Bytes header(uint32_t magic, uint16_t type, uint32_t length) {
-  Bytes b;
-  for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(magic >> s));
-  b.push_back(static_cast<uint8_t>(type >> 8));
-  b.push_back(static_cast<uint8_t>(type));
-  b.push_back(0);
-  b.push_back(0);
-  for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(length >> s));
-  return b;
-}
+Bytes header(uint32_t magic, uint16_t type, uint32_t length) { return test::rawFrameHeader(magic, type, length); }
 
 // One stranger: a raw socket, the bytes it sends, and whether it closes its side afterwards.
 struct Stranger {
