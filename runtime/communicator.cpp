@@ -705,7 +705,9 @@ Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
                      "shrink on rank %d: this communicator opened no shrink listener at init (see the INFO log)", me);
   }
   Deadline deadline = Deadline::after(config().timeout);
-  auto m = gatherSurvivors(me, impl_->id, ex, *impl_->shrinkListener, impl_->shrinkContacts, deadline);
+  // abort() from another thread ends a shrink as it ends any wait.
+  std::function<Status()> stop = [w = impl_->watchdog.get()] { return w != nullptr ? w->abortStatus() : Status::ok(); };
+  auto m = gatherSurvivors(me, impl_->id, ex, *impl_->shrinkListener, impl_->shrinkContacts, deadline, stop);
   FERRY_TRY(m);
   FERRY_INFO(log::kInit, "comm %016llx rank %d: shrink to %zu ranks (excluded: %zu, found gone: %zu); new rank %d",
              static_cast<unsigned long long>(impl_->id), me, m->members.size(), ex.size(), m->gone.size(), m->newRank);

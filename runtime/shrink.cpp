@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -29,6 +30,23 @@ constexpr size_t kMaxRoundBytes = size_t{64} << 20;
 constexpr size_t kMaxRanks = size_t{1} << 20;
 /// How long a connection to a candidate leader, or a probe of a rank's listener, may take.
 constexpr double kConnectSeconds = 0.5;
+
+// What stops a shrink early besides its deadline (Comm::abort() on the communicator being shrunk),
+// for the thread running gatherSurvivors().
+thread_local const std::function<Status()>* tStop = nullptr;
+
+Status stopRequested() { return tStop != nullptr && *tStop ? (*tStop)() : Status::ok(); }
+
+/// Wait until `fd` is readable, checking for a stop every 100 ms: false at the deadline (*stop ok)
+/// or when stopped (*stop says why).
+bool readableOrStopped(int fd, Deadline deadline, Status* stop) {
+  for (;;) {
+    const Clock::time_point slice = std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(100));
+    if (bootstrap::waitReadable(fd, slice)) return true;
+    *stop = stopRequested();
+    if (!stop->isOk() || deadline.expired()) return false;
+  }
+}
 
 /// The earlier of `d` and `seconds` from now.
 Deadline capped(const Deadline& d, double seconds) {
@@ -76,7 +94,9 @@ Status recvExact(int fd, void* dst, size_t n, Deadline deadline, const char* wha
       return makeError(ErrorCode::kRemoteError, "shrink: receiving %s from rank %d failed: %s", what, peer,
                        std::strerror(errno));
     }
-    if (!bootstrap::waitReadable(fd, deadline.at())) {
+    Status stop;
+    if (!readableOrStopped(fd, deadline, &stop)) {
+      if (!stop.isOk()) return stop;
       return makeError(ErrorCode::kTimeout, "shrink: rank %d sent no %s within the deadline", peer, what);
     }
   }
@@ -291,6 +311,8 @@ Result<ShrinkMembership> lead(int rank, uint64_t commId, const std::vector<int>&
   FERRY_INFO(log::kInit, "shrink: rank %d leads; waiting for %zu ranks (excluded: %s)", rank, waiting.size(),
              rankList(exclude).c_str());
   while (!waiting.empty() && failure.isOk()) {
+    failure = stopRequested();
+    if (!failure.isOk()) break;
     if (deadline.expired()) {
       std::vector<int> late(waiting.begin(), waiting.end());
       failure = makeError(ErrorCode::kTimeout,
@@ -445,7 +467,12 @@ Result<std::unique_ptr<ShrinkListener>> ShrinkListener::open(const SocketAddress
 
 Result<ShrinkMembership> gatherSurvivors(int rank, uint64_t commId, const std::vector<int>& exclude,
                                          ShrinkListener& mine, const std::vector<ShrinkContact>& contacts,
-                                         Deadline deadline) {
+                                         Deadline deadline, const std::function<Status()>& stop) {
+  struct StopScope {
+    const std::function<Status()>* saved = tStop;
+    explicit StopScope(const std::function<Status()>* s) { tStop = s; }
+    ~StopScope() { tStop = saved; }
+  } scope(&stop);
   // The lowest rank alive that nobody excludes leads; a candidate that closes on this rank before
   // answering (it died meanwhile) passes the lead on.
   for (int r = 0; r < rank; ++r) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -81,9 +82,10 @@ struct ShrinkReply {
 Result<ShrinkReply> readShrinkReply(int fd, int leader, Deadline deadline);
 
 /// Run the membership round as parent rank `rank` of `contacts.size()` (see above). `exclude` is
-/// sorted, without duplicates and without `rank`.
+/// sorted, without duplicates and without `rank`. Every wait also ends, within 0.1 s, when `stop`
+/// returns an error (the communicator was aborted): the leader then tells the members who joined.
 Result<ShrinkMembership> gatherSurvivors(int rank, uint64_t commId, const std::vector<int>& exclude,
                                          ShrinkListener& mine, const std::vector<ShrinkContact>& contacts,
-                                         Deadline deadline);
+                                         Deadline deadline, const std::function<Status()>& stop = {});
 
 }  // namespace ferry

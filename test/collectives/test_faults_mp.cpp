@@ -282,6 +282,28 @@ TEST_CASE("shrink leaves out live ranks named in the list", "[mp][faults]") {
   CHECK(summarize(outcomes) == "");
 }
 
+TEST_CASE("abort from another thread ends a shrink that waits for ranks within 1 s", "[mp][faults]") {
+  auto outcomes = runRanks(3, [](Comm& c) -> std::string {
+    if (c.rank() != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // alive, but never shrinks
+      return "";
+    }
+    std::thread aborter([&c] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      c.abort("test abort during shrink");
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    auto s = c.shrink();
+    const double took = seconds(t0);
+    aborter.join();
+    std::printf("shrink returned after %.3f s: %s\n", took, s.status().toString().c_str());
+    if (s.isOk()) return "shrink succeeded without ranks 1 and 2";
+    if (s.status().code() != ErrorCode::kAborted) return "shrink returned " + s.status().toString();
+    return took < 1.4 ? "" : "abort took " + std::to_string(took - 0.4) + " s to end the shrink";
+  });
+  CHECK(summarize(outcomes) == "");
+}
+
 TEST_CASE("ranks passing different exclude lists get an error naming both", "[mp][faults]") {
   auto outcomes = runRanks(3, [](Comm& c) -> std::string {
     if (c.rank() == 2) return "";
