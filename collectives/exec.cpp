@@ -282,11 +282,16 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
   }
   startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
+  bool sawMismatch = false;  // this rank read the peer's header: the error already names the call
   auto poll = [&]() -> Status {
     // A peer that runs another call first: it is the root cause, and that peer may already have
     // failed and exited (a broadcast reader that met the root's mismatching header does at once),
     // its header still in shared memory while the liveness check would only say it died.
-    FERRY_TRY(checkPeerCall(peer));
+    Status call = checkPeerCall(peer);
+    if (!call.isOk()) {
+      sawMismatch = true;
+      return call;
+    }
     // Nothing else drives the transport during a wait on shared memory, and other ranks' error
     // reports arrive through it: a peer that failed, reported why (another rank died, say) and
     // exited must be read as that report, not as one more dead rank.
@@ -297,7 +302,7 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
   };
   Status st = ctx_.arena->wait(peer, target, deadline_, poll, word, wordTarget);
   if (!st.isOk()) {
-    if (st.code() == ErrorCode::kMismatch) return st;  // already names the call
+    if (sawMismatch) return st;  // names both calls; a mismatch another rank reported is wrapped below
     // Our own deadline only: a kTimeout from the poll is another rank's timeout, reported to this
     // one (the watchdog keeps the reporter's code), and its message says what really happened.
     if (st.code() == ErrorCode::kTimeout && deadline_.expired()) {

@@ -705,8 +705,13 @@ Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
                      "shrink on rank %d: this communicator opened no shrink listener at init (see the INFO log)", me);
   }
   Deadline deadline = Deadline::after(config().timeout);
-  // abort() from another thread ends a shrink as it ends any wait.
-  std::function<Status()> stop = [w = impl_->watchdog.get()] { return w != nullptr ? w->abortStatus() : Status::ok(); };
+  // abort() from another thread ends a shrink as it ends any wait; an abort from before the shrink
+  // (NCCL_SHRINK_ABORT's, or the application's own) is what the shrink recovers from.
+  Watchdog* w = impl_->watchdog.get();
+  const bool abortedBefore = w != nullptr && !w->abortStatus().isOk();
+  std::function<Status()> stop = [w, abortedBefore] {
+    return w != nullptr && !abortedBefore ? w->abortStatus() : Status::ok();
+  };
   auto m = gatherSurvivors(me, impl_->id, ex, *impl_->shrinkListener, impl_->shrinkContacts, deadline, stop);
   FERRY_TRY(m);
   FERRY_INFO(log::kInit, "comm %016llx rank %d: shrink to %zu ranks (excluded: %zu, found gone: %zu); new rank %d",
