@@ -32,6 +32,7 @@
 #include "transports/shm/shared_memory.hpp"
 #include "transports/shm/shm_arena.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace ferry {
@@ -250,6 +251,8 @@ constexpr int kNoRoot = std::numeric_limits<int>::min();
 constexpr int kNoOp = -1;
 
 // FERRY_TRANSPORT picks the transport; shm needs every rank on this host in one pid namespace.
+// Between hosts, auto means UCX where an RDMA port is active (it drives the fabric) and ferry's
+// own TCP transport otherwise (several streams per pair, where UCX's TCP moves one).
 Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<PeerInfo>& peers, int rank, int size,
                                                               uint64_t commId) {
   const PeerInfo& me = peers[rank];
@@ -259,19 +262,36 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     samePidSpace &= p.pidNamespace == me.pidNamespace;
   }
   std::string choice = config().transport;
-  if (choice == "auto") choice = allLocal && samePidSpace ? "shm" : "ucx";
+  if (choice == "auto") choice = allLocal && samePidSpace ? "shm" : hasActiveRdma() ? "ucx" : "tcp";
   if (choice == "shm") {
     if (!allLocal || !samePidSpace) {
       return makeError(ErrorCode::kInvalidArgument,
                        "FERRY_TRANSPORT=shm needs every rank on this host and in one pid namespace (rank %d of %d is "
-                       "on %s; use ucx across hosts)",
+                       "on %s; use ucx or tcp across hosts)",
                        rank, size, me.hostname.c_str());
     }
     return transport::shm::createShmTransport({rank, size, commId});
   }
+  if (choice == "tcp") {
+    transport::tcp::TcpOptions to;
+    to.rank = rank;
+    to.size = size;
+    to.commId = commId;
+    auto bind = loopbackReachesAll(peers) && config().socketIfname.empty()
+                    ? Result<bootstrap::SocketAddress>(bootstrap::SocketAddress::loopback(0))
+                    : interfaceAddress(config().socketIfname);
+    FERRY_TRY(bind);
+    to.bind = bind->storage;
+    to.bindLength = bind->length;
+    to.streams = static_cast<int>(config().socketStreams);
+    to.connectSeconds = config().timeout;
+    for (const PeerInfo& p : peers) to.sameHost.push_back(p.hostId == me.hostId);
+    return transport::tcp::createTcpTransport(to);
+  }
   if (choice != "ucx") {
-    return makeError(ErrorCode::kInvalidArgument, "FERRY_TRANSPORT='%s' is not a transport (expected auto, ucx or shm)",
-                     choice.c_str());
+    return makeError(ErrorCode::kInvalidArgument,
+                     "FERRY_TRANSPORT='%s' on rank %d is not a transport (expected auto, ucx, tcp or shm)",
+                     choice.c_str(), rank);
   }
   transport::ucx::UcxOptions uo;
   uo.rank = rank;

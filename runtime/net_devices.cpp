@@ -31,6 +31,13 @@ const std::string& describeRdma() {
   return text;
 }
 
+bool hasActiveRdma() {
+  for (const transport::ib::NicPort& p : rdma().ports) {
+    if (p.active) return true;
+  }
+  return false;
+}
+
 Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int rank, int localIndex) {
   const std::string& spec = config().socketIfname;
   if (spec.empty() && loopbackReachesAll(peers)) return std::string("lo");

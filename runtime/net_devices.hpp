@@ -24,4 +24,8 @@ Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int ran
 /// NUMA 0 ..." or "RDMA: none (no devices found): TCP between hosts", for the INIT log.
 const std::string& describeRdma();
 
+/// Whether this host has an RDMA port that can carry traffic (FERRY_TRANSPORT=auto then picks UCX
+/// between hosts, and ferry's own TCP transport otherwise).
+bool hasActiveRdma();
+
 }  // namespace ferry

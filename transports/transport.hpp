@@ -62,6 +62,10 @@ struct Capabilities {
   bool zeroCopy = false;        ///< large messages move without intermediate copies
   bool deviceMemory = false;    ///< can send from and receive into GPU memory
   bool detectsPeerDeath = false;
+  /// Sends of any size complete once the transport has taken their bytes (written to the kernel,
+  /// the receiving side keeping what arrives before its receive), not when the peer receives them:
+  /// an eager protocol with no rendezvous (tcp). Otherwise only small sends complete that way.
+  bool buffersSends = false;
 };
 
 /// A connected set of ranks.

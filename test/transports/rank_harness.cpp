@@ -17,6 +17,9 @@
 #include <random>
 
 #include "transports/shm/shm_transport.hpp"
+#include <netinet/in.h>
+
+#include "transports/tcp/tcp_transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
 namespace ferry::test {
@@ -44,6 +47,21 @@ Result<std::unique_ptr<Transport>> createTransport(const std::string& name, int 
     o.size = size;
     o.commId = commId;
     return transport::shm::createShmTransport(o);
+  }
+  if (name == "tcp" || name == "tcp-1") {
+    // "tcp": every peer counted as on another host, so pairs use 4 streams and large messages are
+    // split; "tcp-1": one stream per pair. Loopback either way.
+    transport::tcp::TcpOptions o;
+    o.rank = rank;
+    o.size = size;
+    o.commId = commId;
+    auto* in = reinterpret_cast<sockaddr_in*>(&o.bind);
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    o.bindLength = sizeof(sockaddr_in);
+    o.streams = name == "tcp" ? 4 : 1;
+    o.connectSeconds = 20;
+    return transport::tcp::createTcpTransport(o);
   }
   return makeError(ErrorCode::kInvalidArgument, "no transport named '%s' in this test program", name.c_str());
 }
@@ -159,7 +177,7 @@ void removeDir(const std::string& dir) {
 }  // namespace
 
 const std::vector<std::string>& transportNames() {
-  static const std::vector<std::string> names = {"ucx", "ucx-local", "shm"};
+  static const std::vector<std::string> names = {"ucx", "ucx-local", "shm", "tcp", "tcp-1"};
   return names;
 }
 
@@ -240,10 +258,10 @@ TransportProbe probeTransport(const std::string& name) {
       std::unique_ptr<Transport> t = std::move(*created);
       transport::Capabilities c = t->capabilities();
       msg = std::string("1") + (c.zeroCopy ? "1" : "0") + (c.deviceMemory ? "1" : "0") +
-            (c.detectsPeerDeath ? "1" : "0") + t->name();
+            (c.detectsPeerDeath ? "1" : "0") + (c.buffersSends ? "1" : "0") + t->name();
       t.reset();  // released before exiting, as a rank would
     } else {
-      msg = "0000" + created.status().toString();
+      msg = "00000" + created.status().toString();
     }
     ssize_t w = write(p[1], msg.data(), msg.size());
     (void)w;
@@ -256,7 +274,7 @@ TransportProbe probeTransport(const std::string& name) {
   while ((got = read(p[0], buf, sizeof(buf))) > 0) msg.append(buf, static_cast<size_t>(got));
   close(p[0]);
   waitpid(pid, nullptr, 0);
-  if (msg.size() < 4) {
+  if (msg.size() < 5) {
     probe.why = "the probe process died";
     return probe;
   }
@@ -264,7 +282,8 @@ TransportProbe probeTransport(const std::string& name) {
   probe.caps.zeroCopy = msg[1] == '1';
   probe.caps.deviceMemory = msg[2] == '1';
   probe.caps.detectsPeerDeath = msg[3] == '1';
-  (probe.available ? probe.name : probe.why) = msg.substr(4);
+  probe.caps.buffersSends = msg[4] == '1';
+  (probe.available ? probe.name : probe.why) = msg.substr(5);
   return probe;
 }
 

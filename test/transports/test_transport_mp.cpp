@@ -401,7 +401,8 @@ int testMain(int argc, char** argv, RunCatch runCatch) {
     std::printf("transport %s is not available here: %s\n", name.c_str(), probe.why.c_str());
     return 77;  // meson: SKIP
   }
-  std::printf("transport %s (name() \"%s\"): zeroCopy %d, deviceMemory %d, detectsPeerDeath %d\n", name.c_str(),
-              probe.name.c_str(), probe.caps.zeroCopy, probe.caps.deviceMemory, probe.caps.detectsPeerDeath);
+  std::printf("transport %s (name() \"%s\"): zeroCopy %d, deviceMemory %d, detectsPeerDeath %d, buffersSends %d\n",
+              name.c_str(), probe.name.c_str(), probe.caps.zeroCopy, probe.caps.deviceMemory,
+              probe.caps.detectsPeerDeath, probe.caps.buffersSends);
   return runCatch(static_cast<int>(rest.size()), rest.data());
 }

@@ -264,7 +264,9 @@ TEST_CASE("close with requests in flight returns in time, and a forced close fai
       if (s.isOk()) s = t.postSend(1, 103, bufs[3].data(), bufs[3].size(), &reqs[3]);  // eager, may finish
       if (!s.isOk()) return "post failed: " + s.toString();
       c.spin(0.2);
-      for (int i = 0; i < 3; ++i) {
+      // A transport that buffers sends may finish the 1 MiB one: rank 1's side keeps it.
+      const int mustPend = probeUnderTest().caps.buffersSends ? 2 : 3;
+      for (int i = 0; i < mustPend; ++i) {
         if (!reqs[i].pending()) return "request " + std::to_string(i) + " ended before close: " + stateName(reqs[i]);
       }
       const double limit = 1.0;
@@ -281,7 +283,7 @@ TEST_CASE("close with requests in flight returns in time, and a forced close fai
         if (!err.empty()) {
           err = "a forced close left requests pending (recv from 1, any-peer recv, 1 MiB send, 64 B send):" + states;
         }
-        for (int i = 0; err.empty() && i < 3; ++i) {
+        for (int i = 0; err.empty() && i < mustPend; ++i) {
           if (reqs[i].state != Request::State::kFailed) err = "after a forced close request #" + std::to_string(i) + " is " + stateName(reqs[i]);
         }
       }
@@ -338,7 +340,10 @@ TEST_CASE("a peer killed with SIGKILL is reported and fails its requests within 
     std::string states = " (recv from it: " + stateName(reqs[0]) + "; 4 MiB send: " + stateName(reqs[1]) +
                          "; send after the report: " + stateName(reqs[2]) + ")";
     if (!err.empty()) err += states;
+    // The 4 MiB send may have been taken whole before the death by a transport that buffers sends
+    // (the victim's side kept it); it must end either way, and everything else must fail.
     for (int i = 0; err.empty() && i < 3; ++i) {
+      if (i == 1 && probeUnderTest().caps.buffersSends && reqs[i].state == Request::State::kDone) continue;
       if (reqs[i].state != Request::State::kFailed) err = "a request involving the dead rank did not fail" + states;
     }
     // Whatever happened above, the survivors must still reach each other.

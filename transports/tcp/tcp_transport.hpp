@@ -1,0 +1,41 @@
+// The TCP transport: ferry's own sockets between hosts that have no RDMA fabric.
+//
+// Every pair of ranks on different hosts is joined by several TCP streams (FERRY_SOCKET_STREAMS),
+// and a large message is split across them (tcp_wire.hpp), as NCCL's socket transport does: one
+// stream rarely fills a link, several do. Sends are eager (a message goes out when it is posted,
+// and the receiver keeps what arrives before its receive in memory of its own), so a message costs
+// one trip over the link whatever its size, which matters on links with milliseconds of latency.
+// Receives that are posted in time take the bytes straight from the socket into the user buffer.
+// All I/O is non-blocking and happens in progress(), on the calling thread.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <memory>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "transports/transport.hpp"
+
+namespace ferry::transport::tcp {
+
+/// How to set up the transport.
+struct TcpOptions {
+  int rank = 0;
+  int size = 1;
+  uint64_t commId = 0;
+  /// Where to listen (the port is the kernel's choice); loopback when every rank is on this host.
+  sockaddr_storage bind{};
+  socklen_t bindLength = 0;
+  /// Streams per pair of ranks on different hosts (1..16); pairs on one host use one.
+  int streams = 4;
+  /// sameHost[r]: rank r runs on this host (empty: none does).
+  std::vector<bool> sameHost;
+  /// Seconds connect() may take to join every stream.
+  double connectSeconds = 300;
+};
+
+/// A listening socket now; connect() joins the streams.
+Result<std::unique_ptr<Transport>> createTcpTransport(const TcpOptions& options);
+
+}  // namespace ferry::transport::tcp
