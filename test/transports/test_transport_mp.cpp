@@ -406,3 +406,34 @@ int testMain(int argc, char** argv, RunCatch runCatch) {
               probe.caps.detectsPeerDeath, probe.caps.buffersSends);
   return runCatch(static_cast<int>(rest.size()), rest.data());
 }
+
+// Not a test: `test_transport_mp --transport T "[.throughput]"` prints how fast one rank streams
+// messages to another (sizes as FERRY_TEST_BYTES, default 256 KiB; 8 receives posted ahead).
+TEST_CASE("throughput of one pair", "[.throughput]") {
+  runAndCheck(2, [](RankContext& c) -> std::string {
+    auto& t = c.transport();
+    const char* env = std::getenv("FERRY_TEST_BYTES");
+    const size_t bytes = env != nullptr ? std::strtoull(env, nullptr, 10) : (256 << 10);
+    const size_t total = size_t{512} << 20;
+    const int count = static_cast<int>(std::max<size_t>(total / std::max<size_t>(bytes, 1), 16));
+    constexpr int kDepth = 8;
+    std::vector<std::vector<uint8_t>> bufs(kDepth, std::vector<uint8_t>(bytes, 1));
+    Request reqs[kDepth];
+    auto t0 = Clock::now();
+    for (int i = 0; i < count; ++i) {
+      Request& r = reqs[i % kDepth];
+      if (r.pending()) {
+        std::string err = c.wait(r, 30, "message");
+        if (!err.empty()) return err;
+      }
+      r = Request{};
+      Status s = c.rank() == 0 ? t.postSend(1, 7, bufs[i % kDepth].data(), bytes, &r)
+                               : t.postRecv(0, 7, kTagMask, bufs[i % kDepth].data(), bytes, &r);
+      if (!s.isOk()) return s.toString();
+    }
+    std::string err = c.waitAll(reqs, kDepth, 30, "last messages");
+    double s = secondsSince(t0);
+    if (c.rank() == 1) std::printf("%zu B x %d: %.3f GB/s\n", bytes, count, double(bytes) * count / s / 1e9);
+    return err;
+  }, 120);
+}

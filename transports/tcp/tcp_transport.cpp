@@ -28,6 +28,7 @@
 
 #include "runtime/base/deadline.hpp"
 #include "runtime/base/log.hpp"
+#include "transports/tcp/buffer_pool.hpp"
 #include "transports/tcp/tcp_connect.hpp"
 #include "transports/tcp/tcp_wire.hpp"
 
@@ -60,7 +61,7 @@ struct InMsg {
   int piecesLeft = 0;
   Request* req = nullptr;  // the receive it matched
   bool discard = false;    // matched a receive too small: the rest is read and dropped
-  std::unique_ptr<uint8_t[]> own;  // unexpected: where pieces land until a receive takes it
+  PooledBuffer own;        // unexpected: where pieces land until a receive takes it
   std::array<PieceState, kMaxStreams> pieces{};
   std::list<InMsg*>::iterator unexpectedAt;
   bool unexpected = false;
@@ -474,8 +475,7 @@ class TcpTransport final : public Transport {
       }
     }
     if (h.bytes > 0) {
-      m->own.reset(new (std::nothrow) uint8_t[h.bytes]);
-      if (!m->own) {
+      if (!m->own.take(&pool_, h.bytes)) {
         failPeer(peer, makeError(ErrorCode::kSystemError,
                                  "rank %d cannot hold a message of %llu bytes from rank %d that no receive takes yet",
                                  rank_, static_cast<unsigned long long>(h.bytes), peer), true);
@@ -553,7 +553,7 @@ class TcpTransport final : public Transport {
     const Peer& p = peers_[static_cast<size_t>(peer)];
     if (err == 0 && p.goodbye) {
       failPeer(peer, makeError(ErrorCode::kRemoteError, "rank %d closed its connections (it destroyed the communicator)",
-                               peer), true);
+                               peer), false);
     } else if (err == 0) {
       failPeer(peer, makeError(ErrorCode::kRemoteError,
                                "the TCP connection to rank %d ended: its process exited or was killed", peer), true);
@@ -607,6 +607,7 @@ class TcpTransport final : public Transport {
   const TcpOptions options_;
   int listenFd_ = -1;
   const TcpAddress self_;
+  BufferPool pool_{size_t{128} << 20};  // before the messages whose memory it lends
   std::vector<Peer> peers_;
   std::list<Posted> posted_;      // receives no message matched yet, in posting order
   std::list<InMsg*> unexpected_;  // messages no receive matched yet, in arrival order
