@@ -437,7 +437,7 @@ Status Exec::wait(Request* req) {
         }
       }
     }
-    backoff.pause();
+    backoff.pause([&](long ns) { return ctx_.transport->waitForWork(ns); });
   }
   return finishWait(req);
 }

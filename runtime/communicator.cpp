@@ -284,6 +284,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     to.bind = bind->storage;
     to.bindLength = bind->length;
     to.streams = static_cast<int>(config().socketStreams);
+    to.congestion = config().socketCongestion;
     to.connectSeconds = config().timeout;
     for (const PeerInfo& p : peers) to.sameHost.push_back(p.hostId == me.hostId);
     return transport::tcp::createTcpTransport(to);

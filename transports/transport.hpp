@@ -96,6 +96,14 @@ class Transport {
   /// Advance every posted operation; returns true when something happened.
   virtual bool progress() = 0;
 
+  /// Block for at most `ns` nanoseconds until progress() may have something to do (bytes arrived,
+  /// room to send). Returns false at once when the transport cannot wait that way (the caller then
+  /// sleeps instead); true after waiting, whether or not something happened.
+  virtual bool waitForWork(long ns) {
+    (void)ns;
+    return false;
+  }
+
   /// Ok while `peer` is reachable; the failure the transport saw otherwise. Once it is not ok,
   /// every request naming `peer` fails (after progress()), and so does every later one.
   virtual Status peerError(int peer) const = 0;

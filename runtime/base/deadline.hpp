@@ -64,6 +64,22 @@ class Backoff {
       if (sleepNs_ < kMaxSleepNs) sleepNs_ *= 2;
     }
   }
+  /// pause(), but a sleep goes to `sleep(ns)` first: a transport that can block until its sockets
+  /// have work (Transport::waitForWork) wakes at once when they do; `sleep` returns false when it
+  /// cannot, and the pause sleeps as usual.
+  template <class Sleep>
+  void pause(Sleep&& sleep) {
+    if (n_ + 1 < kSpins + kYields) {
+      pause();
+      return;
+    }
+    ++n_;
+    if (!sleep(sleepNs_)) {
+      timespec ts{0, sleepNs_};
+      nanosleep(&ts, nullptr);
+    }
+    if (sleepNs_ < kMaxSleepNs) sleepNs_ *= 2;
+  }
   void reset() {
     n_ = 0;
     sleepNs_ = kMinSleepNs;

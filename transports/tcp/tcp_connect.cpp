@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -21,6 +22,19 @@ namespace ferry::transport::tcp {
 namespace {
 
 constexpr uint32_t kAddressMagic = 0x46544131;  // "FTA1"
+
+// Before connect() or listen(): a socket that started under a pacing algorithm stays paced after
+// a switch (the accepted ones inherit the listener's).
+void setCongestion(int fd, const std::string& congestion) {
+  if (!congestion.empty() &&
+      ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(), static_cast<socklen_t>(congestion.size())) != 0) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      FERRY_INFO(log::kNet, "TCP transport: congestion control '%s' refused (%s); the system's default stays",
+                 congestion.c_str(), std::strerror(errno));
+    }
+  }
+}
 
 void setStreamOptions(int fd) {
   int one = 1;
@@ -123,9 +137,11 @@ Result<TcpAddress> TcpAddress::deserialize(const std::vector<uint8_t>& bytes, in
 
 std::string TcpAddress::toString() const { return describe(addr); }
 
-Result<int> listenTcp(const sockaddr_storage& bind, socklen_t length, sockaddr_storage* bound, socklen_t* boundLength) {
+Result<int> listenTcp(const sockaddr_storage& bind, socklen_t length, const std::string& congestion,
+                      sockaddr_storage* bound, socklen_t* boundLength) {
   int fd = ::socket(bind.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return makeError(ErrorCode::kSystemError, "TCP transport: socket() failed: %s", std::strerror(errno));
+  setCongestion(fd, congestion);
   sockaddr_storage a = bind;
   if (a.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&a)->sin_port = 0;
   if (a.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&a)->sin6_port = 0;
@@ -141,7 +157,8 @@ Result<int> listenTcp(const sockaddr_storage& bind, socklen_t length, sockaddr_s
 }
 
 Result<std::vector<std::vector<int>>> connectStreams(int self, int listenFd, const std::vector<TcpAddress>& peers,
-                                                     const std::vector<int>& streams, Deadline deadline) {
+                                                     const std::vector<int>& streams, const std::string& congestion,
+                                                     Deadline deadline) {
   const int n = static_cast<int>(peers.size());
   std::vector<std::vector<int>> fds(static_cast<size_t>(n));
   std::vector<Pending> pending;
@@ -177,6 +194,7 @@ Result<std::vector<std::vector<int>>> connectStreams(int self, int listenFd, con
       const TcpAddress& to = peers[static_cast<size_t>(o.peer)];
       o.fd = ::socket(to.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       if (o.fd < 0) return fail(makeError(ErrorCode::kSystemError, "TCP transport: socket() failed: %s", std::strerror(errno)));
+      setCongestion(o.fd, congestion);
       if (::connect(o.fd, reinterpret_cast<const sockaddr*>(&to.addr), to.length) != 0 && errno != EINPROGRESS) {
         ::close(o.fd);
         o.fd = -1;

@@ -29,15 +29,20 @@ struct TcpAddress {
   std::string toString() const;
 };
 
-/// A listening socket on `bind`'s address and a kernel-chosen port (close-on-exec, non-blocking).
+/// A listening socket on `bind`'s address and a kernel-chosen port (close-on-exec, non-blocking),
+/// whose accepted streams use TCP congestion control `congestion` ("": the system's).
 /// Returns the descriptor and sets *bound to the address to publish.
-Result<int> listenTcp(const sockaddr_storage& bind, socklen_t length, sockaddr_storage* bound, socklen_t* boundLength);
+Result<int> listenTcp(const sockaddr_storage& bind, socklen_t length, const std::string& congestion,
+                      sockaddr_storage* bound, socklen_t* boundLength);
 
 /// Joins rank `self` to every other rank: streams[p] is how many streams the pair (self, p) uses
 /// (both sides must compute the same). Connects to higher ranks, accepts lower ones on `listenFd`,
 /// and drops connections that do not say the right hello. Returns fds[p][s] (none for self),
 /// non-blocking, TCP_NODELAY, close-on-exec; on failure closes everything it opened.
+/// `congestion`: the TCP congestion control of the connecting streams ("" leaves the system's; one
+/// the system refuses is logged once and left).
 Result<std::vector<std::vector<int>>> connectStreams(int self, int listenFd, const std::vector<TcpAddress>& peers,
-                                                     const std::vector<int>& streams, Deadline deadline);
+                                                     const std::vector<int>& streams, const std::string& congestion,
+                                                     Deadline deadline);
 
 }  // namespace ferry::transport::tcp

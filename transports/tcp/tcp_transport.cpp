@@ -124,7 +124,8 @@ class TcpTransport final : public Transport {
       const bool same = static_cast<size_t>(r) < options_.sameHost.size() && options_.sameHost[static_cast<size_t>(r)];
       streams[static_cast<size_t>(r)] = same ? 1 : static_cast<int>(std::min(a->streams, self_.streams));
     }
-    auto fds = connectStreams(rank_, listenFd_, peers, streams, Deadline::after(options_.connectSeconds));
+    auto fds = connectStreams(rank_, listenFd_, peers, streams, options_.congestion,
+                              Deadline::after(options_.connectSeconds));
     FERRY_TRY(fds);
     peers_.resize(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) {
@@ -212,6 +213,28 @@ class TcpTransport final : public Transport {
   bool progress() override {
     if (closed_ || peers_.empty()) return false;
     moved_ = false;
+    if (!pollSet(0)) return false;
+    for (size_t i = 0; i < pollfds_.size(); ++i) {
+      const short re = pollfds_[i].revents;
+      if (re == 0) continue;
+      const int r = where_[i].first, s = where_[i].second;
+      if (!peers_[static_cast<size_t>(r)].failure.isOk()) continue;
+      if (re & POLLOUT) flush(r, s);
+      if ((re & (POLLIN | POLLHUP | POLLERR)) && peers_[static_cast<size_t>(r)].failure.isOk()) readStream(r, s);
+    }
+    return moved_;
+  }
+
+  bool waitForWork(long ns) override {
+    if (closed_ || peers_.empty()) return false;
+    (void)pollSet(ns);
+    return true;
+  }
+
+ private:
+  // poll() the streams that have something to do (stream 0 always, others while a piece is owed
+  // or a frame queued) for at most `ns`; true when one is ready (pollfds_ says which).
+  bool pollSet(long ns) {
     pollfds_.clear();
     where_.clear();
     for (int r = 0; r < size_; ++r) {
@@ -228,18 +251,11 @@ class TcpTransport final : public Transport {
       }
     }
     if (pollfds_.empty()) return false;
-    int ready = ::poll(pollfds_.data(), pollfds_.size(), 0);
-    if (ready <= 0) return false;
-    for (size_t i = 0; i < pollfds_.size(); ++i) {
-      const short re = pollfds_[i].revents;
-      if (re == 0) continue;
-      const int r = where_[i].first, s = where_[i].second;
-      if (!peers_[static_cast<size_t>(r)].failure.isOk()) continue;
-      if (re & POLLOUT) flush(r, s);
-      if ((re & (POLLIN | POLLHUP | POLLERR)) && peers_[static_cast<size_t>(r)].failure.isOk()) readStream(r, s);
-    }
-    return moved_;
+    timespec ts{0, ns};
+    return ::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr) > 0;
   }
+
+ public:
 
   Status peerError(int peer) const override {
     if (peer < 0 || peer >= size_ || peers_.empty()) return Status::ok();
@@ -626,7 +642,7 @@ Result<std::unique_ptr<Transport>> createTcpTransport(const TcpOptions& options)
                      options.streams, options.rank, kMaxStreams);
   }
   TcpAddress self;
-  auto fd = listenTcp(options.bind, options.bindLength, &self.addr, &self.length);
+  auto fd = listenTcp(options.bind, options.bindLength, options.congestion, &self.addr, &self.length);
   FERRY_TRY(fd);
   std::random_device rd;
   self.rank = static_cast<uint32_t>(options.rank);

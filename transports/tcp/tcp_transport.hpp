@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ferry/status.hpp"
@@ -31,6 +32,10 @@ struct TcpOptions {
   int streams = 4;
   /// sameHost[r]: rank r runs on this host (empty: none does).
   std::vector<bool> sameHost;
+  /// TCP congestion control for the streams ("cubic"); empty: the system's default. Collective
+  /// traffic comes in bursts, and a pacing algorithm such as BBR starts every burst at the rate
+  /// it measured while the streams were idle.
+  std::string congestion;
   /// Seconds connect() may take to join every stream.
   double connectSeconds = 300;
 };
