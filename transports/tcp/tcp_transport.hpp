@@ -1,6 +1,6 @@
 // The TCP transport: ferry's own sockets between hosts that have no RDMA fabric.
 //
-// Every pair of ranks on different hosts is joined by several TCP streams (FERRY_SOCKET_STREAMS),
+// Every pair of ranks on different hosts is joined by one or more TCP streams (FERRY_SOCKET_STREAMS),
 // and a large message is split across them (tcp_wire.hpp), as NCCL's socket transport does: one
 // stream rarely fills a link, several do. Sends are eager (a message goes out when it is posted,
 // and the receiver keeps what arrives before its receive in memory of its own), so a message costs
@@ -29,13 +29,12 @@ struct TcpOptions {
   sockaddr_storage bind{};
   socklen_t bindLength = 0;
   /// Streams per pair of ranks on different hosts (1..16); pairs on one host use one.
-  int streams = 4;
+  int streams = 1;
   /// sameHost[r]: rank r runs on this host (empty: none does).
   std::vector<bool> sameHost;
-  /// TCP congestion control for the streams ("cubic"); empty: the system's default. Collective
-  /// traffic comes in bursts, and a pacing algorithm such as BBR starts every burst at the rate
-  /// it measured while the streams were idle.
-  std::string congestion;
+  /// TCP congestion control of the streams: "auto" (cubic, BBR on paths with a round trip of a
+  /// millisecond or more: tcp_connect.cpp says why), a kernel name, or empty for the system's.
+  std::string congestion = "auto";
   /// Seconds connect() may take to join every stream.
   double connectSeconds = 300;
 };
