@@ -74,6 +74,7 @@ class FerryBackend final : public ferry::perf::Backend {
   }
 
   void abort(const std::string& reason) override { comm_->abort(reason); }
+  uint64_t measuredCalls() const override { return comm_->measuredCalls(); }
   void* allocRegistered(size_t bytes) override {
     auto p = ferry::hostAlloc(bytes);
     if (!p.isOk()) std::fprintf(stderr, "ferry-perf: %s\n", p.status().message().c_str());

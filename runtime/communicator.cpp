@@ -68,6 +68,7 @@ struct Comm::Impl {
   std::unique_ptr<cuda::DeviceContext> gpu;  ///< null without a device
   HostLayout layout;                         ///< which ranks share a host
   std::unique_ptr<Hierarchy> hier;           ///< the two levels, when the ranks span hosts
+  uint64_t measuredCalls = 0;                ///< calls the tuner measured (Comm::measuredCalls)
   /// Where this rank listens for shrink(), and where every rank does (runtime/shrink.hpp).
   std::unique_ptr<ShrinkListener> shrinkListener;
   std::vector<ShrinkContact> shrinkContacts;
@@ -103,6 +104,7 @@ struct Comm::Impl {
       return c;
     }
     Tuner::Choice c = tuner->select(desc, ctx.peersShared);
+    if (c.trial >= 0 || c.settle) ++measuredCalls;
     if (c.settle) {
       // On one host the ranks share a clock: the trials are judged by the last rank's ends.
       // Across hosts each rank measures its own intervals, and the slowest rank's count.
@@ -746,6 +748,11 @@ Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
 int Comm::rank() const { return impl_->rank; }
 int Comm::size() const { return impl_->size; }
 uint64_t Comm::id() const { return impl_->id; }
+uint64_t Comm::measuredCalls() const {
+  uint64_t n = impl_->measuredCalls;
+  if (impl_->hier) n += impl_->hier->local().measuredCalls() + impl_->hier->cross().measuredCalls();
+  return n;
+}
 Status Comm::error() const { return impl_->sticky(); }
 int Comm::device() const { return impl_->device; }
 size_t Comm::deviceMemoryBytes() const { return impl_->gpu ? impl_->gpu->memoryBytes() : 0; }

@@ -47,6 +47,9 @@ class Backend {
   /// MPI_Alloc_mem), or null; freed with freeRegistered.
   virtual void* allocRegistered(size_t bytes) = 0;
   virtual void freeRegistered(void* p) = 0;
+  /// Calls the library ran to measure candidate plans so far (ferry::Comm::measuredCalls); 0 for a
+  /// library that does not measure.
+  virtual uint64_t measuredCalls() const { return 0; }
 };
 
 }  // namespace ferry::perf

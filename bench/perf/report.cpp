@@ -199,7 +199,7 @@ void Report::writeMeasurementJson(const char* key, const Measurement& m) {
   } else {
     json_.null();
   }
-  json_.field("iterations", m.iters).field("warmup_iterations", m.warmupIters);
+  json_.field("iterations", m.iters).field("warmup_iterations", m.warmupIters).field("settle_iterations", m.settleIters);
   json_.endObject();
 }
 

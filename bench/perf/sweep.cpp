@@ -154,6 +154,10 @@ Status Runner::call(const Call& c) {
   return Status::ok();
 }
 
+// Warm-up calls a measuring library may add past -w before its plan is kept (a bound, not a target:
+// five candidates of three calls each settle in 16).
+constexpr int kMaxSettleCalls = 64;
+
 Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
                        Measurement& m) {
   const size_t elt = typeInfo(type).size;
@@ -163,8 +167,22 @@ Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollC
     const Pointers p = pointers(c, elt, inPlace, index);
     return call({coll, p.send, p.recv, c.paramCount, type, op, root});
   };
+  uint64_t before = be_.measuredCalls();
   for (int i = 0; i < m.warmupIters; ++i) {
+    before = be_.measuredCalls();
     for (int a = 0; a < o_.aggIters; ++a) FERRY_TRY(op1(static_cast<size_t>(i) * o_.aggIters + a));
+  }
+  // A library that measures candidate plans on the first calls of each kind and size (ferry's
+  // tuner: candidates x (FERRY_TUNE_TRIALS + 1) calls) is warmed up until every rank's last call
+  // ran the plan it kept, so the timed calls measure that plan and not the trials; the ranks agree
+  // on each step, since the two levels of a communicator may measure on one host and not another.
+  for (int extra = 0; m.warmupIters > 0 && extra < kMaxSettleCalls; ++extra) {
+    double measuring = be_.measuredCalls() != before ? 1 : 0;
+    FERRY_TRY(be_.allReduceDoubles(&measuring, 1, RedOp::kMax));
+    if (measuring == 0) break;
+    before = be_.measuredCalls();
+    for (int a = 0; a < o_.aggIters; ++a) FERRY_TRY(op1(static_cast<size_t>(m.warmupIters + extra) * o_.aggIters + a));
+    ++m.settleIters;
   }
   FERRY_TRY(be_.barrier());
   const auto t0 = Clock::now();

@@ -100,6 +100,10 @@ class Comm {
   int size() const;
   /// Random 64-bit id shared by the ranks of this communicator (for logs).
   uint64_t id() const;
+  /// Calls so far (here and in the communicator's two levels) that the tuner ran to measure
+  /// candidate plans (FERRY_TUNE_TRIALS): the first calls of each kind and size. A benchmark warms
+  /// up until this stops growing, so that its timed calls all run the plan that was kept.
+  uint64_t measuredCalls() const;
   /// Ok, or the sticky error every call now returns.
   Status error() const;
   /// Mark the communicator failed; blocked and later calls return kAborted.

@@ -524,7 +524,7 @@ class TcpTransport final : public Transport {
       PieceState& ps = m->pieces[static_cast<size_t>(i)];
       if (ps != PieceState::kInOwn) continue;
       const Piece piece = pieceOf(m->bytes, m->split, i);
-      std::memcpy(static_cast<uint8_t*>(buf) + piece.offset, m->own.get() + piece.offset, piece.bytes);
+      if (piece.bytes > 0) std::memcpy(static_cast<uint8_t*>(buf) + piece.offset, m->own.get() + piece.offset, piece.bytes);
       ps = PieceState::kDirect;
     }
     if (m->piecesLeft == 0) delivered(m);
