@@ -357,8 +357,16 @@ class TcpTransport final : public Transport {
       ssize_t w = ::sendmsg(st.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
         if (wouldBlock(errno)) return;
-        failPeer(peer, makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer,
-                                 std::strerror(errno)), true);
+        const int err = errno;
+        // The peer closed or reset the connection: what it sent before it went (its last
+        // messages, often the report of why it stopped) is still to be read, and says more than
+        // the broken pipe does.
+        Peer& p = peers_[static_cast<size_t>(peer)];
+        for (size_t i = 0; i < p.streams.size() && p.failure.isOk(); ++i) readStream(peer, static_cast<int>(i));
+        if (p.failure.isOk()) {
+          failPeer(peer, makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer,
+                                   std::strerror(err)), true);
+        }
         return;
       }
       moved_ = true;
