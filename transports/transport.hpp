@@ -105,7 +105,9 @@ class Transport {
   }
 
   /// Ok while `peer` is reachable; the failure the transport saw otherwise. Once it is not ok,
-  /// every request naming `peer` fails (after progress()), and so does every later one.
+  /// every request naming `peer` fails (after progress()), and so does every later one, except a
+  /// receive of a message that had arrived whole before the failure (a peer that sent its last
+  /// message and closed or died right after did send it).
   virtual Status peerError(int peer) const = 0;
 
   /// Every rank has connected (the runtime's init barrier passed): release what only setup needed,

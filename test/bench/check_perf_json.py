@@ -45,11 +45,15 @@ def check_keys(obj, where, required, optional=()):
 
 
 def check_measurement(m, where, nranks):
-    check_keys(m, where, ["time", "alg_bw", "bus_bw", "nwrong", "wrong_per_rank", "iterations", "warmup_iterations"])
+    check_keys(m, where, ["time", "alg_bw", "bus_bw", "nwrong", "wrong_per_rank", "iterations", "warmup_iterations"],
+               ["settle_iterations"])
     for k in ("time", "alg_bw", "bus_bw"):
         expect(isinstance(m[k], NUMBER) and m[k] >= 0, where, f"{k} must be a number >= 0, got {m[k]!r}")
     expect(is_int(m["iterations"]) and m["iterations"] >= 1, where, "iterations must be an integer >= 1")
     expect(is_int(m["warmup_iterations"]) and m["warmup_iterations"] >= 0, where, "warmup_iterations must be >= 0")
+    if "settle_iterations" in m:
+        expect(is_int(m["settle_iterations"]) and m["settle_iterations"] >= 0, where,
+               "settle_iterations must be an integer >= 0")
     if m["nwrong"] is None:
         expect(m["wrong_per_rank"] is None, where, "wrong_per_rank must be null when nwrong is")
         return

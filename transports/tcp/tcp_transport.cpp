@@ -173,9 +173,6 @@ class TcpTransport final : public Transport {
     FERRY_TRY(checkPost(false, peer, tag));
     req->start(false, peer, tag, bytes);
     req->handle = buf;
-    if (peer != kAnyPeer && !peers_[static_cast<size_t>(peer)].failure.isOk()) {
-      return failNow(req, peers_[static_cast<size_t>(peer)].failure.message());
-    }
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       InMsg* m = *it;
       if (matches(peer, tag, mask, m)) {
@@ -184,6 +181,10 @@ class TcpTransport final : public Transport {
         match(m, req);
         return Status::ok();
       }
+    }
+    // Nothing from a failed peer is left to take.
+    if (peer != kAnyPeer && !peers_[static_cast<size_t>(peer)].failure.isOk()) {
+      return failNow(req, peers_[static_cast<size_t>(peer)].failure.message());
     }
     posted_.push_back({req, mask});
     return Status::ok();
@@ -619,11 +620,18 @@ class TcpTransport final : public Transport {
         ++it;
       }
     }
-    for (auto& m : p.incoming) {
+    // Messages that arrived whole before the end stay receivable: a peer that sent its last
+    // message and closed (or died) right after did send it. The rest fail or go.
+    for (auto it = p.incoming.begin(); it != p.incoming.end();) {
+      InMsg* m = it->get();
+      if (m->unexpected && m->piecesLeft == 0 && !m->discard) {
+        ++it;
+        continue;
+      }
       if (m->req != nullptr && !m->discard) (void)failNow(m->req, msg);
       if (m->unexpected) unexpected_.erase(m->unexpectedAt);
+      it = p.incoming.erase(it);
     }
-    p.incoming.clear();
   }
 
   const int rank_;
