@@ -365,3 +365,42 @@ TEST_CASE("a peer killed with SIGKILL is reported and fails its requests within 
     return err;
   }, 40, {0, 0, 128 + SIGKILL});
 }
+
+TEST_CASE("what a peer sent before it closed is still received after the close", "[edges][close]") {
+  if (!probeUnderTest().caps.buffersSends) {
+    WARN("skipped: " << transportUnderTest() << " completes large sends only when they are received");
+    return;
+  }
+  // Rank 1 sends a large message (split over every stream where the transport splits) and a small
+  // one, closes in order and exits; rank 0 receives only afterwards.
+  runAndCheck(2, [](RankContext& c) -> std::string {
+    auto& t = c.transport();
+    c.skipFinalBarrier();
+    const size_t big = (4 << 20) + 3;
+    if (c.rank() == 1) {
+      std::vector<uint8_t> a(big), b(64);
+      fillPattern(a.data(), a.size(), seedOf(1, 0, 900, 0));
+      fillPattern(b.data(), b.size(), seedOf(1, 0, 901, 0));
+      Request reqs[2];
+      Status s = t.postSend(0, 900, a.data(), a.size(), &reqs[0]);
+      if (s.isOk()) s = t.postSend(0, 901, b.data(), b.size(), &reqs[1]);
+      if (!s.isOk()) return "post failed: " + s.toString();
+      std::string err = c.waitAll(reqs, 2, 20, "sends before the close");
+      if (!err.empty()) return err;
+      t.close(10, false);
+      return "";
+    }
+    c.spin(0.5);  // rank 1 has closed by now (its stream 0 may end before the rest is read)
+    std::vector<uint8_t> a(big), b(64);
+    Request reqs[2];
+    Status s = t.postRecv(1, 900, kTagMask, a.data(), a.size(), &reqs[0]);
+    if (s.isOk()) s = t.postRecv(1, 901, kTagMask, b.data(), b.size(), &reqs[1]);
+    if (!s.isOk()) return "post failed: " + s.toString();
+    std::string err = c.waitAll(reqs, 2, 20, "receives after the peer closed");
+    if (err.empty()) err = checkReceived(reqs[0], 1, 900, big, "the large message");
+    if (err.empty()) err = checkReceived(reqs[1], 1, 901, 64, "the small message");
+    if (err.empty()) err = checkPattern(a.data(), big, seedOf(1, 0, 900, 0), "the large message");
+    if (err.empty()) err = checkPattern(b.data(), 64, seedOf(1, 0, 901, 0), "the small message");
+    return err;
+  });
+}

@@ -82,6 +82,7 @@ struct Peer {
   std::vector<Stream> streams;
   Status failure;
   bool goodbye = false;
+  bool ended = false;  // stream 0 ended while the other streams still owed pieces: read those first
   std::list<std::unique_ptr<InMsg>> incoming;  // every message not yet handed to its receive
 };
 
@@ -244,7 +245,7 @@ class TcpTransport final : public Transport {
       for (size_t s = 0; s < p.streams.size(); ++s) {
         Stream& st = p.streams[s];
         short events = 0;
-        if (s == 0 || st.cur != nullptr || !st.owed.empty()) events |= POLLIN;
+        if ((s == 0 && !p.ended) || st.cur != nullptr || !st.owed.empty()) events |= POLLIN;
         if (!st.out.empty()) events |= POLLOUT;
         if (events == 0) continue;
         pollfds_.push_back({st.fd, events, 0});
@@ -394,7 +395,7 @@ class TcpTransport final : public Transport {
         ssize_t r = ::recv(st.fd, st.head.data() + st.headDone, 16 - st.headDone, 0);
         if (r <= 0) {
           if (r < 0 && wouldBlock(errno)) return;
-          lost(peer, r == 0 ? 0 : errno);
+          lost(peer, s, r == 0 ? 0 : errno);
           return;
         }
         moved_ = true;
@@ -436,7 +437,7 @@ class TcpTransport final : public Transport {
                                  : ::recv(st.fd, sink_.data(), std::min(left, sink_.size()), 0);
       if (r <= 0) {
         if (r < 0 && wouldBlock(errno)) return;
-        lost(peer, r == 0 ? 0 : errno);
+        lost(peer, s, r == 0 ? 0 : errno);
         return;
       }
       moved_ = true;
@@ -444,6 +445,10 @@ class TcpTransport final : public Transport {
       if (st.curDone == piece.bytes) {
         st.cur = nullptr;
         pieceDone(m, st.curPiece);
+        if (p.ended && !piecesOwed(p)) {
+          lost(peer, 0, 0);  // the last piece the ended peer owed is in: now it is gone
+          return;
+        }
       }
     }
   }
@@ -574,8 +579,14 @@ class TcpTransport final : public Transport {
   }
 
   // The streams from `peer` ended (err 0) or broke.
-  void lost(int peer, int err) {
-    const Peer& p = peers_[static_cast<size_t>(peer)];
+  void lost(int peer, int s, int err) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (s == 0 && err == 0 && piecesOwed(p)) {
+      // The peer wrote its last messages before it went: their pieces on the other streams are
+      // still to be read, and the peer is gone only once they are in (or those streams end too).
+      p.ended = true;
+      return;
+    }
     if (err == 0 && p.goodbye) {
       failPeer(peer, makeError(ErrorCode::kRemoteError, "rank %d closed its connections (it destroyed the communicator)",
                                peer), false);
@@ -586,6 +597,13 @@ class TcpTransport final : public Transport {
       failPeer(peer, makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer,
                                std::strerror(err)), true);
     }
+  }
+
+  static bool piecesOwed(const Peer& p) {
+    for (size_t i = 1; i < p.streams.size(); ++i) {
+      if (p.streams[i].cur != nullptr || !p.streams[i].owed.empty()) return true;
+    }
+    return false;
   }
 
   // Every request naming `peer` fails with `why`, and so will every later one; its sockets close.
