@@ -531,9 +531,8 @@ class TcpTransport final : public Transport {
       if (m->piecesLeft == 0) retire(m);
       return;
     }
-    void* buf = req->handle;
+    void* buf = req->handle;  // the receive's buffer (postRecv put it there; target() reads it)
     m->req = req;
-    req->handle = buf;  // the receive's buffer, read by target()
     for (int i = 0; i < m->split.count; ++i) {
       PieceState& ps = m->pieces[static_cast<size_t>(i)];
       if (ps != PieceState::kInOwn) continue;
