@@ -3,6 +3,9 @@
 // piece, never more pieces than streams, and aligned pieces but for the last.
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
+
+#include "transports/tcp/tcp_transport.hpp"
 #include "transports/tcp/tcp_wire.hpp"
 
 using namespace ferry::transport::tcp;
@@ -39,4 +42,26 @@ TEST_CASE("large messages use every stream", "[tcp]") {
   const Split s = splitOf(256 * 1024, 4);
   CHECK(s.count == 4);
   CHECK(s.each == 64 * 1024);
+}
+
+TEST_CASE("options out of range are refused with the knob, the rank and the range", "[tcp]") {
+  TcpOptions o;
+  o.rank = 3;
+  o.size = 4;
+  auto* in = reinterpret_cast<sockaddr_in*>(&o.bind);
+  in->sin_family = AF_INET;
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  o.bindLength = sizeof(sockaddr_in);
+  o.streams = 0;
+  auto t = createTcpTransport(o);
+  REQUIRE_FALSE(t.isOk());
+  CHECK(t.status().message() == "FERRY_SOCKET_STREAMS=0 on rank 3 is out of range (expected 1..16)");
+  o.streams = 1;
+  o.spinNs = -1000;
+  t = createTcpTransport(o);
+  REQUIRE_FALSE(t.isOk());
+  CHECK(t.status().message() == "TCP transport of rank 3: a spin window of -1000 ns is out of range (expected 0..1000000000)");
+  o.spinNs = 200 * 1000;
+  t = createTcpTransport(o);
+  CHECK(t.isOk());
 }
