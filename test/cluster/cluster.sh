@@ -468,7 +468,11 @@ if ((raw)); then
   launched+=("$!")
 else
   for ((i = 0; i < hosts; i++)); do
-    launch=("$ferryrun" "${keep_going[@]}" -n "${layout[i]}" --world-size "$world" --first-rank "${first[i]}" -- "$@")
+    # --bind-to none: the hosts share this machine's CPUs, and each host's ferryrun would bind its
+    # first rank to the first CPU, so every host's rank 0 would share one core (4x1: four ranks on
+    # CPU 0, the other idle). mpirun runs with --bind-to none on the cluster likewise.
+    launch=("$ferryrun" "${keep_going[@]}" --bind-to none -n "${layout[i]}" --world-size "$world" \
+      --first-rank "${first[i]}" -- "$@")
     # Host 0's ferryrun reads our stdin (it gives it to rank 0), the others read nothing.
     if ((i == 0)); then
       on_host "$i" "${launch[@]}" <&3 3<&- &
