@@ -466,7 +466,14 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   }
   ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
   // Measured selection: single-host communicators, and those that get two levels (Comm::finish).
-  ti.trials = static_cast<int>(std::clamp<int64_t>(config().tuneTrials, 0, 16));
+  // FERRY_TUNE_TRIALS < 0 (the default): 2 calls a plan on one host, 6 between hosts. There a plan
+  // that forwards through socket buffers (a flat chain) looks fast until they fill, and leaves a
+  // backlog the next plan's first calls pay for (and two-level plans' first calls also run their
+  // sub-communicators' own trials): on 2 hosts of 2 ranks, reduce of 1 and 4 MiB, runs of 3 calls
+  // chose the chain in 4 of 6 cases (2-5x slower than the two levels in a stream), runs of 7 in 2
+  // of 14.
+  const int64_t trials = config().tuneTrials >= 0 ? config().tuneTrials : (ti.arena ? 2 : 6);
+  ti.trials = static_cast<int>(std::clamp<int64_t>(trials, 0, 16));
   ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
   auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
   FERRY_TRY(tuner);
