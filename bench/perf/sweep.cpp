@@ -155,7 +155,7 @@ Status Runner::call(const Call& c) {
 }
 
 // Warm-up calls a measuring library may add past -w before its plan is kept (a bound, not a target:
-// five candidates of three calls each settle in 16).
+// ferry's five candidates of three calls each settle in 16, two of seven between hosts in 15).
 constexpr int kMaxSettleCalls = 64;
 
 Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
