@@ -234,7 +234,8 @@ class TcpTransport final : public Transport {
   // Within the spin window of the last activity the wait keeps the core and only yields it: a
   // thread that blocks hands its core to the idle loop, and waking it when the next piece arrives
   // (an interrupt, and in a virtual machine an exit to the hypervisor) costs tens of microseconds
-  // at every step of a collective, which at 1 MiB on 4 hosts was a fifth of the call.
+  // at every step of a collective (2 hosts of 1 rank in a VM, all_reduce of 8 KiB: 31 us blocking
+  // at once, 20 with the spin).
   bool waitForWork(long ns) override {
     if (closed_ || peers_.empty()) return false;
     if (options_.spinNs > 0 && Clock::now() - lastActive_ < std::chrono::nanoseconds(options_.spinNs)) {
