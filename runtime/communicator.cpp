@@ -287,13 +287,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     to.bindLength = bind->length;
     to.streams = static_cast<int>(config().socketStreams);
     to.congestion = config().socketCongestion;
-    const int64_t spinUs = config().socketSpinUs;
-    if (spinUs < 0 || spinUs > transport::tcp::kMaxSpinNs / 1000) {
-      return makeError(ErrorCode::kInvalidArgument,
-                       "FERRY_SOCKET_SPIN_US=%lld on rank %d is out of range (expected 0..%ld microseconds)",
-                       static_cast<long long>(spinUs), rank, transport::tcp::kMaxSpinNs / 1000);
-    }
-    to.spinNs = static_cast<long>(spinUs) * 1000;
+    to.spinUs = static_cast<long>(config().socketSpinUs);
     to.connectSeconds = config().timeout;
     for (const PeerInfo& p : peers) to.sameHost.push_back(p.hostId == me.hostId);
     return transport::tcp::createTcpTransport(to);

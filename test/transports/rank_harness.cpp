@@ -62,7 +62,7 @@ Result<std::unique_ptr<Transport>> createTransport(const std::string& name, int 
     o.streams = name == "tcp" ? 4 : 1;
     // "tcp-1" waits as the runtime sets it up (polling for 200 us before blocking), "tcp" blocks in
     // poll() at once: both ways of waiting stay covered.
-    o.spinNs = name == "tcp" ? 0 : 200 * 1000;
+    o.spinUs = name == "tcp" ? 0 : 200;
     o.connectSeconds = 20;
     return transport::tcp::createTcpTransport(o);
   }

@@ -57,11 +57,15 @@ TEST_CASE("options out of range are refused with the knob, the rank and the rang
   REQUIRE_FALSE(t.isOk());
   CHECK(t.status().message() == "FERRY_SOCKET_STREAMS=0 on rank 3 is out of range (expected 1..16)");
   o.streams = 1;
-  o.spinNs = -1000;
+  o.spinUs = -1;
   t = createTcpTransport(o);
   REQUIRE_FALSE(t.isOk());
-  CHECK(t.status().message() == "TCP transport of rank 3: a spin window of -1000 ns is out of range (expected 0..1000000000)");
-  o.spinNs = 200 * 1000;
+  CHECK(t.status().message() == "FERRY_SOCKET_SPIN_US=-1 on rank 3 is out of range (expected 0..1000000)");
+  o.spinUs = 1000001;
+  t = createTcpTransport(o);
+  REQUIRE_FALSE(t.isOk());
+  CHECK(t.status().message() == "FERRY_SOCKET_SPIN_US=1000001 on rank 3 is out of range (expected 0..1000000)");
+  o.spinUs = 200;
   t = createTcpTransport(o);
   CHECK(t.isOk());
 }

@@ -146,7 +146,7 @@ class TcpTransport final : public Transport {
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) override {
     FERRY_TRY(checkPost(true, peer, tag));
     req->start(true, peer, tag, bytes);
-    if (options_.spinNs > 0) lastActive_ = Clock::now();
+    noteActivity();
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (!p.failure.isOk()) return failNow(req, p.failure.message());
     const Split split = splitOf(bytes, static_cast<int>(p.streams.size()));
@@ -175,7 +175,7 @@ class TcpTransport final : public Transport {
   Status postRecv(int peer, uint64_t tag, uint64_t mask, void* buf, size_t bytes, Request* req) override {
     FERRY_TRY(checkPost(false, peer, tag));
     req->start(false, peer, tag, bytes);
-    if (options_.spinNs > 0) lastActive_ = Clock::now();
+    noteActivity();
     req->handle = buf;
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       InMsg* m = *it;
@@ -227,7 +227,7 @@ class TcpTransport final : public Transport {
       if (re & POLLOUT) flush(r, s);
       if ((re & (POLLIN | POLLHUP | POLLERR)) && peers_[static_cast<size_t>(r)].failure.isOk()) readStream(r, s);
     }
-    if (moved_ && options_.spinNs > 0) lastActive_ = Clock::now();
+    if (moved_) noteActivity();
     return moved_;
   }
 
@@ -238,7 +238,7 @@ class TcpTransport final : public Transport {
   // at once, 20 with the spin).
   bool waitForWork(long ns) override {
     if (closed_ || peers_.empty()) return false;
-    if (options_.spinNs > 0 && Clock::now() - lastActive_ < std::chrono::nanoseconds(options_.spinNs)) {
+    if (spin_.count() > 0 && Clock::now() - lastActive_ < spin_) {
       sched_yield();
       return true;
     }
@@ -318,6 +318,11 @@ class TcpTransport final : public Transport {
   }
 
  private:
+  // Starts waitForWork's spin window anew.
+  void noteActivity() {
+    if (spin_.count() > 0) lastActive_ = Clock::now();
+  }
+
   Status checkPost(bool send, int peer, uint64_t tag) {
     const char* what = send ? "send to" : "receive from";
     if (closed_) return makeError(ErrorCode::kInvalidUsage, "TCP transport of rank %d: %s rank %d after close()", rank_, what, peer);
@@ -678,7 +683,8 @@ class TcpTransport final : public Transport {
   std::array<uint8_t, 64 * 1024> sink_{};   // where discarded bytes go
   bool moved_ = false;
   bool closed_ = false;
-  Clock::time_point lastActive_{};  // the last post or moved byte (waitForWork's spin window)
+  const std::chrono::microseconds spin_{options_.spinUs};  // waitForWork's spin window
+  Clock::time_point lastActive_{};                         // the last post or moved byte
 };
 
 }  // namespace
@@ -688,10 +694,9 @@ Result<std::unique_ptr<Transport>> createTcpTransport(const TcpOptions& options)
     return makeError(ErrorCode::kInvalidArgument, "FERRY_SOCKET_STREAMS=%d on rank %d is out of range (expected 1..%d)",
                      options.streams, options.rank, kMaxStreams);
   }
-  if (options.spinNs < 0 || options.spinNs > kMaxSpinNs) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "TCP transport of rank %d: a spin window of %ld ns is out of range (expected 0..%ld)",
-                     options.rank, options.spinNs, kMaxSpinNs);
+  if (options.spinUs < 0 || options.spinUs > kMaxSpinUs) {
+    return makeError(ErrorCode::kInvalidArgument, "FERRY_SOCKET_SPIN_US=%ld on rank %d is out of range (expected 0..%ld)",
+                     options.spinUs, options.rank, kMaxSpinUs);
   }
   TcpAddress self;
   auto fd = listenTcp(options.bind, options.bindLength, options.congestion, &self.addr, &self.length);

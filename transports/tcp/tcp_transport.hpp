@@ -20,8 +20,8 @@
 
 namespace ferry::transport::tcp {
 
-/// The longest spin window TcpOptions::spinNs may ask for (a second).
-inline constexpr long kMaxSpinNs = 1000L * 1000 * 1000;
+/// The longest spin window TcpOptions::spinUs may ask for (a second).
+inline constexpr long kMaxSpinUs = 1000L * 1000;
 
 /// How to set up the transport.
 struct TcpOptions {
@@ -40,9 +40,10 @@ struct TcpOptions {
   std::string congestion = "auto";
   /// Seconds connect() may take to join every stream.
   double connectSeconds = 300;
-  /// How long after the transport last moved a byte or took a post its waits keep polling the
-  /// sockets, yielding the core between polls, before they block in poll() (0: block at once).
-  long spinNs = 0;
+  /// Microseconds after the transport last moved a byte or took a post that its waits keep
+  /// polling the sockets, yielding the core between polls, before they block in poll()
+  /// (FERRY_SOCKET_SPIN_US, 0..kMaxSpinUs; 0: block at once).
+  long spinUs = 0;
 };
 
 /// A listening socket now; connect() joins the streams.
