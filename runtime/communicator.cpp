@@ -279,9 +279,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     to.rank = rank;
     to.size = size;
     to.commId = commId;
-    auto bind = loopbackReachesAll(peers) && config().socketIfname.empty()
-                    ? Result<bootstrap::SocketAddress>(bootstrap::SocketAddress::loopback(0))
-                    : interfaceAddress(config().socketIfname);
+    auto bind = listenAddress(peers, config().socketIfname);
     FERRY_TRY(bind);
     to.bind = bind->storage;
     to.bindLength = bind->length;
@@ -355,8 +353,7 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   Bytes address;
   if (size > 1) {
     // Listen for a shrink now: by the time one is needed the parent's transport may be gone.
-    auto bind = loopbackReachesAll(peers) ? Result<bootstrap::SocketAddress>(bootstrap::SocketAddress::loopback(0))
-                                          : interfaceAddress(config().socketIfname);
+    auto bind = listenAddress(peers, config().socketIfname);
     auto l = bind.isOk() ? ShrinkListener::open(*bind) : Result<std::unique_ptr<ShrinkListener>>(bind.status());
     if (l.isOk()) {
       impl->shrinkListener = std::move(*l);

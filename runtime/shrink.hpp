@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ferry/status.hpp"
@@ -24,12 +25,18 @@
 #include "runtime/bootstrap/socket.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/group_exchange.hpp"
+#include "runtime/peer_info.hpp"
 
 namespace ferry {
 
 /// The address of the first interface `spec` selects (FERRY_SOCKET_IFNAME's syntax), port 0:
 /// where a rendezvous root or a shrink listener binds when ranks span hosts.
 Result<bootstrap::SocketAddress> interfaceAddress(const std::string& spec);
+
+/// Where a rank of `peers` listens for its peers (the tcp transport, a shrink listener): the
+/// loopback when it reaches every rank and no interface is asked for (`spec`, FERRY_SOCKET_IFNAME),
+/// else interfaceAddress(spec). Port 0.
+Result<bootstrap::SocketAddress> listenAddress(const std::vector<PeerInfo>& peers, const std::string& spec);
 
 /// Where a rank listens for a shrink, and the secret a joiner presents there.
 struct ShrinkContact {

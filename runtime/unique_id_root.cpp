@@ -8,6 +8,7 @@
 #include "runtime/base/log.hpp"
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/bootstrap/store.hpp"
+#include "runtime/peer_info.hpp"
 #include "runtime/shrink.hpp"
 
 namespace ferry {
@@ -21,6 +22,11 @@ Result<bootstrap::SocketAddress> interfaceAddress(const std::string& spec) {
   FERRY_TRY(chosen);
   const bootstrap::NetInterface& i = chosen->front();
   return bootstrap::SocketAddress::parse(i.ipv6 ? "[" + i.address + "]:0" : i.address + ":0");
+}
+
+Result<bootstrap::SocketAddress> listenAddress(const std::vector<PeerInfo>& peers, const std::string& spec) {
+  if (spec.empty() && loopbackReachesAll(peers)) return bootstrap::SocketAddress::loopback(0);
+  return interfaceAddress(spec);
 }
 
 Result<UniqueId> UniqueId::create() {

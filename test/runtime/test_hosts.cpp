@@ -4,6 +4,8 @@
 
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/host_layout.hpp"
+#include "runtime/peer_info.hpp"
+#include "runtime/shrink.hpp"
 
 using namespace ferry;
 using bootstrap::IfnameFilter;
@@ -121,4 +123,30 @@ TEST_CASE("a sub-communicator's message ending in its parent's report", "[layout
   // The sub-communicator's own error, although the parent stopped meanwhile: all of it.
   CHECK(renumberBeforeParent("allReduce #2 on rank 1, waiting for rank 0: rank 0 (pid 7 on h1) died", local) ==
         "allReduce #2 on rank 3, waiting for rank 2: rank 2 (pid 7 on h1) died");
+}
+
+TEST_CASE("where a rank listens for its peers: the loopback only when it reaches them all", "[interfaces]") {
+  PeerInfo a;
+  a.bootId = "boot-1";
+  a.netNamespace = 7;
+  PeerInfo b = a;
+  // One kernel, one network namespace, no interface asked for: the loopback.
+  auto one = listenAddress({a, b}, "");
+  REQUIRE(one.isOk());
+  CHECK(one->toString().rfind("127.0.0.1:", 0) == 0);
+  // An interface asked for wins even then (as for the rendezvous root): here the loopback's own.
+  auto asked = listenAddress({a, b}, "=lo");
+  REQUIRE(asked.isOk());
+  CHECK(asked->toString().rfind("127.", 0) == 0);
+  // Another namespace, or a rank whose kernel is unknown: not the loopback, an interface as
+  // FERRY_SOCKET_IFNAME selects; one that matches nothing is an error naming the variable's value.
+  b.netNamespace = 8;
+  auto none = listenAddress({a, b}, "=no-such-interface0");
+  REQUIRE_FALSE(none.isOk());
+  CHECK_THAT(none.status().message(), Catch::Contains("no-such-interface0"));
+  b = a;
+  b.bootId.clear();
+  auto lo = listenAddress({a, b}, "=lo");
+  REQUIRE(lo.isOk());
+  CHECK(lo->toString().rfind("127.", 0) == 0);
 }
