@@ -144,9 +144,10 @@ TEST_CASE("where a rank listens for its peers: the loopback only when it reaches
   auto none = listenAddress({a, b}, "=no-such-interface0");
   REQUIRE_FALSE(none.isOk());
   CHECK_THAT(none.status().message(), Catch::Contains("no-such-interface0"));
+  // With no interface asked for, such ranks get NCCL's default choice, never the loopback (or an
+  // error where this machine has no other interface up).
   b = a;
   b.bootId.clear();
-  auto lo = listenAddress({a, b}, "=lo");
-  REQUIRE(lo.isOk());
-  CHECK(lo->toString().rfind("127.", 0) == 0);
+  auto other = listenAddress({a, b}, "");
+  if (other.isOk()) CHECK(other->toString().rfind("127.", 0) != 0);
 }
