@@ -218,6 +218,26 @@ size_t streamMinBytes() {
   return v < 0 ? automatic : static_cast<size_t>(v);
 }
 
+// FERRY_HIER_CHUNK_BYTES, with -1 resolved from the measured network and memory copy rates, which
+// every rank holds alike (rank 0's probe and model). Where a stream between the hosts carries less
+// than an eighth of what memory copies, the crossing is the call's time and overlapping the
+// intra-host steps with it pays; where the two are closer (veth between namespaces: 5.8 GB/s per
+// stream) the ranks' cores do both, and chunked calls took 1.3-1.5x as long (2 hosts x 2 ranks,
+// 16-64 MiB, 2026-12-04).
+Result<size_t> hierChunkBytes(int rank, const NetLevel& net, double copyBw) {
+  const int64_t v = config().hierChunkBytes;
+  if (v < -1) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "FERRY_HIER_CHUNK_BYTES=%lld on rank %d: expected -1 (automatic), 0 (never) or a chunk size in "
+                     "bytes",
+                     static_cast<long long>(v), rank);
+  }
+  if (v >= 0) return static_cast<size_t>(v);
+  constexpr double kSlower = 8;
+  const bool slow = net.measured && net.beta > 0 && copyBw > 0 && 1.0 / net.beta * kSlower <= copyBw;
+  return slow ? size_t{8} << 20 : 0;
+}
+
 Status invalid(const char* fn, int rank, const char* fmt, const std::string& detail) {
   return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank,
                    (std::string(fmt) + detail).c_str());
@@ -602,11 +622,16 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
     ti.hierarchy = true;
     ti.localCost = [localTuner](coll::OpKind k, size_t b) { return localTuner->predict(k, b); };
     ti.localCopyBw = localTuner->inputs().arena ? localTuner->inputs().model.copyBw : 0;
+    auto chunk = hierChunkBytes(m.rank, *net, ti.localCopyBw);
+    FERRY_TRY(chunk);
+    if (m.layout.hosts == 2) m.hier->setStreamChunkBytes(*chunk);
   }
   m.tuner->update(ti);
-  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d: %s; network between hosts %.1f us + %.3f GB/s per stream%s",
+  const size_t chunk = m.hier ? m.hier->streamChunkBytes() : 0;
+  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d: %s; network between hosts %.1f us + %.3f GB/s per stream%s%s",
              static_cast<unsigned long long>(m.id), m.rank, m.size, m.layout.describe().c_str(), net->alpha * 1e6,
-             net->beta > 0 ? 1e-9 / net->beta : 0.0, m.hier ? "; two levels" : "");
+             net->beta > 0 ? 1e-9 / net->beta : 0.0, m.hier ? "; two levels" : "",
+             chunk > 0 ? ("; all-reduces of " + std::to_string(2 * chunk) + " bytes and more cross through each host's first rank in chunks of " + std::to_string(chunk)).c_str() : "");
   return comm;
 }
 

@@ -126,6 +126,9 @@ Status Hierarchy::allReduce(const void* in, void* out, size_t count, DataType ty
   const auto n = static_cast<uint32_t>(layout_.ranks());
   auto* o = static_cast<uint8_t*>(out);
   const auto* i = static_cast<const uint8_t*>(in);
+  if (hosts() == 2 && streamChunkBytes_ > 0 && count * es >= 2 * streamChunkBytes_) {
+    return allReduceTwoHosts(i, o, count, type, op);
+  }
   if (!layout_.even() || count < static_cast<size_t>(L)) {
     // Through each host's first rank: hosts of different sizes cannot split the vector alike.
     FERRY_TRY(step(local_->reduce(in, out, count, type, sum, 0), "allReduce", "intra-host reduce", false));
@@ -150,6 +153,51 @@ Status Hierarchy::allReduce(const void* in, void* out, size_t count, DataType ty
   if (tail > 0) {
     FERRY_TRY(step(local_->broadcast(o + main * es, o + main * es, tail, type, L - 1), "allReduce",
                    "intra-host broadcast of the last elements", false));
+  }
+  return Status::ok();
+}
+
+Status Hierarchy::allReduceTwoHosts(const uint8_t* in, uint8_t* out, size_t count, DataType type, RedOp op) {
+  const size_t es = dataTypeSize(type);
+  const RedOp sum = op == RedOp::kAvg ? RedOp::kSum : op;
+  const auto n = static_cast<uint32_t>(layout_.ranks());
+  const size_t chunk = std::max<size_t>(streamChunkBytes_ / es, 1), chunks = (count + chunk - 1) / chunk;
+  const bool leader = localIndex_ == 0;
+  const int peer = 1 - cross_->rank();
+  auto at = [&](size_t k) { return k * chunk * es; };
+  auto len = [&](size_t k) { return std::min(chunk, count - k * chunk); };
+  uint8_t* theirs = nullptr;
+  if (leader) {
+    auto t = scratch(0, chunk * es);
+    FERRY_TRY(t);
+    theirs = *t;
+  }
+  auto gather = [&](size_t k) {
+    return step(local_->reduce(in + at(k), out + at(k), len(k), type, sum, 0), "allReduce", "intra-host reduce",
+                false);
+  };
+  FERRY_TRY(gather(0));
+  for (size_t k = 0; k <= chunks; ++k) {
+    // Chunk k leaves with chunk k-1's receive: the call returns once chunk k is in the socket,
+    // which then has a chunk to send while this rank reduces the next one.
+    if (leader) {
+      std::vector<P2pOp> ops;
+      if (k < chunks) ops.push_back(P2pOp::send(out + at(k), len(k), type, peer));
+      if (k > 0) ops.push_back(P2pOp::recv(theirs, len(k - 1), type, peer));
+      FERRY_TRY(step(cross_->sendRecv(ops), "allReduce", "inter-host exchange", true));
+    }
+    if (k + 1 < chunks) FERRY_TRY(gather(k + 1));
+    if (k == 0) continue;
+    uint8_t* done = out + at(k - 1);
+    if (leader) {
+      // Both leaders add the same two partial sums, in either order: the same bits.
+      if (op == RedOp::kAvg) {
+        kernels::sumDivide(type, done, done, theirs, len(k - 1), n);
+      } else {
+        kernels::reduce(type, sum, done, done, theirs, len(k - 1));
+      }
+    }
+    FERRY_TRY(step(local_->broadcast(done, done, len(k - 1), type, 0), "allReduce", "intra-host broadcast", false));
   }
   return Status::ok();
 }

@@ -58,6 +58,11 @@ class Hierarchy {
   int localSize() const { return local_->size(); }
   int hosts() const { return layout_.hosts; }
 
+  /// Two hosts: all-reduces of at least two chunks of `bytes` go through each host's first rank,
+  /// chunk by chunk (allReduceTwoHosts); 0: never. The same on every rank.
+  void setStreamChunkBytes(size_t bytes) { streamChunkBytes_ = bytes; }
+  size_t streamChunkBytes() const { return streamChunkBytes_; }
+
   /// The schedules (see above); buffers and counts as Comm's collectives, already validated.
   Status allReduce(const void* in, void* out, size_t count, DataType type, RedOp op);
   Status reduceScatter(const void* in, void* out, size_t recvCount, DataType type, RedOp op);
@@ -71,6 +76,14 @@ class Hierarchy {
   /// `st` with the step and the sub-communicator's members named, when it failed; ranks the
   /// sub-communicator's message names are translated to this communicator's numbering.
   Status step(const Status& st, const char* call, const char* what, bool crossLevel) const;
+  /// All-reduce on two hosts over links much slower than memory: each host's first rank takes
+  /// the host's sum of one chunk (intra-host reduce), exchanges it with the other host's first
+  /// rank, adds the two and hands the result to its host (intra-host broadcast), and the three
+  /// steps of consecutive chunks overlap: chunk k crosses while chunk k+1 is reduced and chunk
+  /// k-1 broadcast. One flow per direction between the hosts, kept full from the first chunk to
+  /// the last, where the per-local-index schedule runs L flows that share the link and the two
+  /// intra-host steps before and after the crossing.
+  Status allReduceTwoHosts(const uint8_t* in, uint8_t* out, size_t count, DataType type, RedOp op);
   /// The error of a schedule that needs hosts of equal sizes, called on others.
   Status unevenLayout(const char* call) const;
   /// Scratch memory (ferry::hostAlloc: the local level reads it in place), `bytes` at least,
@@ -96,6 +109,7 @@ class Hierarchy {
   std::unique_ptr<Comm> cross_;
   void* scratch_[2] = {nullptr, nullptr};
   size_t scratchBytes_[2] = {0, 0};
+  size_t streamChunkBytes_ = 0;
 };
 
 }  // namespace ferry
