@@ -11,7 +11,9 @@
 //   local all-gather          every rank assembles the whole vector again
 //
 // so every host sends and receives 2(H-1)/H of the vector over its link (H hosts), where a flat
-// ring over all n ranks sends 2(n-1)/n: with 2 hosts of 2 ranks, 1x against 1.5x. Reduce-scatter
+// ring over all n ranks sends 2(n-1)/n: with 2 hosts of 2 ranks, 1x against 1.5x. On two hosts
+// joined by a link much slower than memory, large all-reduces go through each host's first rank
+// in chunks instead, the crossing overlapped with the intra-host steps (allReduceTwoHosts). Reduce-scatter
 // and all-gather go the same way (the blocks permuted so each local rank's share is contiguous),
 // all-to-all aggregates every host's blocks per destination host before they cross (one message
 // per pair of hosts and local index instead of one per pair of ranks), broadcast and reduce cross
