@@ -36,7 +36,7 @@ struct Measurement {
   std::vector<uint64_t> wrongPerRank;
   int iters = 0;         ///< timed iterations (before -m)
   int warmupIters = 0;
-  int settleIters = 0;   ///< warm-up calls past -w while the library still measured plans
+  int settleIters = 0;   ///< warm-up calls past -w: while the library measured plans, then -w of the kept plan
 };
 
 /// One table row.

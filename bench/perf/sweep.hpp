@@ -2,7 +2,9 @@
 //
 // For every collective, type, op and root the options select, and every size of the sweep, it
 // measures out-of-place then in-place, as nccl-tests does:
-//   warm-up   -w iterations (fewer under --iter_budget), untimed;
+//   warm-up   -w iterations (fewer under --iter_budget), untimed; with a library that measures
+//             candidate plans on its first calls (Backend::measuredCalls), more until it has kept
+//             one, then -w more of the kept plan on the same buffers;
 //   timing    a barrier, then -n iterations of -m operations each; time per operation = elapsed /
 //             (n x m) on each rank, combined across ranks as -a says (default: the mean);
 //             successive operations shift through the buffers like nccl-tests' (avoids measuring

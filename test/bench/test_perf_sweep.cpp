@@ -1,0 +1,101 @@
+// The sweep's warm-up against a library that measures candidate plans on its first calls: the
+// timed calls must run the kept plan on buffers that plan has already run on.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/perf/backend.hpp"
+#include "bench/perf/options.hpp"
+#include "bench/perf/sweep.hpp"
+
+namespace {
+
+using namespace ferry::perf;
+using ferry::DataType;
+using ferry::RedOp;
+using ferry::Status;
+
+// One rank. The first `trials` calls of each kind measure (as ferry's tuner does); every call is
+// logged with its send buffer and whether it measured. Broadcast copies send to recv, so the
+// sweep's check passes.
+class MeasuringBackend : public Backend {
+ public:
+  explicit MeasuringBackend(uint64_t trials) : trials_(trials) {}
+  struct Logged {
+    const void* send;
+    bool measured;
+  };
+  std::vector<Logged> log;
+
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string library() const override { return "fake"; }
+  bool supports(Coll, DataType, RedOp) const override { return true; }
+  Status run(const Call& c) override {
+    const bool measured = calls_ < trials_;
+    ++calls_;
+    if (measured) ++measured_;
+    log.push_back({c.send, measured});
+    if (c.send != c.recv) std::memcpy(c.recv, c.send, c.count * 4);
+    return Status::ok();
+  }
+  Status barrier() override { return Status::ok(); }
+  Status allReduceDoubles(double*, size_t, RedOp) override { return Status::ok(); }
+  Status allGatherBytes(const void* in, void* out, size_t bytes) override {
+    std::memcpy(out, in, bytes);
+    return Status::ok();
+  }
+  void abort(const std::string&) override {}
+  void* allocRegistered(size_t) override { return nullptr; }
+  void freeRegistered(void*) override {}
+  uint64_t measuredCalls() const override { return measured_; }
+
+ private:
+  uint64_t trials_;
+  uint64_t calls_ = 0;
+  uint64_t measured_ = 0;
+};
+
+// Every one of the `timed` calls from `timedBegin` on ran the kept plan, on a send buffer that a
+// call of the kept plan used before the timed calls began.
+void requireTimedCallsWarm(const std::vector<MeasuringBackend::Logged>& log, size_t timedBegin, size_t timed) {
+  REQUIRE(log.size() >= timedBegin + timed);
+  for (size_t t = timedBegin; t < timedBegin + timed; ++t) {
+    CHECK_FALSE(log[t].measured);
+    bool warmed = false;
+    for (size_t i = 0; i < timedBegin; ++i) warmed = warmed || (log[i].send == log[t].send && !log[i].measured);
+    INFO("timed call " << t - timedBegin << " of " << timed);
+    CHECK(warmed);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("perf sweep: timed calls run the kept plan on buffers it has warmed", "[perf]") {
+  // 1 KiB of 64 KiB: 64 shifts, so each warm-up call touches a buffer of its own.
+  auto o = parseOptions({"broadcast", "-b", "1K", "-e", "1K", "-n", "3", "-w", "3", "-c", "0"});
+  REQUIRE(o.isOk());
+  o->maxBytes = 64 << 10;
+  o->minBytes = 1 << 10;
+
+  SECTION("trials outlast -w: the kept plan runs -w more calls on the timed calls' buffers") {
+    MeasuringBackend be(7);
+    REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
+    // Out of place: 3 warm-ups (measured), settle calls until the last ran the kept plan (4 more:
+    // calls 3-6 measure, call 7 does not), 3 again on the first shifts, then 3 timed.
+    const size_t settle = 5, rewarm = 3;
+    requireTimedCallsWarm(be.log, 3 + settle + rewarm, 3);
+    // The timed calls walk the same shifts as the warm-up.
+    CHECK(be.log[3 + settle + rewarm].send == be.log[0].send);
+  }
+  SECTION("no trials: the warm-up is -w calls, as nccl-tests'") {
+    MeasuringBackend be(0);
+    REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
+    // Out of place 3 + 3, in place 3 + 3: nothing added.
+    REQUIRE(be.log.size() == 12);
+    CHECK(be.log[3].send == be.log[0].send);
+  }
+}
