@@ -164,7 +164,12 @@ struct Comm::Impl {
         st = arena ? coll::arenaBarrier(ex) : desc.kind == OpKind::kBarrier ? coll::disseminationBarrier(ex)
                                                                           : coll::ringPresence(ex);
       } else {
+        // A two-level plan under trial is timed with its levels' kept (or modelled) plans: their
+        // own trials, run in the same calls, would be charged to it (Tuner::holdTrials).
+        const bool hold = choice.trial >= 0 && p.algorithm == coll::Algorithm::kHierarchical && hier;
+        if (hold) holdLevelTrials(true);
         st = body(ex, p);
+        if (hold) holdLevelTrials(false);
         if (!st.isOk() && p.algorithm == coll::Algorithm::kHierarchical) {
           // The levels' calls have numbers and counts of their own: name the caller's call first.
           st = makeError(st.code(), "%s #%llu on rank %d: %s", coll::describe(desc).c_str(),
@@ -176,6 +181,11 @@ struct Comm::Impl {
       st = body(ex, Plan{});
     }
     return st.isOk() ? st : fail(ex, st);
+  }
+
+  void holdLevelTrials(bool held) {
+    hier->local().impl_->tuner->holdTrials(held);
+    hier->cross().impl_->tuner->holdTrials(held);
   }
 
   /// A call failed: the error becomes sticky and the other ranks hear of it.
@@ -477,13 +487,15 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   }
   ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
   // Measured selection: single-host communicators, and those that get two levels (Comm::finish).
-  // FERRY_TUNE_TRIALS < 0 (the default): 2 calls a plan on one host, 6 between hosts. There a plan
-  // that forwards through socket buffers (a flat chain) looks fast until they fill, and leaves a
-  // backlog the next plan's first calls pay for (and two-level plans' first calls also run their
-  // sub-communicators' own trials): on 2 hosts of 2 ranks, reduce of 1 and 4 MiB, runs of 3 calls
-  // chose the chain in 4 of 6 cases (2-5x slower than the two levels in a stream), runs of 7 in 2
-  // of 14.
-  const int64_t trials = config().tuneTrials >= 0 ? config().tuneTrials : (ti.arena ? 2 : 6);
+  // FERRY_TUNE_TRIALS < 0 (the default): 2 calls a plan on one host, 12 between hosts. There a
+  // plan that forwards through socket buffers (a flat chain) looks fast until they fill, and
+  // leaves a backlog the next plan's first calls pay for: on 2 hosts of 2 ranks, reduce of 1 and
+  // 4 MiB, runs of 3 calls chose the chain in 4 of 6 cases (2-5x slower than the two levels in a
+  // stream), runs of 7 in 2 of 14; broadcast of 1 MiB kept the chain in runs of 7 (its fastest
+  // call, Tuner::settle), 450-850 us a call against the two levels' 300-420. Runs of 13 are judged
+  // by their last 6 calls (the two-level plans' trial calls no longer run their sub-communicators'
+  // own trials: Tuner::holdTrials).
+  const int64_t trials = config().tuneTrials >= 0 ? config().tuneTrials : (ti.arena ? 2 : 12);
   ti.trials = static_cast<int>(std::clamp<int64_t>(trials, 0, 16));
   ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
   auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);

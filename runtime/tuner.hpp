@@ -95,6 +95,11 @@ class Tuner {
   };
   /// The plan for one call, measured where that pays (see above); the model's choice otherwise.
   Choice select(const coll::OpDesc& d, bool shared = false);
+  /// While held, select() measures nothing: a call whose trials have settled gets the plan they
+  /// kept, any other the model's choice, and no trials start. A communicator holds its two levels'
+  /// tuners while it times a two-level plan, so that trial runs the levels' kept (or modelled)
+  /// plans and is not charged for their own trials. Every rank of the communicator holds alike.
+  void holdTrials(bool held) { held_ = held; }
   /// When this rank finished measured call `c.trial` (steady clock, ns).
   void record(const Choice& c, int64_t endNs);
   /// When this rank finished each measured call of `c`, in order.
@@ -141,6 +146,7 @@ class Tuner {
   std::tuple<int, size_t, bool> lastKey_;
   coll::Plan lastPlan_;
   std::map<std::tuple<int, size_t, bool, int>, Trials> trials_;
+  bool held_ = false;  // holdTrials()
   // Per collective kind: the largest output whose store trials settled, and the stores that won.
   std::map<int, std::pair<size_t, coll::Stores>> measuredStores_;
   // Communicators without an arena, per collective kind: the largest measured call (bytes moved)

@@ -1,8 +1,10 @@
 // The benchmark loop. See sweep.hpp.
 #include "bench/perf/sweep.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -87,7 +89,24 @@ struct Buffer {
     if (p != nullptr) {
       data = std::unique_ptr<uint8_t, Free>(static_cast<uint8_t*>(p), Free{be});
       std::memset(p, 0, size);
+      touchFromKernel(static_cast<uint8_t*>(p), size);
     }
+  }
+  // The kernel's first access to a page can cost more again than the process's: on a
+  // paravirtualised guest (this project's test VM) the kernel maps user pages in page tables of
+  // its own, one fault (~7 us) per page on its first copy to or from it (a socket's receive or
+  // send, a cross-memory read). Let it write every page once now (a read from /dev/zero), so that
+  // the first timed calls of a size that land on pages no call has used yet do not pay it, for
+  // any library. Best effort: without /dev/zero the pages are only touched as above.
+  static void touchFromKernel(uint8_t* p, size_t bytes) {
+    const int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (size_t done = 0; done < bytes;) {
+      const ssize_t r = ::read(fd, p + done, std::min<size_t>(bytes - done, size_t{1} << 20));
+      if (r <= 0) break;
+      done += static_cast<size_t>(r);
+    }
+    ::close(fd);
   }
   struct Free {
     Backend* be;  // null: posix_memalign
@@ -155,8 +174,9 @@ Status Runner::call(const Call& c) {
 }
 
 // Warm-up calls a measuring library may add past -w before its plan is kept (a bound, not a target:
-// ferry's five candidates of three calls each settle in 16, two of seven between hosts in 15).
-constexpr int kMaxSettleCalls = 64;
+// ferry's five candidates of three calls each settle in 16; between hosts three of 13 in 40, and
+// the kept two-level plan's sub-communicators then try theirs, 12 more).
+constexpr int kMaxSettleCalls = 128;
 
 Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
                        Measurement& m) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include "runtime/tuner.hpp"
 
@@ -282,6 +283,43 @@ TEST_CASE("measured selection leaves small and large calls, single plans and FER
   CHECK(same(c.plan, off->choose(mid, true)));
 }
 
+TEST_CASE("held trials: the model's plan, or the kept one, and no trial starts or advances", "[tuner]") {
+  auto in = inputs(4);
+  in.trials = 2;
+  in.measureMaxBytes = 64 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t floats = 256 * 1024;  // 1 MiB all-reduce: measured when not held
+  OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
+  t->holdTrials(true);
+  for (int i = 0; i < 5; ++i) {
+    Tuner::Choice c = t->select(d, true);
+    CHECK(c.trial < 0);
+    CHECK_FALSE(c.settle);
+    CHECK(same(c.plan, t->choose(d, true)));
+  }
+  t->holdTrials(false);
+  CHECK(t->select(d, true).trial == 0);  // the held calls started nothing: the first trial now
+  // Held in the middle of the trials: they pause and go on where they were.
+  t->holdTrials(true);
+  CHECK(t->select(d, true).trial < 0);
+  t->holdTrials(false);
+  CHECK(t->select(d, true).trial == 1);
+  // Settle with the last plan tried fastest; held calls then get that plan, not the model's.
+  const coll::Plan modelChoice = t->choose(d, true);
+  auto u = Tuner::create(in, "", "", 0);
+  REQUIRE(u.isOk());
+  std::vector<coll::Plan> order;
+  auto ran = runTrials(*u, OpKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
+    if (order.empty() || !same(p, order.back())) order.push_back(p);
+    return order.size() == 4 ? 100 : 1000;
+  });
+  REQUIRE(order.size() == 4);
+  REQUIRE_FALSE(same(order[3], modelChoice));
+  u->holdTrials(true);
+  CHECK(same(u->select(d, true).plan, order[3]));
+}
+
 TEST_CASE("beyond the measured sizes, outputs stream where the largest measured call of the kind streamed", "[tuner]") {
   auto in = inputs(2);
   in.trials = 2;
@@ -446,4 +484,45 @@ TEST_CASE("two-level communicators measure flat against two levels by each rank'
   auto f = Tuner::create(flat, "", "", 0);
   REQUIRE(f.isOk());
   CHECK(f->select(d).trial < 0);
+}
+
+TEST_CASE("across hosts a plan is judged by its calls in a stream, not its fastest call", "[tuner][net]") {
+  TunerInputs in = networkInputs(4, 2, true);
+  in.trials = 12;
+  in.measureMaxBytes = 32 << 20;
+  in.net.alpha = 10e-6;
+  in.net.beta = 1.0 / 3e9;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t floats = 256 * 1024;  // broadcast 1 MiB: the flat chain and the two levels
+  OpDesc d{OpKind::kBroadcast, floats, DataType::kFloat32, RedOp::kSum, 0};
+  // The chain ends three calls in four at once from what the sockets buffered (100 us) and pays
+  // it back on the fourth (2 ms): 575 us a call. The two levels take 300 us a call, and one of
+  // their calls in the second half stalls for 50 ms (the VM): dropped as the slowest.
+  int64_t clock = 1'000'000;
+  std::map<int, int> calls;  // per algorithm, calls so far
+  std::vector<Algorithm> ran;
+  bool settled = false;
+  for (int call = 0; call < 80 && !settled; ++call) {
+    Tuner::Choice c = t->select(d);
+    if (c.settle) {
+      t->settle(c, Tuner::intervals(t->callEnds(c), in.trials), true);
+      settled = true;
+      break;
+    }
+    REQUIRE(c.trial >= 0);
+    const int al = static_cast<int>(c.plan.algorithm);
+    const int i = calls[al]++;
+    ran.push_back(c.plan.algorithm);
+    if (c.plan.algorithm == Algorithm::kHierarchical) {
+      clock += i == 10 ? 50'000'000 : 300'000;
+    } else {
+      clock += i % 4 == 3 ? 2'000'000 : 100'000;
+    }
+    t->record(c, clock);
+  }
+  REQUIRE(settled);
+  CHECK(std::count(ran.begin(), ran.end(), Algorithm::kHierarchical) == 13);
+  CHECK(std::count(ran.begin(), ran.end(), Algorithm::kChain) == 13);
+  CHECK(t->select(d).plan.algorithm == Algorithm::kHierarchical);
 }
