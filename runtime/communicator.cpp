@@ -492,9 +492,9 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   // leaves a backlog the next plan's first calls pay for: on 2 hosts of 2 ranks, reduce of 1 and
   // 4 MiB, runs of 3 calls chose the chain in 4 of 6 cases (2-5x slower than the two levels in a
   // stream), runs of 7 in 2 of 14; broadcast of 1 MiB kept the chain in runs of 7 (its fastest
-  // call, Tuner::settle), 450-850 us a call against the two levels' 300-420. Runs of 13 are judged
-  // by their last 6 calls (the two-level plans' trial calls no longer run their sub-communicators'
-  // own trials: Tuner::holdTrials).
+  // call, Tuner::settle), 450-850 us a call against the two levels' 300-420. Now each plan runs 13
+  // calls twice in turn and keeps the better mean of its runs' last 6 (the two-level plans' trial
+  // calls no longer run their sub-communicators' own trials: Tuner::holdTrials).
   const int64_t trials = config().tuneTrials >= 0 ? config().tuneTrials : (ti.arena ? 2 : 12);
   ti.trials = static_cast<int>(std::clamp<int64_t>(trials, 0, 16));
   ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));

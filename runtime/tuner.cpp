@@ -35,6 +35,8 @@ constexpr size_t kMeasureMinBytes = 64 * 1024;
 // Outputs (per rank) from this size are tried with both kinds of store; smaller ones are cheap to
 // write either way.
 constexpr size_t kStoreTrialBytes = 256 * 1024;
+// Runs of each candidate: one on a host, two in turn across hosts (Tuner::settle).
+size_t trialRounds(const TunerInputs& in) { return in.arena ? 1 : 2; }
 
 // "direct/cma", "direct/cma+nt" (streaming stores), "direct/cma+cached".
 std::string planName(const Plan& p) {
@@ -487,7 +489,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
         t.plans.push_back(x.plan);
         t.predicted.push_back(x.seconds);
       }
-      t.ends.assign(t.plans.size() * static_cast<size_t>(in_.trials + 1), 0);
+      t.ends.assign(t.plans.size() * static_cast<size_t>(in_.trials + 1) * trialRounds(in_), 0);
       char what[128];
       std::snprintf(what, sizeof(what), "%s of %zu B on %d ranks%s", coll::opKindName(d.kind), bytes, in_.ranks,
                     shared ? " (buffers in shared memory)" : "");
@@ -503,7 +505,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   c.trials = &t;
   if (t.next < static_cast<int>(t.ends.size())) {
     c.trial = t.next++;
-    c.plan = t.plans[static_cast<size_t>(c.trial / (in_.trials + 1))];
+    c.plan = t.plans[static_cast<size_t>(c.trial / (in_.trials + 1)) % t.plans.size()];
   } else {
     c.settle = true;
   }
@@ -533,29 +535,32 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
   if (t == nullptr || t->settled) return;
   const size_t m = t->plans.size(), run = static_cast<size_t>(in_.trials + 1);
   // One host: the fastest call of each run (ends on the shared clock, the last rank's). Across
-  // hosts: the mean of the second half of each run's calls (each the slowest rank's), less its
-  // slowest call. There plans that let ranks run ahead (a flat chain forwarding through socket
-  // buffers) finish most calls at once from what is buffered and pay it back every few calls:
-  // 2 hosts of 2 ranks, broadcast 1 MiB, the chain's calls took 160-230 us with one of 0.8-2.2 ms
-  // every four, 720 us a call in all, where the fastest call said 161 and kept it over the two
-  // levels' 300. The first half goes to what the plan before left in flight and to memory the
-  // new size touches first; the slowest call, to a stall of the VM (10-90 ms, now and then).
+  // hosts: the mean of the second half of each run's calls (each the slowest rank's). There plans
+  // that let ranks run ahead (a flat chain forwarding through socket buffers) finish most calls at
+  // once from what is buffered and pay it back every few calls: 2 hosts of 2 ranks, broadcast
+  // 1 MiB, the chain's calls took 160-230 us with one of 0.8-2.2 ms every four, 720 us a call in
+  // all, where the fastest call said 161 and kept it over the two levels' 300. The first half goes
+  // to what the plan before left in flight and to memory the new size touches first.
+  // Across hosts the candidates also run twice in turn (A B A B) and each keeps its better run: a
+  // stall of the VM (10-90 ms, now and then) spoils one run, not the plan; and the first run of a
+  // new size pays for the memory the size touches first (on 2 hosts of 2 ranks, all-to-all of
+  // 16 MiB: the first plan's run 33-67 ms a call, 8-12 ms once warm), which made the plan the
+  // model ranks first lose its trial one time in three.
   std::vector<double> bestOf(m, kInf);
-  for (size_t j = 0; j < m; ++j) {
-    double sum = 0, worst = 0;
+  for (size_t b = 0; b * run < times.size(); ++b) {
+    const size_t j = b % m;
+    double fastest = kInf, sum = 0;
     int n = 0;
-    for (size_t k = j * run + 1; k < (j + 1) * run && k < times.size(); ++k) {
+    for (size_t k = b * run + 1; k < (b + 1) * run && k < times.size(); ++k) {
       const int64_t ns = areIntervals ? times[k] : times[k] - times[k - 1];
       const double s = std::max(static_cast<double>(ns) * 1e-9, 0.0);
-      bestOf[j] = std::min(bestOf[j], s);
-      if (k - j * run > run / 2) {
+      fastest = std::min(fastest, s);
+      if (k - b * run > run / 2) {
         sum += s;
-        worst = std::max(worst, s);
         ++n;
       }
     }
-    if (areIntervals && n > 1) bestOf[j] = (sum - worst) / (n - 1);
-    else if (areIntervals && n == 1) bestOf[j] = sum;
+    bestOf[j] = std::min(bestOf[j], areIntervals && n > 0 ? sum / n : fastest);
   }
   size_t win = 0;
   for (size_t j = 1; j < m; ++j) {
@@ -579,7 +584,7 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
                     planName(t->plans[j]).c_str(), bestOf[j] * 1e6, t->predicted[j] * 1e6);
       why += buf;
     }
-    const char* how = areIntervals ? "trimmed mean of the last half" : "best";
+    const char* how = areIntervals ? "the better of two runs' means of their last half" : "best";
     FERRY_INFO(log::kTune, "%s: measured %s [per call in a stream, %s of %d: %s]", t->what.c_str(),
                planName(t->chosen).c_str(), how, in_.trials, why.c_str());
   }

@@ -158,7 +158,7 @@ class Tuner {
 struct Tuner::Trials {
   std::vector<coll::Plan> plans;   ///< best predicted first
   std::vector<double> predicted;   ///< seconds, as plans
-  std::vector<int64_t> ends;       ///< this rank's end of each measured call: plans[i / (trials + 1)] ran call i
+  std::vector<int64_t> ends;       ///< this rank's end of each measured call: plans[(i / (trials + 1)) % plans] ran call i
   int next = 0;                    ///< trials handed out
   bool settled = false;
   coll::Plan chosen;

@@ -174,8 +174,8 @@ Status Runner::call(const Call& c) {
 }
 
 // Warm-up calls a measuring library may add past -w before its plan is kept (a bound, not a target:
-// ferry's five candidates of three calls each settle in 16; between hosts three of 13 in 40, and
-// the kept two-level plan's sub-communicators then try theirs, 12 more).
+// ferry's five candidates of three calls each settle in 16; between hosts three candidates run 13
+// calls twice, 78, and the kept two-level plan's sub-communicators then try theirs, 12 more).
 constexpr int kMaxSettleCalls = 128;
 
 Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
@@ -206,10 +206,11 @@ Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollC
     ++m.settleIters;
   }
   // Where the warm-up went to trials, the kept plan has not yet run on the buffers the timed calls
-  // use (the same shifts as the warm-up's): run it there once more. The first call of a plan on
-  // pages it has not moved before is no measure of a stream of calls: on this project's test VM
-  // the kernel's first access to a page (a socket's copy, cross-memory attach) costs ~7 us, so a
-  // 1 MiB broadcast timed right after the trials took 1.6-2 ms a call, and 0.3 ms on the next pass.
+  // use (the same shifts as the warm-up's): run it there once more. A plan's first calls on pages
+  // it has not moved before are no measure of a stream of calls: on this project's test VM the
+  // kernel's first copy to or from a page (a socket's, a cross-memory read's) costs ~7 us, and a
+  // transport's memory for early messages grows with the backlog the plan builds; a 1 MiB
+  // broadcast timed right after the trials took 1.6-2 ms a call, and 0.3 ms on the next pass.
   double trialed = be_.measuredCalls() != first ? 1 : 0;
   if (m.warmupIters > 0) FERRY_TRY(be_.allReduceDoubles(&trialed, 1, RedOp::kMax));
   if (trialed != 0) {
