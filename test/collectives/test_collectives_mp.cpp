@@ -80,6 +80,14 @@ void runSweep(const Sweep& sweep, bool withOps, bool perRankBlocks = false) {
 
 std::string failed(const Status& s, const std::string& what) { return what + " returned " + s.toString(); }
 
+// Plain buffers' storage, handed from one call's buffers to the next: freed and fresh pages cost
+// a page fault per 4 KiB, and per 8 MiB call that outweighed the collective (docs/ARCHITECTURE.md,
+// "Building and testing"). Every buffer is filled in full before its call, so no value carries over.
+std::vector<std::vector<uint8_t>>& spareStorage() {
+  static std::vector<std::vector<uint8_t>> spare;
+  return spare;
+}
+
 // A collective's buffer. FERRY_TEST_BUFFERS=shared: from ferry::hostAlloc on every rank (peers
 // then read it in place); =shared-odd: on odd ranks only (every rank must see that not all are).
 class Buffer {
@@ -95,12 +103,18 @@ class Buffer {
       }
       shared_ = static_cast<uint8_t*>(*p);
     } else {
+      auto& spare = spareStorage();
+      if (!spare.empty()) {
+        vec_ = std::move(spare.back());
+        spare.pop_back();
+      }
       vec_.resize(bytes);
     }
     std::memset(data(), fill, bytes);
   }
   ~Buffer() {
     if (shared_ != nullptr && !hostFree(shared_).isOk()) std::abort();
+    if (shared_ == nullptr) spareStorage().push_back(std::move(vec_));
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

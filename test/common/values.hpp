@@ -6,7 +6,9 @@
 // averages the same value on every rank (see reduceInput).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -136,21 +138,38 @@ std::vector<uint8_t> pattern(DataType t, size_t period, F value) {
   return p;
 }
 
-/// dst[i] = element (i + phase) % period of `pat`, for i < count.
-inline void fillPattern(DataType t, void* dst, size_t count, const std::vector<uint8_t>& pat, size_t phase = 0) {
-  const size_t es = dataTypeSize(t), period = pat.size() / es;
-  auto* d = static_cast<uint8_t*>(dst);
-  for (size_t i = 0; i < count; ++i) std::memcpy(d + i * es, pat.data() + ((i + phase) % period) * es, es);
+/// One period of `pat` starting at element `phase % period`: what fillPattern writes from index 0.
+inline std::vector<uint8_t> rotatePattern(DataType t, const std::vector<uint8_t>& pat, size_t phase) {
+  const size_t es = dataTypeSize(t), period = pat.size() / es, at = (phase % period) * es;
+  std::vector<uint8_t> rot(pat.begin() + static_cast<std::ptrdiff_t>(at), pat.end());
+  rot.insert(rot.end(), pat.begin(), pat.begin() + static_cast<std::ptrdiff_t>(at));
+  return rot;
 }
 
-/// Compares with fillPattern's sequence; describes the first wrong element.
+/// dst[i] = element (i + phase) % period of `pat`, for i < count. Whole periods at a time: the
+/// sweeps fill and check millions of elements per call, and per element that cost more than the
+/// collective itself.
+inline void fillPattern(DataType t, void* dst, size_t count, const std::vector<uint8_t>& pat, size_t phase = 0) {
+  const std::vector<uint8_t> rot = rotatePattern(t, pat, phase);
+  const size_t bytes = count * dataTypeSize(t);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (size_t at = 0; at < bytes; at += rot.size()) std::memcpy(d + at, rot.data(), std::min(rot.size(), bytes - at));
+}
+
+/// Compares with fillPattern's sequence; describes the first wrong element. A period that matches
+/// as a whole is skipped; one that does not is compared element by element.
 inline std::string comparePattern(DataType t, const void* got, size_t count, const std::vector<uint8_t>& pat,
                                   size_t phase, const std::string& what) {
-  const size_t es = dataTypeSize(t), period = pat.size() / es;
+  const std::vector<uint8_t> rot = rotatePattern(t, pat, phase);
+  const size_t es = dataTypeSize(t), bytes = count * es;
   const auto* g = static_cast<const uint8_t*>(got);
   size_t bad = 0, first = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (std::memcmp(g + i * es, pat.data() + ((i + phase) % period) * es, es) != 0 && bad++ == 0) first = i;
+  for (size_t at = 0; at < bytes; at += rot.size()) {
+    const size_t len = std::min(rot.size(), bytes - at);
+    if (std::memcmp(g + at, rot.data(), len) == 0) continue;
+    for (size_t b = 0; b < len; b += es) {
+      if (std::memcmp(g + at + b, rot.data() + b, es) != 0 && bad++ == 0) first = (at + b) / es;
+    }
   }
   if (bad == 0) return "";
   return what + ": " + std::to_string(bad) + " of " + std::to_string(count) + " elements wrong, first at index " +
