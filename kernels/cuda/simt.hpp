@@ -40,8 +40,11 @@ __device__ __forceinline__ void pollPause() {}
 #define FERRY_SIMT_EMULATED 1
 
 #include <barrier>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <pthread.h>
 #include <sched.h>
 #include <thread>
 #include <vector>
@@ -116,30 +119,119 @@ inline double __longlong_as_double(unsigned long long u) { return __builtin_bit_
 
 namespace ferry::simt {
 
-/// Run kernel(args...) as a grid of grid.x blocks of block.x threads, each a host thread, and
-/// return when all have finished (a launch followed by a stream synchronize). Blocks run at once,
-/// so kernels whose blocks wait on each other (or on other ranks' kernels launched from other
-/// host threads) make progress as they would on a GPU that holds them all.
+/// The host threads that run emulated GPU threads, kept between launches: creating and joining a
+/// thread per emulated thread cost more than the kernels themselves (system time, mostly).
+/// runAll() gives each job a thread of its own that runs nothing else meanwhile, so every job of a
+/// launch runs at once, as before, and concurrent launches from several host threads never share.
+class LaunchPool {
+ public:
+  static LaunchPool& get() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      // A forked child has none of its parent's threads: it starts a pool of its own (the
+      // parent's stays reachable from it, untouched: its mutex may have been held at the fork).
+      pthread_atfork(nullptr, nullptr, [] {
+        LaunchPool* pool = new LaunchPool;
+        pool->parent_ = current();
+        current() = pool;
+      });
+      current() = new LaunchPool;
+    });
+    return *current();
+  }
+
+  /// Runs every job on a thread of its own, all at once; returns when all have returned.
+  void runAll(std::vector<std::function<void()>>& jobs) {
+    std::vector<Worker*> workers;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (!idle_.empty() && workers.size() < jobs.size()) {
+        workers.push_back(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    while (workers.size() < jobs.size()) workers.push_back(newWorker());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      std::lock_guard<std::mutex> lock(workers[i]->mutex);
+      workers[i]->job = std::move(jobs[i]);
+      workers[i]->busy = true;
+      workers[i]->cv.notify_all();
+    }
+    for (Worker* w : workers) {
+      std::unique_lock<std::mutex> lock(w->mutex);
+      w->cv.wait(lock, [w] { return !w->busy; });
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.insert(idle_.end(), workers.begin(), workers.end());
+  }
+
+ private:
+  struct Worker {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::function<void()> job;
+    bool busy = false;
+  };
+
+  static LaunchPool*& current() {
+    static LaunchPool* p = nullptr;
+    return p;
+  }
+
+  Worker* newWorker() {
+    Worker* w;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      w = all_.emplace_back(std::make_unique<Worker>()).get();
+    }
+    // Workers live as long as the process: they wait for their next job, holding no resources.
+    std::thread([w] {
+      std::unique_lock<std::mutex> lock(w->mutex);
+      for (;;) {
+        w->cv.wait(lock, [w] { return w->busy; });
+        std::function<void()> job = std::move(w->job);
+        lock.unlock();
+        job();
+        job = nullptr;
+        lock.lock();
+        w->busy = false;
+        w->cv.notify_all();
+      }
+    }).detach();
+    return w;
+  }
+
+  std::mutex mutex_;
+  std::vector<Worker*> idle_;
+  std::vector<std::unique_ptr<Worker>> all_;
+  LaunchPool* parent_ = nullptr;
+};
+
+/// Run kernel(args...) as a grid of grid.x blocks of block.x threads, each on a host thread of its
+/// own, and return when all have finished (a launch followed by a stream synchronize). Blocks run
+/// at once, so kernels whose blocks wait on each other (or on other ranks' kernels launched from
+/// other host threads) make progress as they would on a GPU that holds them all.
 template <typename Kernel, typename... Args>
 void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   const unsigned nBlocks = grid.x, nThreads = block.x;
   std::vector<std::unique_ptr<std::barrier<>>> barriers;
   for (unsigned b = 0; b < nBlocks; ++b) barriers.push_back(std::make_unique<std::barrier<>>(nThreads));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(nBlocks) * nThreads);
+  std::vector<std::function<void()>> jobs;
+  jobs.reserve(static_cast<size_t>(nBlocks) * nThreads);
   for (unsigned b = 0; b < nBlocks; ++b) {
     for (unsigned t = 0; t < nThreads; ++t) {
-      threads.emplace_back([=, &barriers] {
+      jobs.emplace_back([=, &barriers] {
         threadIdx = uint3{t, 0, 0};
         blockIdx = uint3{b, 0, 0};
         blockDim = dim3(nThreads);
         gridDim = dim3(nBlocks);
         tlsBlockBarrier = barriers[b].get();
         kernel(args...);
+        tlsBlockBarrier = nullptr;
       });
     }
   }
-  for (auto& th : threads) th.join();
+  LaunchPool::get().runAll(jobs);
 }
 
 }  // namespace ferry::simt
