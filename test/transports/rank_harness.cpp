@@ -1,6 +1,7 @@
 #include "test/transports/rank_harness.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -119,7 +120,7 @@ int rankMain(const std::string& name, int rank, int size, uint64_t commId, const
     Status s = t->connect(addrs);
     if (!s.isOk()) err = "connect failed: " + s.toString();
   }
-  RankContext ctx(rank, size, &t);
+  RankContext ctx(rank, size, &t, dir);
   if (err.empty()) err = ctx.barrier();
   if (!err.empty()) {
     std::fprintf(stderr, "rank %d: bootstrap: %s\n", rank, err.c_str());
@@ -215,6 +216,28 @@ void RankContext::spin(double seconds) {
       backoff.pause();
     }
   }
+}
+
+void RankContext::mark(const std::string& name) {
+  const std::string path = dir_ + "/mark." + name;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+}
+
+bool RankContext::spinUntilMarked(const std::string& name, double seconds) {
+  const std::string path = dir_ + "/mark." + name;
+  Deadline deadline = Deadline::after(seconds);
+  Backoff backoff;
+  while (access(path.c_str(), F_OK) != 0) {
+    if (deadline.expired()) return false;
+    // The transport may be gone on this side too (destroyTransport): then only the file is polled.
+    if (*owner_ != nullptr && transport().progress()) {
+      backoff.reset();
+    } else {
+      backoff.pause();
+    }
+  }
+  return true;
 }
 
 std::string RankContext::barrier(double seconds) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/base/deadline.hpp"
@@ -36,8 +37,8 @@ TransportProbe probeTransport(const std::string& name);
 /// A rank's view of the run.
 class RankContext {
  public:
-  RankContext(int rank, int size, std::unique_ptr<transport::Transport>* owner)
-      : rank_(rank), size_(size), owner_(owner) {}
+  RankContext(int rank, int size, std::unique_ptr<transport::Transport>* owner, std::string dir)
+      : rank_(rank), size_(size), owner_(owner), dir_(std::move(dir)) {}
   int rank() const { return rank_; }
   int size() const { return size_; }
   transport::Transport& transport() { return **owner_; }
@@ -55,6 +56,11 @@ class RankContext {
   }
   /// Progress for about `seconds` (to show that nothing completes that should not).
   void spin(double seconds);
+  /// Says `name` happened, outside the transport (a file in the run's directory): for the ranks
+  /// of a body that closes or breaks the transport on purpose.
+  void mark(const std::string& name);
+  /// Progress until some rank has marked `name`, or for at most `seconds`; true if it was marked.
+  bool spinUntilMarked(const std::string& name, double seconds);
   /// Every rank reaches this point before any leaves it; a zero-byte exchange on a reserved tag.
   std::string barrier(double seconds = 20);
   /// The body closed the transport or lost a peer on purpose: the harness adds no final barrier.
@@ -65,6 +71,7 @@ class RankContext {
   int rank_;
   int size_;
   std::unique_ptr<transport::Transport>* owner_;
+  std::string dir_;
   bool finalBarrierOff_ = false;
 };
 

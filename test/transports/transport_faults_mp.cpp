@@ -251,8 +251,9 @@ TEST_CASE("close with requests in flight returns in time, and a forced close fai
       auto& t = c.transport();
       c.skipFinalBarrier();
       if (c.rank() == 1) {
-        // Stays connected, posts nothing and never answers, while rank 0 closes.
-        c.spin(force ? 2.0 : 3.0);
+        // Stays connected, posts nothing and never answers, until rank 0 has closed and destroyed
+        // its transport (or for as long as that may take: 0.2 s, the close's 1 s and a margin).
+        c.spinUntilMarked("closed", force ? 2.0 : 3.0);
         return "";
       }
       auto* reqs = new Request[4];
@@ -292,6 +293,7 @@ TEST_CASE("close with requests in flight returns in time, and a forced close fai
                   force ? "force" : "flush", took);
       std::fflush(stdout);
       c.destroyTransport();
+      c.mark("closed");
       return err;
     }, 20);
   }
