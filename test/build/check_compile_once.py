@@ -10,6 +10,7 @@ compiled by more than one target, unless it is a deliberate variant listed below
 import collections
 import json
 import os
+import re
 import sys
 
 # Sources compiled twice on purpose, each with its reason. A source built once by nvcc and once under
@@ -25,7 +26,13 @@ def compile_counts(build_dir, source_root):
     counts = collections.defaultdict(list)
     for t in targets:
         for group in t.get("target_sources", []):
-            for src in group.get("sources", []):
+            sources = list(group.get("sources", []))
+            # A unity target (unity=on) compiles generated files that include its sources.
+            for gen in group.get("generated_sources", []):
+                if re.search(r"-unity\d+\.\w+$", gen):
+                    with open(gen) as f:
+                        sources += re.findall(r'^#include\s*[<"]([^>"]+)[>"]', f.read(), re.M)
+            for src in sources:
                 path = os.path.relpath(os.path.realpath(src), os.path.realpath(source_root))
                 if path.startswith(".."):
                     continue  # outside the project (none today)
