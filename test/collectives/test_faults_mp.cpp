@@ -285,7 +285,7 @@ TEST_CASE("shrink leaves out live ranks named in the list", "[mp][faults]") {
 TEST_CASE("abort from another thread ends a shrink that waits for ranks within 1 s", "[mp][faults]") {
   auto outcomes = runRanks(3, [](Comm& c) -> std::string {
     if (c.rank() != 0) {
-      std::this_thread::sleep_for(std::chrono::seconds(3));  // alive, but never shrinks
+      waitForDone(1, 3);  // alive, but never shrinks, until rank 0 is done
       return "";
     }
     std::thread aborter([&c] {
@@ -297,6 +297,7 @@ TEST_CASE("abort from another thread ends a shrink that waits for ranks within 1
     const double took = seconds(t0);
     aborter.join();
     std::printf("shrink returned after %.3f s: %s\n", took, s.status().toString().c_str());
+    markDone();
     if (s.isOk()) return "shrink succeeded without ranks 1 and 2";
     if (s.status().code() != ErrorCode::kAborted) return "shrink returned " + s.status().toString();
     return took < 1.4 ? "" : "abort took " + std::to_string(took - 0.4) + " s to end the shrink";
@@ -335,11 +336,12 @@ TEST_CASE("a rank that never calls: the others time out naming the call, the pee
       if (!s.isOk()) return "warm-up call failed: " + s.toString();
     }
     if (c.rank() == 2) {
-      std::this_thread::sleep_for(std::chrono::seconds(6));
+      waitForDone(3, 6);  // until the others have their errors
       return "";
     }
     Status s = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
     std::printf("%s\n", s.toString().c_str());
+    markDone();
     if (s.isOk()) return "the allReduce succeeded without rank 2";
     if (s.code() != ErrorCode::kTimeout && s.code() != ErrorCode::kRemoteError) return "unexpected " + s.toString();
     const std::string m = s.message();
@@ -416,7 +418,7 @@ TEST_CASE("split by color and key", "[mp]") {
 TEST_CASE("abort from another thread ends a blocked call within 1 s", "[mp][faults]") {
   auto outcomes = runRanks(2, [](Comm& c) -> std::string {
     if (c.rank() == 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(3));  // never joins the allReduce
+      waitForDone(1, 3);  // never joins the allReduce; alive until rank 0 is done
       return "";
     }
     std::vector<float> buf(1 << 20, 1.0f);
@@ -428,6 +430,7 @@ TEST_CASE("abort from another thread ends a blocked call within 1 s", "[mp][faul
     blocked.join();
     double took = seconds(t0);
     std::printf("abort returned the blocked call in %.3f s: %s\n", took, result.toString().c_str());
+    markDone();
     if (result.code() != ErrorCode::kAborted) return "blocked call returned " + result.toString();
     if (took > 1.0) return "abort took " + std::to_string(took) + " s";
     Status later = c.barrier();

@@ -2,9 +2,11 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -12,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <thread>
 
 namespace ferry::test {
 
@@ -102,6 +106,32 @@ std::vector<RankOutcome> runLaunched(int n, const RankBody& body, double timeout
 
 }  // namespace
 
+namespace {
+// The run's count of markDone() calls: a shared anonymous page, mapped before the first fork so
+// that every rank of every run inherits it; reset at the start of each run.
+std::atomic<int>* doneCounter() {
+  static std::atomic<int>* counter = [] {
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : new (p) std::atomic<int>(0);
+  }();
+  return counter;
+}
+}  // namespace
+
+void markDone() {
+  if (launchedWorldSize() == 0 && doneCounter() != nullptr) doneCounter()->fetch_add(1);
+}
+
+bool waitForDone(int count, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const bool shared = launchedWorldSize() == 0 && doneCounter() != nullptr;
+  while (!shared || doneCounter()->load() < count) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
 int launchedWorldSize() {
   if (std::getenv("FERRY_RANK") == nullptr) return 0;
   long world = positiveEnv("FERRY_WORLD_SIZE");
@@ -117,6 +147,7 @@ std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSec
                                    ": expected a number of simulated hosts >= 1";
     return out;
   }
+  if (doneCounter() != nullptr) doneCounter()->store(0);
   std::fflush(stdout);
   std::fflush(stderr);
   // The rendezvous root runs in a child of its own: the parent stays single-threaded, so the

@@ -43,6 +43,14 @@ std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSec
 /// set, FERRY_WORLD_SIZE >= 1), else 0: fork mode.
 int launchedWorldSize();
 
+/// For a rank that must stay alive, outside any call, while others finish: markDone() counts this
+/// rank as finished in memory the run's processes share (not through the communicator), and
+/// waitForDone(k, s) returns once k ranks of the run have marked, or after s seconds (false). In
+/// launched mode the job's processes share no memory: markDone() does nothing and waitForDone()
+/// waits the full s seconds.
+void markDone();
+bool waitForDone(int count, double seconds);
+
 /// One line per failed rank, for test diagnostics.
 std::string summarize(const std::vector<RankOutcome>& outcomes);
 
