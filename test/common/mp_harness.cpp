@@ -15,7 +15,8 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <thread>
+
+#include "runtime/base/deadline.hpp"
 
 namespace ferry::test {
 
@@ -104,9 +105,6 @@ std::vector<RankOutcome> runLaunched(int n, const RankBody& body, double timeout
   return out;
 }
 
-}  // namespace
-
-namespace {
 // The run's count of markDone() calls: a shared anonymous page, mapped before the first fork so
 // that every rank of every run inherits it; reset at the start of each run.
 std::atomic<int>* doneCounter() {
@@ -116,6 +114,7 @@ std::atomic<int>* doneCounter() {
   }();
   return counter;
 }
+
 }  // namespace
 
 void markDone() {
@@ -123,11 +122,12 @@ void markDone() {
 }
 
 bool waitForDone(int count, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const Deadline deadline = Deadline::after(seconds);
   const bool shared = launchedWorldSize() == 0 && doneCounter() != nullptr;
+  Backoff backoff;
   while (!shared || doneCounter()->load() < count) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (deadline.expired()) return false;
+    backoff.pause();
   }
   return true;
 }

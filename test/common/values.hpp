@@ -146,9 +146,8 @@ inline std::vector<uint8_t> rotatePattern(DataType t, const std::vector<uint8_t>
   return rot;
 }
 
-/// dst[i] = element (i + phase) % period of `pat`, for i < count. Whole periods at a time: the
-/// sweeps fill and check millions of elements per call, and per element that cost more than the
-/// collective itself.
+/// dst[i] = element (i + phase) % period of `pat`, for i < count. A period per memcpy, not an
+/// element: the sweeps fill and check millions of elements per call.
 inline void fillPattern(DataType t, void* dst, size_t count, const std::vector<uint8_t>& pat, size_t phase = 0) {
   const std::vector<uint8_t> rot = rotatePattern(t, pat, phase);
   const size_t bytes = count * dataTypeSize(t);
