@@ -27,8 +27,8 @@
 // stdin is /dev/null, except that rank 0 inherits a stdin that is a pipe or a file.
 //
 // Failure. The first rank to exit non-zero or to die of a signal is reported on one line; the
-// others get kReportSeconds to exit by themselves (ferry ranks notice a dead peer and say so), then
-// SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
+// others get --report-seconds (FERRY_REPORT_SECONDS, default 3) to exit by themselves (ferry ranks
+// notice a dead peer and say so), then SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
 // (128 + N for signal N), 124 after --timeout, 2 for bad usage, 126/127 when the program cannot be
 // executed, and 1 when ferryrun itself fails. Ranks that exit while being stopped are not reported.
 // With --keep-going (elastic jobs, whose survivors shrink their communicator and go on) a rank that
@@ -49,6 +49,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,12 +69,13 @@ using ferry::tools::writeAll;
 constexpr int kMaxRanks = 4096;           // started by one ferryrun
 constexpr int kMaxWorldSize = 1 << 24;    // in the whole job, over every host
 constexpr double kGraceSeconds = 2.0;     // SIGTERM to SIGKILL
-constexpr double kReportSeconds = 3.0;    // a rank failed: others may still report their errors
+constexpr double kReportSeconds = 3.0;    // default: a rank failed, others may still report their errors
+constexpr char kReportVariable[] = "FERRY_REPORT_SECONDS";
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 constexpr char kUsage[] =
     "usage: ferryrun [-n N | --np N] [--world-size W --first-rank K] [--timeout SECONDS]\n"
-    "                [--bind-to auto|core|none] [--no-prefix] [--] PROGRAM [ARGS...]\n"
+    "                [--report-seconds S] [--bind-to auto|core|none] [--no-prefix] [--] PROGRAM [ARGS...]\n"
     "Start N ranks of PROGRAM on this host with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,\n"
     "FERRY_LOCAL_SIZE, FERRY_ADDR and FERRY_SECRET set, and prefix their output lines with \"[rank] \".\n"
     "  -n, --np N          ranks to start here, 1 to 4096 (default 1)\n"
@@ -84,6 +86,9 @@ constexpr char kUsage[] =
     "  --first-rank K      with --world-size: the global rank of the first rank started here\n"
     "                      (default 0); K+N must not exceed W\n"
     "  --timeout SECONDS   stop all ranks after SECONDS and exit 124\n"
+    "  --report-seconds S  after a rank fails, the others get S seconds to exit by themselves and\n"
+    "                      report what they saw before they are stopped (default: $FERRY_REPORT_SECONDS,\n"
+    "                      else 3; 0 stops them at once)\n"
     "  --bind-to WHAT      core: rank r runs on the r-th core of ferryrun's CPUs (distinct physical\n"
     "                      cores first); none: wherever the scheduler puts it; auto (default): core\n"
     "                      when there are at least N CPUs, else none\n"
@@ -127,6 +132,7 @@ struct Options {
   int worldSize = 0;   // --world-size, 0 when not given (the job is the ranks started here)
   int firstRank = -1;  // --first-rank, -1 when not given
   double timeout = 0;  // seconds, 0: none
+  double reportSeconds = kReportSeconds;  // --report-seconds, or FERRY_REPORT_SECONDS
   bool prefix = true;
   bool keepGoing = false;  // --keep-going
   ferry::tools::BindPolicy bind = ferry::tools::BindPolicy::kAuto;
@@ -156,8 +162,26 @@ void checkRankRange(Options& o) {
   if (!shared.isOk()) usageError(shared.message());
 }
 
+// A number of seconds >= 0 (positive with `positive`), or nullopt.
+std::optional<double> parseSeconds(const std::string& value, bool positive) {
+  char* end = nullptr;
+  errno = 0;
+  double t = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(t) || t < 0 || (positive && t == 0)) {
+    return std::nullopt;
+  }
+  return t;
+}
+
 Options parseArgs(int argc, char** argv) {
   Options o;
+  if (const char* env = std::getenv(kReportVariable); env != nullptr && *env != '\0') {
+    auto t = parseSeconds(env, false);
+    if (!t) {
+      usageError(std::string("invalid value '") + env + "' for " + kReportVariable + ": expected a number of seconds >= 0");
+    }
+    o.reportSeconds = *t;
+  }
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i];
@@ -186,8 +210,8 @@ Options parseArgs(int argc, char** argv) {
     } else if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
       flag = arg.substr(0, eq), value = arg.substr(eq + 1), inline_ = true;
     }
-    if (flag != "-n" && flag != "--np" && flag != "--timeout" && flag != "--bind-to" && flag != "--world-size" &&
-        flag != "--first-rank") {
+    if (flag != "-n" && flag != "--np" && flag != "--timeout" && flag != "--report-seconds" && flag != "--bind-to" &&
+        flag != "--world-size" && flag != "--first-rank") {
       usageError("unknown option '" + arg + "'");
     }
     if (!inline_) {
@@ -201,11 +225,13 @@ Options parseArgs(int argc, char** argv) {
         usageError("invalid value '" + value + "' for --bind-to: expected auto, core or none");
       }
     } else if (flag == "--timeout") {
-      double t = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(t) || t <= 0) {
-        usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0");
-      }
-      o.timeout = t;
+      auto t = parseSeconds(value, true);
+      if (!t) usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0");
+      o.timeout = *t;
+    } else if (flag == "--report-seconds") {
+      auto t = parseSeconds(value, false);
+      if (!t) usageError("invalid value '" + value + "' for --report-seconds: expected a number of seconds >= 0");
+      o.reportSeconds = *t;
     } else if (flag == "--world-size" || flag == "--first-rank") {
       const bool world = flag == "--world-size";
       const long lo = world ? 1 : 0, hi = world ? kMaxWorldSize : kMaxWorldSize - 1;
@@ -398,7 +424,7 @@ void Job::onExit(Rank& rank, int status) {
     return;
   }
   // The survivors of a collective usually notice the failure themselves within moments and exit
-  // with an error that says what happened; give them kReportSeconds before SIGTERM.
+  // with an error that says what happened; give them --report-seconds before SIGTERM.
   const int rankIndex = rank.global;
   int others = runningCount();
   std::string stopping = others == 0   ? ""
@@ -414,7 +440,7 @@ void Job::onExit(Rank& rank, int status) {
         WCOREDUMP(status) ? ", core dumped" : "", stopping.c_str());
   }
   state_ = State::kDraining;
-  killAt_ = ferry::Deadline::after(kReportSeconds);
+  killAt_ = ferry::Deadline::after(o_.reportSeconds);
 }
 
 void Job::reap() {

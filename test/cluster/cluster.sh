@@ -26,7 +26,8 @@ set -euo pipefail
 
 readonly kSubnet=10.77.0      # hosts are $kSubnet.1 .. $kSubnet.H, /24
 readonly kPort=29500          # rendezvous port on host 0 (the namespace is ours: nothing else listens)
-readonly kReportSeconds=3     # a host failed: the others may still report their own errors
+# A host failed: the others may still report their own errors (FERRY_REPORT_SECONDS, as ferryrun).
+readonly kReportSeconds=${FERRY_REPORT_SECONDS:-3}
 readonly kGraceSeconds=3      # SIGTERM to SIGKILL at teardown
 readonly kNsPrefix=ferrycl    # namespaces are ferrycl<pid>-sw and ferrycl<pid>-h<i>
 
@@ -63,6 +64,8 @@ reaches this machine's network, so traffic never leaves it.
   --link-emulator PATH  the user-space link for kernels without netem (default:
                      \$FERRY_LINK_EMULATOR, else \${FERRY_BUILD_DIR:-build}/test/cluster/ferry-link-emulator)
   -h, --help         show this help
+After a host fails, the others get \$FERRY_REPORT_SECONDS (default 3) to exit by themselves before
+they are stopped; each host's ferryrun gives its own ranks as long after one of them fails.
 Without --raw each host runs PATH -n R_i --world-size W --first-rank K -- PROGRAM ARGS: ranks are
 numbered host-major, FERRY_ADDR=$kSubnet.1:$kPort and FERRY_SECRET are shared, output lines keep
 ferryrun's "[rank] " prefix. A shaped link: the host's egress goes through netem (delay, loss, rate;
@@ -85,6 +88,8 @@ skip() {  # The environment cannot host a cluster: meson reports SKIP.
   say "SKIP: $1"
   exit 77
 }
+[[ $kReportSeconds =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+  usage_error "invalid value '$kReportSeconds' for FERRY_REPORT_SECONDS: expected a number of seconds >= 0"
 
 # --- command line ---------------------------------------------------------------------------------
 hosts=""

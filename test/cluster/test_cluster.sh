@@ -96,10 +96,11 @@ expect_line out '^10.77.0.1 10.77.0.2 10.77.0.3$' "FERRY_CLUSTER_HOSTS"
 expect_line out '^10.77.0.3 slots=1$' "FERRY_CLUSTER_HOSTFILE"
 
 # --- exit status and teardown ---------------------------------------------------------------------
-run --hosts 2 --ranks 2 -- sh -c 'if [ $FERRY_RANK = 2 ]; then exit 3; fi; exec sleep '"$marker"
+# The report time (3 s by default; ferryrun's test checks that) shortened for both launchers.
+FERRY_REPORT_SECONDS=0.5 run --hosts 2 --ranks 2 -- sh -c 'if [ $FERRY_RANK = 2 ]; then exit 3; fi; exec sleep '"$marker"
 expect_rc 3 "a failing host"
 ((ms < 15000)) || fail "a failing host: the others are stopped (took $ms ms)"
-expect_line err '^cluster.sh: host h1 exited with code 3; stopping the other hosts in 3 s$' "a failing host"
+expect_line err '^cluster.sh: host h1 exited with code 3; stopping the other hosts in 0.5 s$' "a failing host"
 expect_clean "a failing host"
 
 run --hosts 2 --timeout 1 -- sleep "$marker"
@@ -157,6 +158,7 @@ usage_error() {  # usage_error EXPECTED_TEXT ARGS...
   grep -qF -- "$want" "$TMP/err" || fail "usage: cluster.sh $*: stderr does not name '$want': $(cat "$TMP/err")"
 }
 usage_error "invalid value '0' for --hosts" --hosts 0 -- true
+FERRY_REPORT_SECONDS=soon usage_error "invalid value 'soon' for FERRY_REPORT_SECONDS" -- true
 usage_error "invalid value '2,x' for --layout" --layout 2,x -- true
 usage_error "--ranks and --layout exclude each other" --ranks 2 --layout 2,1 -- true
 usage_error "--layout 2,1 names 2 hosts but --hosts is 3" --hosts 3 --layout 2,1 -- true

@@ -73,7 +73,7 @@ FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s3cret run --world-size 3 -n 1 sh -c 'echo $
 [[ $(cat "$TMP/out") == "[0] 0/3" ]] || fail "--first-rank defaults to 0: $(cat "$TMP/out")"
 
 # Reports name global ranks.
-FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s3cret run --world-size 4 --first-rank 2 -n 2 \
+FERRY_ADDR=127.0.0.1:1 FERRY_SECRET=s3cret run --world-size 4 --first-rank 2 -n 2 --report-seconds 0.2 \
   sh -c 'if [ "$FERRY_RANK" = 3 ]; then exit 3; fi; sleep 60'
 expect_rc 3 "--first-rank: exit code"
 expect_line err '^ferryrun: rank 3 \(pid [0-9]+\) exited with code 3; stopping the other rank$' "--first-rank: report"
@@ -127,15 +127,18 @@ run -n 2 --no-prefix sh -c 'echo plain $FERRY_RANK'
 [[ $(sort "$TMP/out") == $'plain 0\nplain 1' ]] || fail "--no-prefix: $(cat "$TMP/out")"
 
 # --- failures stop the job ----------------------------------------------------------------------
+# The others get the report time (3 s by default) to exit by themselves, then SIGTERM. The cases
+# whose subject is not that time shorten it with --report-seconds or FERRY_REPORT_SECONDS.
 run -n 4 sh -c 'if [ "$FERRY_RANK" = 2 ]; then echo dying >&2; exit 3; fi; sleep 60'
 expect_rc 3 "exit code"
+((ms >= 2900)) || fail "exit code: the others get 3 s to report, took only $ms ms"
 expect_fast 5000 "exit code: the other ranks are stopped"
 expect_line err '^ferryrun: rank 2 \(pid [0-9]+\) exited with code 3; stopping the other 3 ranks$' "exit code"
 [[ $(head -1 "$TMP/err") == "[2] dying" ]] || fail "a rank's last words come before the report: $(cat "$TMP/err")"
 
-run -n 3 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; fi; sleep 60'
+run -n 3 --report-seconds 0.2 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; fi; sleep 60'
 expect_rc 137 "signal"
-expect_fast 5000 "signal"
+expect_fast 2000 "signal, --report-seconds 0.2"
 expect_line err '^ferryrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopping the other 2 ranks$' "signal"
 
 # --keep-going: a death is reported and the others run to their end.
@@ -148,9 +151,9 @@ expect_rc 4 "--keep-going: a survivor's failure is the job's"
 run --keep-going -n 2 sh -c 'kill -9 $$'
 expect_rc 137 "--keep-going: nobody survived"
 
-run -n 2 sh -c 'trap "" TERM; if [ "$FERRY_RANK" = 1 ]; then sleep 0.5; exit 5; fi; sleep 60'
+FERRY_REPORT_SECONDS=0.2 run -n 2 sh -c 'trap "" TERM; if [ "$FERRY_RANK" = 1 ]; then sleep 0.5; exit 5; fi; sleep 60'
 expect_rc 5 "SIGKILL after the grace period"
-((ms >= 1900)) || fail "SIGKILL after the grace period: took only $ms ms"
+((ms >= 2600)) || fail "SIGKILL after the grace period: took only $ms ms, expected 0.5 + 0.2 + 2 s"
 expect_fast 8000 "SIGKILL after the grace period"
 expect_line err '^ferryrun: rank 0 did not stop within 2 s of SIGTERM; sending SIGKILL$' "grace period"
 
@@ -255,6 +258,9 @@ usage_error "invalid value '5000' for -n" -n5000 true
 usage_error "invalid value 'soon' for --timeout" --timeout=soon true
 usage_error "invalid value '-1' for --timeout" --timeout -1 true
 usage_error "invalid value 'socket' for --bind-to" --bind-to socket true
+usage_error "invalid value '-1' for --report-seconds: expected a number of seconds >= 0" --report-seconds -1 true
+FERRY_REPORT_SECONDS=later usage_error \
+  "invalid value 'later' for FERRY_REPORT_SECONDS: expected a number of seconds >= 0" true
 usage_error "-n needs a value" -n
 usage_error "invalid value '0' for --world-size" --world-size 0 true
 usage_error "invalid value '-1' for --first-rank" --world-size 2 --first-rank -1 true
