@@ -28,9 +28,10 @@
 //
 // Failure. The first rank to exit non-zero or to die of a signal is reported on one line; the
 // others get --report-seconds (FERRY_REPORT_SECONDS, default 3) to exit by themselves (ferry ranks
-// notice a dead peer and say so), then SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun exits with that rank's code
-// (128 + N for signal N), 124 after --timeout, 2 for bad usage, 126/127 when the program cannot be
-// executed, and 1 when ferryrun itself fails. Ranks that exit while being stopped are not reported.
+// notice a dead peer and say so), then SIGTERM, then SIGKILL kGraceSeconds later, and ferryrun
+// exits with that rank's code (128 + N for signal N), 124 after --timeout, 2 for bad usage, 126/127
+// when the program cannot be executed, and 1 when ferryrun itself fails. Ranks that exit while
+// being stopped are not reported.
 // With --keep-going (elastic jobs, whose survivors shrink their communicator and go on) a rank that
 // dies is reported and the others keep running; ferryrun then exits 0 when every rank that exited
 // by itself exited 0 and at least one did, else with the first failure's code.
@@ -178,7 +179,8 @@ Options parseArgs(int argc, char** argv) {
   if (const char* env = std::getenv(kReportVariable); env != nullptr && *env != '\0') {
     auto t = parseSeconds(env, false);
     if (!t) {
-      usageError(std::string("invalid value '") + env + "' for " + kReportVariable + ": expected a number of seconds >= 0");
+      usageError(std::string("invalid value '") + env + "' for " + kReportVariable +
+                 ": expected a number of seconds >= 0");
     }
     o.reportSeconds = *t;
   }

@@ -97,7 +97,8 @@ expect_line out '^10.77.0.3 slots=1$' "FERRY_CLUSTER_HOSTFILE"
 
 # --- exit status and teardown ---------------------------------------------------------------------
 # The report time (3 s by default; ferryrun's test checks that) shortened for both launchers.
-FERRY_REPORT_SECONDS=0.5 run --hosts 2 --ranks 2 -- sh -c 'if [ $FERRY_RANK = 2 ]; then exit 3; fi; exec sleep '"$marker"
+FERRY_REPORT_SECONDS=0.5 run --hosts 2 --ranks 2 -- \
+  sh -c 'if [ $FERRY_RANK = 2 ]; then exit 3; fi; exec sleep '"$marker"
 expect_rc 3 "a failing host"
 ((ms < 15000)) || fail "a failing host: the others are stopped (took $ms ms)"
 expect_line err '^cluster.sh: host h1 exited with code 3; stopping the other hosts in 0.5 s$' "a failing host"

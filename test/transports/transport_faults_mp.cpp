@@ -201,7 +201,8 @@ TEST_CASE("a canceled send ends, and is never delivered with bytes written after
       // A transport that completes such a send on its own has nothing to cancel: the receive
       // below must then simply get the original bytes.
       if (send.pending()) t.cancel(&send);
-      std::string err = c.wait(send, 1.5, "canceled send");  // one UCX cannot withdraw waits this long
+      // A send the transport cannot withdraw (UCX) stays pending: this long settles which case it is.
+      std::string err = c.wait(send, 1.5, "canceled send");
       std::printf("rank 0: canceled send: %s\n", stateName(send).c_str());
       std::fflush(stdout);
       if (send.state == Request::State::kFailed) std::memset(buf.data(), 0xDD, kBytes);  // the caller's again
