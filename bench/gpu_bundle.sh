@@ -1,55 +1,109 @@
 #!/usr/bin/env bash
-# bench/gpu_bundle.sh: pack a CUDA build into a directory that runs on a GPU machine which cannot
-# build ferry (no UCX, hwloc, ibverbs or Catch2 packages there). Run it here, after
-#   PATH=/usr/local/cuda/bin:$PATH meson setup build -Dcuda=enabled -Dcuda-arch=sm_90 && ninja -C build
-# then, there:  bash bench/gpu_check.sh --prebuilt BUNDLE --out DIR
+# bench/gpu_bundle.sh: build ferry for the GPUs users have (-Dcuda-arch=all: sm_80, sm_90, sm_100 and
+# PTX) and pack it into one self-contained tarball that runs on a GPU machine which cannot build
+# ferry (no UCX, hwloc, ibverbs or Catch2 packages there). Run it here; there:
+#   tar xzf ferry-gpu-bundle.tar.gz && bash ferry-gpu-bundle/gpu_check.sh --bundle ferry-gpu-bundle --out DIR
 #
-#   bash bench/gpu_bundle.sh [--build DIR] [--out BUNDLE]     (defaults: build, build-gpu-bundle,
-#                                                              which git ignores like every build*)
+#   bash bench/gpu_bundle.sh [--build DIR] [--out BUNDLE] [--nccl-tests SRC]
+#     --build DIR       an existing CUDA build to pack instead (default: configure and build
+#                       build-gpu-all with -Dcuda=enabled -Dcuda-arch=all -Dbuildtype=release)
+#     --out BUNDLE      the bundle directory (default build-gpu-bundle; BUNDLE.tar.gz next to it)
+#     --nccl-tests SRC  nccl-tests sources (a checkout; never part of this repository) to build
+#                       against ferry's nccl.h and libnccl.so.2; without it the bundle has none and
+#                       gpu_check.sh reports the nccl-tests steps as skipped
 #
 # Bundle layout:
 #   bin/ferry-perf, bin/ferry-gpu-micro, bin/ferryrun    stripped executables
-#   lib/                 libferry and every shared library they load that is not part of glibc or
-#                        the CUDA driver (ldd): UCX, hwloc, ibverbs, numa, libstdc++, libgcc_s ...
+#   bin/ferry-gpu-probe  the preflight: driver, GPU, the kernel's registers and occupancy
+#   lib/                 libferry, ferry's libnccl.so.2 and every shared library they load that is
+#                        not part of glibc or the CUDA driver (ldd): UCX, hwloc, ibverbs, numa ...
 #   lib/ucx/             UCX's transport modules (gpu_check.sh points UCX_MODULE_DIR here)
 #   lib/fallback/        libstdc++ and libgcc_s, used only where the machine's are older than needed
-#   tests/gpu_tests.tsv  the build's `gpu` suite: NAME <TAB> TIMEOUT <TAB> PROGRAM <TAB> ARGS, run in
-#                        tests/; PROGRAM is ./FILE for ferry's executables, else an interpreter name
+#   nccl-tests/          *_perf built against ferry's nccl.h (with --nccl-tests)
+#   tests/gpu_tests.tsv  the build's `gpu` suite: NAME <TAB> TIMEOUT <TAB> ENV <TAB> PROGRAM <TAB>
+#                        ARGS, run in tests/; ENV is the test's environment (K=V;K=V, - for none);
+#                        PROGRAM is ./FILE for ferry's executables, else an interpreter name
 #   tests/FILE           each listed test executable, and the build or source files its arguments name
 #   gpu_check.sh         a copy of bench/gpu_check.sh
+#   kernel_figures.json  ptxas's figures of the kernels (the preflight prints them beside the GPU's)
 #   MANIFEST             commit, build options, the newest glibc / libstdc++ symbol versions needed
-# gpu_check.sh --prebuilt sets LD_LIBRARY_PATH=BUNDLE/lib. The binaries link the CUDA runtime
+# gpu_check.sh --bundle sets LD_LIBRARY_PATH=BUNDLE/lib. The binaries link the CUDA runtime
 # statically; the driver (libcuda.so.1) must come from the GPU machine.
-# Fails when the bundle exceeds 60 MiB.
+# Fails when the bundle exceeds 80 MiB.
 set -euo pipefail
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build="$src/build"
+build=""
 out="$src/build-gpu-bundle"
+nccl_tests=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --build) build=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build) [[ $# -ge 2 ]] || { echo "gpu_bundle.sh: --build needs a directory" >&2; exit 2; }; build=$2; shift 2 ;;
+    --out) [[ $# -ge 2 ]] || { echo "gpu_bundle.sh: --out needs a directory" >&2; exit 2; }; out=$2; shift 2 ;;
+    --nccl-tests) [[ $# -ge 2 && -f $2/src/common.mk ]] ||
+                    { echo "gpu_bundle.sh: --nccl-tests needs an nccl-tests checkout (no src/common.mk in '${2:-}')" >&2; exit 2; }
+                  nccl_tests=$(cd "$2" && pwd); shift 2 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "gpu_bundle.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+start=$SECONDS
+if [[ -z $build ]]; then
+  build="$src/build-gpu-all"
+  export PATH="/usr/local/cuda/bin:$PATH"
+  if [[ ! -f $build/build.ninja ]]; then
+    meson setup "$build" "$src" -Dcuda=enabled -Dcuda-arch=all -Dbuildtype=release -Dpython=disabled > /dev/null
+  fi
+  # Only what the bundle carries: the tools, libnccl and the gpu suite's executables.
+  targets=(bench/ferry-perf bench/ferry-gpu-micro bench/ferry-gpu-probe tools/ferryrun runtime/nccl/libnccl.so.2)
+  mapfile -t -O ${#targets[@]} targets < <(meson introspect "$build" --tests | /usr/bin/python3 -c '
+import json, os, sys
+build = sys.argv[1]
+for t in json.load(sys.stdin):
+    if any(s == "gpu" or s.endswith(":gpu") for s in t.get("suite", [])) and t["cmd"][0].startswith(build):
+        print(os.path.relpath(t["cmd"][0], build))' "$build" | sort -u)
+  ninja -C "$build" "${targets[@]}" > "$build/bundle-build.log" || { tail -n 30 "$build/bundle-build.log" >&2; exit 1; }
+  echo "gpu_bundle.sh: built ${#targets[@]} targets in $build ($((SECONDS - start)) s)"
+fi
 build=$(cd "$build" && pwd)
-for f in bench/ferry-perf bench/ferry-gpu-micro tools/ferryrun; do
+for f in bench/ferry-perf bench/ferry-gpu-micro bench/ferry-gpu-probe tools/ferryrun; do
   [[ -x $build/$f ]] || { echo "gpu_bundle.sh: $build/$f is missing: build with -Dcuda=enabled first" >&2; exit 1; }
 done
 
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/ucx" "$out/tests"
-cp "$build/bench/ferry-perf" "$build/bench/ferry-gpu-micro" "$build/tools/ferryrun" "$out/bin/"
-cp "$src/bench/gpu_check.sh" "$out/"
+cp "$build/bench/ferry-perf" "$build/bench/ferry-gpu-micro" "$build/bench/ferry-gpu-probe" "$build/tools/ferryrun" "$out/bin/"
+cp "$src/bench/gpu_check.sh" "$src/collectives/cuda/kernel_figures.json" "$out/"
+cp -P "$build"/runtime/nccl/libnccl.so* "$out/lib/" 2> /dev/null || true
+
+# nccl-tests, built in a scratch copy against ferry's header and library (docs/NCCL.md).
+if [[ -n $nccl_tests ]]; then
+  nt=$(mktemp -d)
+  trap 'rm -rf "$nt"' EXIT
+  mkdir -p "$nt/nccl/include" "$nt/nccl/lib"
+  cp "$src/include/ferry/nccl.h" "$nt/nccl/include/nccl.h"
+  for f in "$build"/runtime/nccl/libnccl.so* "$build"/runtime/libferry.so*; do [[ -d $f ]] || cp -P "$f" "$nt/nccl/lib/"; done
+  cp -r "$nccl_tests" "$nt/src"
+  gencode="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,code=sm_100"
+  if make -C "$nt/src" CUDA_HOME=/usr/local/cuda NCCL_HOME="$nt/nccl" NVCC_GENCODE="$gencode" \
+       NVLDFLAGS="-L$nt/nccl/lib -L/usr/local/cuda/lib64 -lcudart -lrt -L../build/os -lnccl_test_os -lnccl" \
+       -j"$(nproc)" > "$nt/make.log" 2>&1; then
+    mkdir -p "$out/nccl-tests"
+    cp "$nt"/src/build/*_perf "$out/nccl-tests/"
+    echo "gpu_bundle.sh: nccl-tests built: $(ls "$out/nccl-tests" | tr '\n' ' ')"
+  else
+    tail -n 20 "$nt/make.log" >&2
+    echo "gpu_bundle.sh: nccl-tests did not build (log above)" >&2
+    exit 1
+  fi
+fi
 
 # The gpu suite, from Meson's introspection: one line per test, its executable copied.
 meson introspect "$build" --tests | python3 -c '
 import json, os, shutil, sys
 out, build, src = sys.argv[1:4]
-lines = ["# NAME\tTIMEOUT\tFILE\tARGS (written by bench/gpu_bundle.sh)"]
-originals = []
+lines = ["# NAME\tTIMEOUT\tENV\tFILE\tARGS (written by bench/gpu_bundle.sh)"]
+originals, names = [], set()
 for t in json.load(sys.stdin):
     if not any(s == "gpu" or s.endswith(":gpu") for s in t.get("suite", [])):
         continue
@@ -65,7 +119,12 @@ for t in json.load(sys.stdin):
         exe = "./" + os.path.basename(exe)
     else:  # an interpreter (bash, python3): found on the PATH of the GPU machine
         exe = os.path.basename(exe)
-    lines.append("\t".join([t["name"].replace("\t", " "), str(t.get("timeout") or 60), exe, " ".join(args)]))
+    name = t["name"].replace("\t", " ")
+    if name in names:
+        sys.exit(f"gpu_bundle.sh: two tests of the gpu suite are named {name!r}: give them distinct names")
+    names.add(name)
+    env = ";".join(f"{k}={v}" for k, v in sorted((t.get("env") or {}).items()) if k != "UCX_NET_DEVICES") or "-"
+    lines.append("\t".join([name, str(t.get("timeout") or 60), env, exe, " ".join(args)]))
 open(os.path.join(out, "gpu_tests.tsv"), "w").write("\n".join(lines) + "\n")
 open(os.path.join(out, ".originals"), "w").write("".join(e + "\n" for e in originals))
 print(f"gpu suite: {len(lines) - 1} tests")
@@ -84,10 +143,10 @@ is_system() {
   esac
   return 1
 }
-elfs() { for f in "$out"/bin/* "$out"/tests/* "$out"/lib/ucx/*.so.0; do [[ -f $f && $(file -L "$f") == *ELF* ]] && echo "$f"; done; }
+elfs() { for f in "$out"/bin/* "$out"/tests/* "$out"/lib/ucx/*.so.0 "$out"/nccl-tests/*; do [[ -f $f && $(file -L "$f") == *ELF* ]] && echo "$f"; done; }
 # The first round reads the executables where they were built (their RUNPATH finds libferry there);
 # the next ones read the copies, whose own dependencies then resolve from lib/.
-originals() { echo "$build/bench/ferry-perf"; echo "$build/bench/ferry-gpu-micro"; echo "$build/tools/ferryrun"; cat "$out/tests/.originals" 2>/dev/null || true; }
+originals() { echo "$build/bench/ferry-perf"; echo "$build/bench/ferry-gpu-micro"; echo "$build/bench/ferry-gpu-probe"; echo "$build/tools/ferryrun"; cat "$out/tests/.originals" 2>/dev/null || true; }
 for round in 1 2 3; do
   while read -r elf; do
     LD_LIBRARY_PATH="$out/lib" ldd "$elf" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
@@ -113,12 +172,14 @@ provided() { objdump -T "$out"/lib/fallback/libstdc++.so* 2>/dev/null | grep -o 
 {
   echo "ferry GPU bundle, built $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname) ($(. /etc/os-release && echo "$PRETTY_NAME"))"
   echo "commit: $(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$src" diff --quiet 2>/dev/null || echo ' (modified)')"
+  echo "nccl-tests: ${nccl_tests:-none (no --nccl-tests path given)}"
   echo "options: $(meson introspect "$build" --buildoptions | python3 -c 'import json,sys; print(" ".join("%s=%s" % (o["name"], o["value"]) for o in json.load(sys.stdin) if o["name"] in ("cuda","cuda-arch","buildtype")))')"
   echo "needs glibc: $(newest GLIBC_2) (not bundled), libstdc++: $(newest GLIBCXX_3) (lib/fallback has up to $(provided GLIBCXX_3), needs glibc $(objdump -T "$out"/lib/fallback/libstdc++.so* 2>/dev/null | grep -o 'GLIBC_2[0-9.]*' | sort -Vu | tail -n 1))"
   echo "files:"; (cd "$out" && find . -type f | sort | sed 's/^/  /')
 } > "$out/MANIFEST"
 
 size=$(du -sm "$out" | cut -f1)
-echo "bundle: $out, ${size} MiB"
+tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+echo "bundle: $out ($out.tar.gz), ${size} MiB, $((SECONDS - start)) s"
 grep "needs glibc" "$out/MANIFEST"
-if ((size > 60)); then echo "gpu_bundle.sh: the bundle is ${size} MiB, over 60 MiB" >&2; exit 1; fi
+if ((size > 80)); then echo "gpu_bundle.sh: the bundle is ${size} MiB, over 80 MiB" >&2; exit 1; fi

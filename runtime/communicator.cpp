@@ -74,6 +74,7 @@ struct Comm::Impl {
   std::vector<ShrinkContact> shrinkContacts;
 
   ~Impl() {
+    dumpRegistration.reset();  // its GPU line reads gpu, which goes before it
     queue.shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
     // The sub-communicators' watchdogs point at this one's.
     hier.reset();
@@ -89,6 +90,11 @@ struct Comm::Impl {
 
   Status sticky() const {
     if (!error.isOk()) return error;
+    // A device wait that timed out (its kernel trapped) fails every later call.
+    if (gpu) {
+      Status st = gpu->deviceError();
+      if (!st.isOk()) return st;
+    }
     return watchdog ? watchdog->abortStatus() : Status::ok();
   }
 
@@ -531,11 +537,18 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   // they were measured as.
   ctx.sharedMinBytes = ti.trials > 0 ? std::max(ti.sharedMinBytes, ti.measureMaxBytes + 1) : ti.sharedMinBytes;
   ctx.streamMinBytes = streamMinBytes();
-  impl->dumpRegistration = std::make_unique<StateDumpRegistration>(impl->id, rank, size, &impl->trace);
   // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).
   auto gpu = cuda::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);
   FERRY_TRY(gpu);
   impl->gpu = std::move(*gpu);
+  // SIGUSR1 dumps also say what a timed-out GPU kernel was waiting for.
+  const cuda::DeviceContext* gpuCtx = impl->gpu.get();
+  impl->dumpRegistration = std::make_unique<StateDumpRegistration>(
+      impl->id, rank, size, &impl->trace, [gpuCtx]() -> std::string {
+        if (gpuCtx == nullptr) return {};
+        Status st = gpuCtx->deviceError();
+        return st.isOk() ? std::string() : st.message();
+      });
   FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s%s, %s)", static_cast<unsigned long long>(impl->id),
              rank, size, impl->transport ? impl->transport->name() : "single rank",
              impl->arena ? (ti.cma ? " + shared-memory arena with single-copy reads" : " + shared-memory arena")
@@ -595,7 +608,18 @@ Result<Tuner> agreedLevelTuner(Comm& parent, const Tuner& local) {
 }
 
 Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Comm::~Comm() = default;
+Comm::~Comm() {
+  // Peers in other processes map this rank's device memory (CUDA IPC) and their kernels may still
+  // poll it: every rank finishes its device work and meets the others before any of it is freed.
+  // Skipped after an error (a dead peer would never come); the barrier has FERRY_TIMEOUT.
+  if (impl_ && impl_->gpu && impl_->gpu->sharedAcrossProcesses() && impl_->sticky().isOk()) {
+    const cuda::Where w{impl_->rank, impl_->device};
+    Status st = cuda::setDevice(impl_->device, w);
+    if (st.isOk()) st = cuda::synchronizeDevice(w);
+    if (st.isOk()) st = barrier();
+    if (!st.isOk()) FERRY_WARN(log::kInit, "rank %d: teardown without its peers: %s", impl_->rank, st.message().c_str());
+  }
+}
 
 Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
   std::unique_ptr<Comm> comm(new Comm(std::move(impl)));

@@ -22,6 +22,7 @@ struct Entry {
   int rank;
   int size;
   const coll::CallTrace* trace;
+  std::function<std::string()> extra;
 };
 
 std::mutex gMutex;
@@ -58,10 +59,11 @@ void installOnce() {
 
 }  // namespace
 
-StateDumpRegistration::StateDumpRegistration(uint64_t commId, int rank, int size, const coll::CallTrace* trace) {
+StateDumpRegistration::StateDumpRegistration(uint64_t commId, int rank, int size, const coll::CallTrace* trace,
+                                             std::function<std::string()> extra) {
   std::lock_guard<std::mutex> lock(gMutex);
   key_ = gNextKey++;
-  registry()[key_] = Entry{commId, rank, size, trace};
+  registry()[key_] = Entry{commId, rank, size, trace, std::move(extra)};
   installOnce();
 }
 
@@ -106,6 +108,8 @@ void dumpAllStates() {
   for (const auto& [key, e] : registry()) {
     log::write(log::Level::kWarn, log::kColl, "state dump (SIGUSR1): %s",
                describeState(e.commId, e.rank, e.size, *e.trace).c_str());
+    const std::string more = e.extra ? e.extra() : std::string();
+    if (!more.empty()) log::write(log::Level::kWarn, log::kColl, "state dump (SIGUSR1): %s", more.c_str());
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "collectives/context.hpp"
@@ -14,7 +15,10 @@ namespace ferry {
 /// Registers a communicator's trace for dumps while it lives.
 class StateDumpRegistration {
  public:
-  StateDumpRegistration(uint64_t commId, int rank, int size, const coll::CallTrace* trace);
+  /// `extra` (optional) adds a line to the communicator's dump when it returns text (the GPU's
+  /// timeout record); it runs on the dump thread.
+  StateDumpRegistration(uint64_t commId, int rank, int size, const coll::CallTrace* trace,
+                        std::function<std::string()> extra = {});
   ~StateDumpRegistration();
   StateDumpRegistration(const StateDumpRegistration&) = delete;
   StateDumpRegistration& operator=(const StateDumpRegistration&) = delete;

@@ -33,7 +33,10 @@ struct DirectSlot {
   uint64_t seq;
   uint64_t send;  ///< the work's send buffer (address in the shared address space); volatile
   uint64_t recv;  ///< the work's recv buffer; volatile
-  uint64_t pad0[13];
+  /// Channel 0's slot only: claimed (atomicCAS 0 -> 1) by the first thread of this rank whose wait
+  /// timed out, so that one thread alone writes the host-mapped DevError.
+  uint64_t trapClaim;
+  uint64_t pad0[12];
   /// Completion counter: the owner stores s (volatile, after a barrier and a system fence) when its
   /// block has finished every read and write of work s in peers' buffers. A rank leaves work s
   /// only when every peer's done >= s, so it never returns while a peer still touches its buffers,
@@ -108,6 +111,9 @@ struct DevComm {
   int rank = 0;
   int nRanks = 1;
   int nChannels = 1;
+  int oneDevice = 0;          ///< every rank on one GPU: fences at .gpu scope (DevConfig::oneDevice)
+  uint64_t timeoutNs = 0;     ///< deadline of every device wait (0: none)
+  DevError* error = nullptr;  ///< this rank's host-mapped error record (null: trap without one)
   DevLayout layout;
   uint8_t* bases[kMaxDevRanks] = {};  ///< every rank's resource block, as this rank addresses it
 

@@ -34,7 +34,20 @@ size_t rankResourceBytes(const DevConfig& config) {
   return makeDevLayout(config).channelBytes * static_cast<size_t>(config.nChannels < 1 ? 1 : config.nChannels);
 }
 
-void buildDevComm(const DevConfig& config, int rank, const std::vector<void*>& rankBases, DevComm* out) {
+const char* devWaitName(DevWait w) {
+  switch (w) {
+    case DevWait::kHead: return "the sender's post of the step (simple protocol head)";
+    case DevWait::kTail: return "the receiver's release of a FIFO slot (simple protocol tail)";
+    case DevWait::kLLTail: return "the receiver's release of an LL slot (LL tail)";
+    case DevWait::kLLFlag: return "the sender's LL words of the step (LL flag)";
+    case DevWait::kDirectSeq: return "the peer's buffer pointers of the work (direct seq)";
+    case DevWait::kDirectDone: return "the peer's end of the work (direct done)";
+    default: return "nothing";
+  }
+}
+
+void buildDevComm(const DevConfig& config, int rank, const std::vector<void*>& rankBases, DevError* error,
+                  DevComm* out) {
   if (config.nRanks < 1 || config.nRanks > kMaxDevRanks || config.nChannels < 1 || config.nChannels > kMaxChannels ||
       rank < 0 || rank >= config.nRanks || rankBases.size() != static_cast<size_t>(config.nRanks)) {
     throw std::invalid_argument("buildDevComm: ranks, channels or bases out of range");
@@ -44,6 +57,9 @@ void buildDevComm(const DevConfig& config, int rank, const std::vector<void*>& r
   comm.nRanks = config.nRanks;
   comm.nChannels = config.nChannels;
   comm.layout = makeDevLayout(config);
+  comm.oneDevice = config.oneDevice ? 1 : 0;
+  comm.timeoutNs = config.timeoutNs;
+  comm.error = error;
   for (int r = 0; r < config.nRanks; ++r) comm.bases[r] = static_cast<uint8_t*>(rankBases[r]);
   *out = comm;
 }

@@ -1,14 +1,15 @@
 // Direct (single-copy) collectives: every rank reads and writes its peers' user buffers.
 //
 // Needs every peer's buffers in this address space (ranks of one process). Per work and channel:
-//   1. publish: thread 0 writes {send, recv} into this rank's DirectSlot, fences (system), stores
+//   1. publish: thread 0 writes {send, recv} into this rank's DirectSlot, fences, stores
 //      seq = previous + 1 (volatile);
-//   2. gather: every thread polls each peer's slot until its seq reaches ours, fences, loads the
-//      pointers (a peer cannot be ahead: it leaves work s only after our done >= s);
+//   2. gather: thread 0 polls each peer's slot until its seq reaches ours and fences; a barrier
+//      releases the block, whose threads load the peers' pointers from their slots when they need
+//      them (a peer cannot be ahead: it leaves work s only after our done >= s);
 //   3. move this channel's part (below), reductions in rank order 0, 1, .., n-1 so every rank
 //      computes the same bits;
-//   4. complete: barrier, thread 0 fences and stores done = seq; every thread waits for every
-//      peer's done >= seq and fences. No rank returns while a peer still touches its buffers.
+//   4. complete: barrier, thread 0 fences, stores done = seq, waits for every peer's done >= seq and
+//      fences; a barrier releases the block. No rank returns while a peer still touches its buffers.
 // Parts: all-reduce is two-shot (rank r reduces segment r of every input and writes it to every
 // output); reduce-scatter reduces block r into r's output; all-gather pushes r's input into block r
 // of every output; reduce reduces segment r into the root's output; broadcast pulls the root's
@@ -21,47 +22,48 @@
 
 namespace ferry::coll::gpu {
 
-struct DirectPeers {
-  const uint8_t* send[kMaxDevRanks];
-  uint8_t* recv[kMaxDevRanks];
+/// This rank's sequence number of the direct work now starting on channel c.
+struct DirectWork {
   uint64_t seq;
 };
 
-FERRY_DEVICE_NOINLINE __device__ DirectPeers directBegin(const DevComm& comm, const DevWork& w, int c) {
-  DirectPeers p;
+/// Publishes this rank's pointers for the work and waits (thread 0) until every peer has published
+/// its own; the barrier then releases the block, which reads the peers' pointers with peerSend /
+/// peerRecv. The pointers stay in the peers' slots (no per-thread copy of every rank's pair).
+FERRY_DEVICE_NOINLINE __device__ inline DirectWork directBegin(const DevComm& comm, const DevWork& w, int c) {
   DirectSlot* mine = comm.directSlot(comm.rank, c);
-  p.seq = loadVolatile(&mine->seq) + 1;
+  const DirectWork d{loadVolatile(&mine->seq) + 1};
   __syncthreads();  // every thread has read the old seq
   if (threadIdx.x == 0) {
     storeVolatile<uint64_t>(&mine->send, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(w.send)));
     storeVolatile<uint64_t>(&mine->recv, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(w.recv)));
-    __threadfence_system();  // pointers before seq
-    storeVolatile<uint64_t>(&mine->seq, p.seq);
+    peerFence(comm);  // pointers before seq
+    storeVolatile<uint64_t>(&mine->seq, d.seq);
+    for (int q = 0; q < comm.nRanks; ++q) {
+      waitAtLeast(comm, c, q, DevWait::kDirectSeq, d.seq, &comm.directSlot(q, c)->seq, d.seq);
+    }
+    peerFence(comm);  // seq before pointers (and the peers' earlier writes)
   }
-  for (int q = 0; q < comm.nRanks; ++q) {
-    const DirectSlot* s = comm.directSlot(q, c);
-    while (loadVolatile(&s->seq) < p.seq) pollPause();
-  }
-  __threadfence_system();  // seq before pointers (and the peers' earlier writes)
-  for (int q = 0; q < comm.nRanks; ++q) {
-    const DirectSlot* s = comm.directSlot(q, c);
-    p.send[q] = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(loadVolatile(&s->send)));
-    p.recv[q] = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(loadVolatile(&s->recv)));
-  }
-  return p;
+  __syncthreads();
+  return d;
+}
+__device__ __forceinline__ const uint8_t* peerSend(const DevComm& comm, int q, int c) {
+  return reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(loadVolatile(&comm.directSlot(q, c)->send)));
+}
+__device__ __forceinline__ uint8_t* peerRecv(const DevComm& comm, int q, int c) {
+  return reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(loadVolatile(&comm.directSlot(q, c)->recv)));
 }
 
-FERRY_DEVICE_NOINLINE __device__ void directEnd(const DevComm& comm, const DirectPeers& p, int c) {
+FERRY_DEVICE_NOINLINE __device__ inline void directEnd(const DevComm& comm, const DirectWork& d, int c) {
   __syncthreads();  // every thread's reads and writes of peer buffers are done
   if (threadIdx.x == 0) {
-    __threadfence_system();
-    storeVolatile<uint64_t>(&comm.directSlot(comm.rank, c)->done, p.seq);
+    peerFence(comm);
+    storeVolatile<uint64_t>(&comm.directSlot(comm.rank, c)->done, d.seq);
+    for (int q = 0; q < comm.nRanks; ++q) {
+      waitAtLeast(comm, c, q, DevWait::kDirectDone, d.seq, &comm.directSlot(q, c)->done, d.seq);
+    }
+    peerFence(comm);
   }
-  for (int q = 0; q < comm.nRanks; ++q) {
-    const DirectSlot* s = comm.directSlot(q, c);
-    while (loadVolatile(&s->done) < p.seq) pollPause();
-  }
-  __threadfence_system();
   __syncthreads();
 }
 
@@ -105,7 +107,7 @@ FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, cons
   const int n = comm.nRanks, r = comm.rank;
   const size_t es = red.elemBytes();
   const uint32_t div = w.op == RedOp::kAvg ? static_cast<uint32_t>(n) : 0u;
-  const DirectPeers p = directBegin(comm, w, c);
+  const DirectWork dw = directBegin(comm, w, c);
   const void* srcs[kMaxDevRanks];
   void* dsts[kMaxDevRanks];
   int nd = 0;
@@ -113,19 +115,19 @@ FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, cons
   if (w.kind == WorkKind::kReduceScatter) {
     const Part part = channelPart(w.count, nChannels, c);
     inOff = (w.count * r + part.off) * es, outOff = part.off * es, len = part.len * es;
-    dsts[nd++] = p.recv[r] + outOff;
+    dsts[nd++] = peerRecv(comm, r, c) + outOff;
   } else {
     const Part part = channelPart(segmentCount(w.count, n, r), nChannels, c);
     inOff = outOff = (segmentBegin(w.count, n, r) + part.off) * es, len = part.len * es;
     if (w.kind == WorkKind::kReduce) {
-      dsts[nd++] = p.recv[w.root] + outOff;
+      dsts[nd++] = peerRecv(comm, w.root, c) + outOff;
     } else {
-      for (int q = 0; q < n; ++q) dsts[nd++] = p.recv[q] + outOff;
+      for (int q = 0; q < n; ++q) dsts[nd++] = peerRecv(comm, q, c) + outOff;
     }
   }
-  for (int q = 0; q < n; ++q) srcs[q] = p.send[q] + inOff;
+  for (int q = 0; q < n; ++q) srcs[q] = peerSend(comm, q, c) + inOff;
   reduceMany(comm, c, n, srcs, nd, dsts, len, div, red);
-  directEnd(comm, p, c);
+  directEnd(comm, dw, c);
 }
 
 /// outA[i] = inB[i] and outB[i] = inA[i], every load before the stores of the same bytes.
@@ -149,17 +151,17 @@ __device__ inline void exchangeBytes(uint8_t* outA, const uint8_t* inA, uint8_t*
 }
 
 /// All-gather, broadcast, all-to-all.
-FERRY_DEVICE_NOINLINE __device__ void directCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c, int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
-  const DirectPeers p = directBegin(comm, w, c);
+  const DirectWork dw = directBegin(comm, w, c);
   const Part part = channelPart(w.count, nChannels, c);
   const size_t off = part.off * es, len = part.len * es, blk = w.count * es;
   if (len > 0 && w.kind == WorkKind::kAllGather) {
-    const uint8_t* src = p.send[r] + off;
+    const uint8_t* src = peerSend(comm, r, c) + off;
     void* d[8] = {};
     int k = 0;
     for (int q = 0; q < n; ++q) {
-      uint8_t* to = p.recv[q] + blk * r + off;
+      uint8_t* to = peerRecv(comm, q, c) + blk * r + off;
       if (to != src) d[k++] = to;
       if (k == 8 || (q == n - 1 && k > 0)) {
         kernels::cuda::copyBytes(k, d, src, len);
@@ -167,21 +169,24 @@ FERRY_DEVICE_NOINLINE __device__ void directCopyWork(const DevComm& comm, const 
       }
     }
   } else if (len > 0 && w.kind == WorkKind::kBroadcast) {
-    void* to = p.recv[r] + off;
-    if (to != p.send[w.root] + off) kernels::cuda::copyBytes(1, &to, p.send[w.root] + off, len);
+    void* to = peerRecv(comm, r, c) + off;
+    const uint8_t* from = peerSend(comm, w.root, c) + off;
+    if (to != from) kernels::cuda::copyBytes(1, &to, from, len);
   } else if (len > 0) {  // all-to-all
+    const uint8_t* mySend = peerSend(comm, r, c);
+    uint8_t* myRecv = peerRecv(comm, r, c);
     for (int j = 0; j < n; ++j) {
       const int d = ringMod(j - r, n);
       if (j == r) {
-        void* to = p.recv[r] + blk * r + off;
-        if (to != p.send[r] + blk * r + off) kernels::cuda::copyBytes(1, &to, p.send[r] + blk * r + off, len);
+        void* to = myRecv + blk * r + off;
+        if (to != mySend + blk * r + off) kernels::cuda::copyBytes(1, &to, mySend + blk * r + off, len);
       } else if (2 * d < n || (2 * d == n && r < j)) {
-        exchangeBytes(p.recv[r] + blk * j + off, p.send[r] + blk * j + off, p.recv[j] + blk * r + off,
-                      p.send[j] + blk * r + off, len);
+        exchangeBytes(myRecv + blk * j + off, mySend + blk * j + off, peerRecv(comm, j, c) + blk * r + off,
+                      peerSend(comm, j, c) + blk * r + off, len);
       }
     }
   }
-  directEnd(comm, p, c);
+  directEnd(comm, dw, c);
 }
 
 }  // namespace ferry::coll::gpu

@@ -53,6 +53,8 @@
 
 #if !FERRY_SIMT_EMULATED
 #include <cuda_runtime.h>
+#else
+#include "collectives/cuda/kernel_figures.hpp"  // generated: launch_fit.py header
 #endif
 
 namespace ferry::coll::gpu {
@@ -68,6 +70,11 @@ __device__ void localCopy(const DevWork& w, int c, int nChannels) {
   if (part.len > 0 && to != from) kernels::cuda::copyBytes(1, &to, from, part.len);
   __syncthreads();
 }
+
+#if FERRY_SIMT_EMULATED
+constexpr int kInvalidConfiguration = 9;   // cudaErrorInvalidConfiguration
+constexpr int kLaunchOutOfResources = 701; // cudaErrorLaunchOutOfResources
+#endif
 
 __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
   if (w.count == 0) return;
@@ -118,9 +125,13 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
 }  // namespace
 
 /// The collective kernel: block b is channel b; works run in list order, a run of consecutive
-/// send/recv works runs as one p2p schedule (p2p_kernels.cuh).
-__global__ void collectiveKernel(const DevComm* devComm, DevWorkList list) {
-  const DevComm comm = *devComm;
+/// send/recv works runs as one p2p schedule (p2p_kernels.cuh). The list stays in the kernel's
+/// parameter space (__grid_constant__: works are read where they are, never copied to a stack
+/// frame) and the DevComm in global memory; __launch_bounds__ holds ptxas to registers that let
+/// kMinBlocksPerSm blocks of kBlockThreads share a multiprocessor.
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
+    collectiveKernel(const DevComm* __restrict__ devComm, const __grid_constant__ DevWorkList list) {
+  const DevComm& comm = *devComm;
   const int c = static_cast<int>(blockIdx.x), nChannels = static_cast<int>(gridDim.x);
   if (c >= comm.nChannels) return;
   for (int i = 0; i < list.nWorks;) {
@@ -137,30 +148,42 @@ __global__ void collectiveKernel(const DevComm* devComm, DevWorkList list) {
   }
 }
 
-int maxThreadsPerBlock() {
-#if FERRY_SIMT_EMULATED
-  return 64;
-#else
-  return 512;
-#endif
-}
+int maxThreadsPerBlock() { return kBlockThreads; }
 
 int launchWorkList(const DevComm* devComm, const DevWorkList& list, int nBlocks, int nThreads, void* stream) {
 #if FERRY_SIMT_EMULATED
   (void)stream;
-  simt::launch(dim3(static_cast<unsigned>(nBlocks)), dim3(static_cast<unsigned>(nThreads)), collectiveKernel, devComm,
-               list);
-  return 0;
+  // Refuse what the GPU would refuse, from the build's ptxas figures (launch_fit.hpp).
+  if (nThreads < 1 || nThreads > kBlockThreads || nBlocks < 1) return kInvalidConfiguration;
+  if (!launchFits(kEmulatedFigures, nThreads)) return kLaunchOutOfResources;
+  return simt::launch(dim3(static_cast<unsigned>(nBlocks)), dim3(static_cast<unsigned>(nThreads)), collectiveKernel,
+                      devComm, list);
 #else
   collectiveKernel<<<nBlocks, nThreads, 0, static_cast<cudaStream_t>(stream)>>>(devComm, list);
   return static_cast<int>(cudaGetLastError());
 #endif
 }
 
+int kernelAttributes(int* registers, size_t* localBytes, int* maxThreads) {
+#if FERRY_SIMT_EMULATED
+  *registers = kEmulatedFigures.registers;
+  *localBytes = static_cast<size_t>(kEmulatedFigures.stackBytes);
+  *maxThreads = kEmulatedFigures.maxThreads > 0 ? kEmulatedFigures.maxThreads : kBlockThreads;
+  return 0;
+#else
+  cudaFuncAttributes a{};
+  const cudaError_t e = cudaFuncGetAttributes(&a, collectiveKernel);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  *registers = a.numRegs;
+  *localBytes = a.localSizeBytes;
+  *maxThreads = a.maxThreadsPerBlock;
+  return 0;
+#endif
+}
+
 int residentBlocksPerSm(int nThreads) {
 #if FERRY_SIMT_EMULATED
-  (void)nThreads;
-  return 1 << 20;
+  return residentBlocks(kEmulatedFigures, nThreads);
 #else
   int blocks = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, collectiveKernel, nThreads, 0) != cudaSuccess) return 0;

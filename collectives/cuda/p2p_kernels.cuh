@@ -30,76 +30,121 @@ __device__ __forceinline__ Part bytePart(size_t bytes, int nChannels, int c) {
   return {b, e - b};
 }
 
-/// One direction of traffic with one peer in a round.
+/// One direction of traffic with one peer in a round. It walks the works in list order and takes
+/// those that move data on this direction (a send to, or a receive from, `peer`; all-to-all's block
+/// for `peer`), one step of this channel's part at a time. Nothing is collected in arrays: the
+/// works stay in the kernel parameters, so a stream is a few registers, not a stack frame.
 struct P2pStream {
-  bool send = false;
-  int nItems = 0;
-  int item = 0;
-  size_t done = 0;  // bytes of the current item's part moved so far
-  uint8_t* ptr[kMaxWorksPerLaunch];
-  size_t len[kMaxWorksPerLaunch];  // this channel's part
-  DevProto proto[kMaxWorksPerLaunch];
-  SimpleSend ss;
-  SimpleRecv sr;
-  LLSend ls;
-  LLRecv lr;
+  const DevWork* works;
+  int nWorks;
+  int next;         // the work after the current one
+  int peer;
+  bool send;
+  bool ll;          // the current work's protocol
+  uint8_t* ptr;     // the current work's part, from its next unsent byte
+  size_t left;      // bytes of the current part still to move; 0: finished
+  union {  // a stream only sends or only receives: one pair of endpoints
+    struct {
+      SimpleSend ss;
+      LLSend ls;
+    };
+    struct {
+      SimpleRecv sr;
+      LLRecv lr;
+    };
+  };
 
-  __device__ void add(const void* p, size_t bytes, DevProto pr, int c, int nChannels) {
-    const Part part = bytePart(bytes, nChannels, c);
-    if (part.len == 0) return;  // both sides skip it: they compute the same part
-    ptr[nItems] = const_cast<uint8_t*>(static_cast<const uint8_t*>(p)) + part.off;
-    len[nItems] = part.len;
-    proto[nItems] = pr;
-    ++nItems;
+  __device__ void begin(const DevComm& comm, const DevWork* w, int n, int p, bool isSend, int c, int nChannels) {
+    works = w, nWorks = n, next = 0, peer = p, send = isSend, left = 0;
+    if (send) {
+      ss.init(comm.sendTo(c, peer), comm, c, peer);
+      ls.init(comm.sendTo(c, peer), comm, c, peer);
+    } else {
+      sr.init(comm.recvFrom(c, peer), comm, c, peer);
+      lr.init(comm.recvFrom(c, peer), comm, c, peer);
+    }
+    advance(c, nChannels);
   }
-  __device__ bool finished() const { return item >= nItems; }
+  /// Moves to the next work with bytes for this direction on this channel (both sides compute the
+  /// same parts, so both skip the same empty ones).
+  __device__ void advance(int c, int nChannels) {
+    while (next < nWorks) {
+      const DevWork& w = works[next++];
+      const size_t es = elemBytes(w.type);
+      const uint8_t* base = nullptr;
+      if (w.kind == WorkKind::kAllToAll) {
+        const size_t blk = w.count * es * peer;
+        base = send ? static_cast<const uint8_t*>(w.send) + blk : static_cast<uint8_t*>(w.recv) + blk;
+      } else if (w.root == peer && (w.kind == WorkKind::kSend) == send) {
+        base = static_cast<const uint8_t*>(send ? w.send : w.recv);
+      } else {
+        continue;
+      }
+      const Part part = bytePart(w.count * es, nChannels, c);
+      if (part.len == 0) continue;
+      ptr = const_cast<uint8_t*>(base) + part.off;
+      left = part.len;
+      ll = w.proto == DevProto::kLL;
+      return;
+    }
+    left = 0;
+  }
+  __device__ bool finished() const { return left == 0; }
 
-  /// Moves one step of the current item (every thread calls it with the same state).
-  __device__ void step() {
+  /// Thread 0 only: waits until this step can move (slot free or full; LL receives wait per word).
+  __device__ void wait() {
     if (finished()) return;
-    const bool ll = proto[item] == DevProto::kLL;
-    const size_t room = ll ? (send ? ls.slotBytes : lr.slotBytes) : (send ? ss.slotBytes : sr.slotBytes);
-    const size_t bytes = len[item] - done < room ? len[item] - done : room;
-    uint8_t* p = ptr[item] + done;
     if (send && !ll) {
-      void* slot = ss.wait();
-      kernels::cuda::copyBytes(1, &slot, p, bytes);
+      ss.waitFree();
+    } else if (send) {
+      ls.waitFree();
+    } else if (!ll) {
+      sr.waitFull();
+    }
+  }
+  /// Moves one step of the current work (every thread calls it with the same state, after the
+  /// barrier that follows thread 0's wait() and fence).
+  __device__ void step(int c, int nChannels) {
+    if (finished()) return;
+    const size_t room = ll ? (send ? ls.slotBytes : lr.slotBytes) : (send ? ss.slotBytes : sr.slotBytes);
+    const size_t bytes = left < room ? left : room;
+    if (send && !ll) {
+      void* slot = ss.slot();
+      kernels::cuda::copyBytes(1, &slot, ptr, bytes);
       __syncthreads();
       if (threadIdx.x == 0) {
-        __threadfence_system();
+        peerFence(*ss.link.comm);
         ss.publish();
       }
       ++ss.step;
     } else if (send) {
-      uint64_t* slot = ls.wait();
+      uint64_t* slot = ls.slot();
       const uint32_t flag = llFlag(ls.step);
-      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) llStore(slot, i, loadPack(p, i, bytes), flag);
+      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) llStore(slot, i, loadPack(ptr, i, bytes), flag);
       ++ls.step;
     } else if (!ll) {
-      void* dst = p;
-      kernels::cuda::copyBytes(1, &dst, sr.wait(), bytes);
+      void* dst = ptr;
+      kernels::cuda::copyBytes(1, &dst, sr.slot(), bytes);
       __syncthreads();
       if (threadIdx.x == 0) {
-        __threadfence_system();
+        peerFence(*sr.link.comm);
         sr.publish();
       }
       ++sr.step;
     } else {
       const uint64_t* slot = lr.slot();
       const uint32_t flag = llFlag(lr.step);
-      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) storePack(p, i, bytes, llLoad(slot, i, flag));
+      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) storePack(ptr, i, bytes, llLoad(lr, slot, i, flag));
       __syncthreads();
       if (threadIdx.x == 0) {
-        __threadfence_system();
+        peerFence(*lr.link.comm);
         lr.publish();
       }
       ++lr.step;
     }
-    done += bytes;
-    if (done >= len[item]) {
-      ++item;
-      done = 0;
-    }
+    ptr += bytes;
+    left -= bytes;
+    if (left == 0) advance(c, nChannels);
   }
   /// Stores the connection's step counters (thread 0, between barriers).
   __device__ void save() {
@@ -114,45 +159,30 @@ struct P2pStream {
 };
 
 /// Runs works [first, last) of `list` (a run of kSend/kRecv works, or one kAllToAll) on channel c.
-FERRY_DEVICE_NOINLINE __device__ void p2pRun(const DevComm& comm, const DevWork* works, int nWorks, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ inline void p2pRun(const DevComm& comm, const DevWork* works, int nWorks, int c, int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   for (int k = 0; k <= n / 2; ++k) {
     const int a = ringMod(r + k, n), b = ringMod(r - k, n);
-    const int peers[4] = {a, b, b, a};
-    const bool sends[4] = {true, true, false, false};
+    // Sends first (to a, to b), then receives (from b, from a): see the top of the file.
     P2pStream st[4];
     int ns = 0;
     for (int i = 0; i < 4; ++i) {
       if ((i == 1 || i == 3) && a == b) continue;  // one peer in this round
-      P2pStream& s = st[ns];
-      s.send = sends[i];
-      const int peer = peers[i];
-      for (int j = 0; j < nWorks; ++j) {
-        const DevWork& w = works[j];
-        const size_t es = elemBytes(w.type);
-        if (w.kind == WorkKind::kAllToAll) {
-          const size_t blk = w.count * es * peer;
-          s.add(s.send ? static_cast<const uint8_t*>(w.send) + blk : static_cast<uint8_t*>(w.recv) + blk, w.count * es,
-                w.proto, c, nChannels);
-        } else if (w.root == peer && (w.kind == WorkKind::kSend) == s.send) {
-          s.add(s.send ? w.send : w.recv, w.count * es, w.proto, c, nChannels);
-        }
-      }
-      if (s.nItems == 0) continue;
-      if (s.send) {
-        s.ss.init(comm.sendTo(c, peer), comm.layout);
-        s.ls.init(comm.sendTo(c, peer), comm.layout);
-      } else {
-        s.sr.init(comm.recvFrom(c, peer), comm.layout);
-        s.lr.init(comm.recvFrom(c, peer), comm.layout);
-      }
-      ++ns;
+      const int peer = i == 0 || i == 3 ? a : b;
+      st[ns].begin(comm, works, nWorks, peer, i < 2, c, nChannels);
+      if (!st[ns].finished()) ++ns;
     }
     if (ns == 0) continue;
     for (bool busy = true; busy;) {
       busy = false;
       for (int i = 0; i < ns; ++i) {
-        st[i].step();
+        if (st[i].finished()) continue;
+        if (threadIdx.x == 0) {
+          st[i].wait();
+          peerFence(comm);
+        }
+        __syncthreads();
+        st[i].step(c, nChannels);
         busy = busy || !st[i].finished();
       }
     }

@@ -6,19 +6,23 @@
 // the private ones (save()), after a barrier.
 //
 // Simple protocol, one step = one slot of slotBytes:
-//   sender    every thread polls tail (volatile) until the slot is free, fences (system scope: the
-//             receiver's reads of the old contents happen before our writes), writes its part of
-//             the slot; barrier; thread 0 fences (system) and stores head = step + 1 (volatile).
-//   receiver  every thread polls head (volatile) until head > step, fences (system scope: acquire,
-//             and no stale L1 line of the reused slot survives), reads the slot; barrier; thread 0
-//             fences and stores the sender's tail = step + 1.
+//   sender    thread 0 polls tail (volatile) until the slot is free and fences (the receiver's reads
+//             of the old contents happen before our writes); a barrier releases the block, which
+//             writes the slot; barrier; thread 0 fences and stores head = step + 1 (volatile).
+//   receiver  thread 0 polls head until head > step and fences (acquire); the barrier orders every
+//             thread's reads of the slot after it; barrier; thread 0 fences and stores the
+//             sender's tail = step + 1.
 // LL protocol, one step = one slot of llSlotBytes payload in 2 x llSlotBytes of 8-byte words
 // {data low 32 bits, flag high 32 bits}, each written with one 8-byte volatile store:
-//   sender    every thread polls llTail as above (and fences: the slot is about to be reused), then
-//             stores its words with flag(step); no barrier and no fence on the data path.
+//   sender    thread 0 polls llTail as above and fences, a barrier releases the block, which stores
+//             its words with flag(step); no fence on the data path.
 //   receiver  each thread polls its own words until their flag equals flag(step) (the data came in
 //             the same single-copy-atomic store, so no fence is needed); barrier; thread 0 fences
 //             and stores llTail = step + 1 in the sender's memory.
+// Fences are .gpu scope when every rank runs on one GPU, .sys otherwise (peerFence).
+// Every wait has a deadline (DevComm::timeoutNs, from FERRY_TIMEOUT, read from %globaltimer every
+// 256 polls): past it the waiting thread writes what it waited for into the host-mapped DevError
+// and traps, so a missing peer ends the launch with a named error instead of a hung GPU.
 //   flag(step) = 1 + step mod (2^32 - 1): never 0, so zero-filled memory never matches, and a slot's
 //   previous contents carry flag(step - llSlots), which differs.
 #pragma once
@@ -60,6 +64,69 @@ __device__ __forceinline__ size_t elemBytes(DataType t) {
 
 __device__ __forceinline__ uint32_t llFlag(uint64_t step) { return static_cast<uint32_t>(step % 0xFFFFFFFFull) + 1u; }
 
+/// Release/acquire fence for data shared with the peers: .gpu scope when every rank runs on one
+/// GPU (cheaper: no wait for the system's memory), .sys when a peer may be another GPU.
+__device__ __forceinline__ void peerFence(const DevComm& comm) {
+  if (comm.oneDevice) {
+    __threadfence();
+  } else {
+    __threadfence_system();
+  }
+}
+
+/// A wait's deadline passed: the first timed-out thread of this rank fills the host-mapped record
+/// (fields, then a system fence, then state = 1), and the launch traps. The host turns the record
+/// into the communicator's error.
+FERRY_DEVICE_NOINLINE __device__ inline void deviceTimeout(const DevComm& comm, int c, int peer, DevWait what,
+                                                          uint64_t step, uint64_t seen, uint64_t awaited,
+                                                          uint64_t waitedNs) {
+  auto* claim = reinterpret_cast<unsigned long long*>(&comm.directSlot(comm.rank, 0)->trapClaim);
+  DevError* e = comm.error;
+  if (e != nullptr && atomicCAS(claim, 0ull, 1ull) == 0ull) {
+    storeVolatile<int32_t>(&e->rank, comm.rank);
+    storeVolatile<int32_t>(&e->channel, c);
+    storeVolatile<int32_t>(&e->peer, peer);
+    storeVolatile<uint32_t>(reinterpret_cast<uint32_t*>(&e->what), static_cast<uint32_t>(what));
+    storeVolatile<uint64_t>(&e->step, step);
+    storeVolatile<uint64_t>(&e->seen, seen);
+    storeVolatile<uint64_t>(&e->awaited, awaited);
+    storeVolatile<uint64_t>(&e->waitedNs, waitedNs);
+    __threadfence_system();  // the fields before state
+    storeVolatile<uint32_t>(&e->state, 1u);
+    __threadfence_system();
+  }
+  simt::trapLaunch();
+}
+
+/// The slow path of a wait: polls until *word >= target, reading the global timer every 256
+/// polls; past comm.timeoutNs it reports and traps. Kept out of line: the fast path is one load.
+FERRY_DEVICE_NOINLINE __device__ inline void waitAtLeastSlow(const DevComm& comm, int c, int peer, DevWait what,
+                                                            uint64_t step, const uint64_t* word, uint64_t target) {
+  const uint64_t begin = simt::globalTimerNs();
+  for (uint32_t spin = 1;; ++spin) {
+    const uint64_t v = loadVolatile(word);
+    if (v >= target) return;
+    pollPause();
+    if ((spin & 255u) == 0u && comm.timeoutNs != 0) {
+      const uint64_t waited = simt::globalTimerNs() - begin;
+      if (waited > comm.timeoutNs) deviceTimeout(comm, c, peer, what, step, v, target, waited);
+    }
+  }
+}
+/// Waits until the counter at `word` (volatile) reaches `target`, within the communicator's deadline.
+__device__ __forceinline__ void waitAtLeast(const DevComm& comm, int c, int peer, DevWait what, uint64_t step,
+                                            const uint64_t* word, uint64_t target) {
+  if (loadVolatile(word) >= target) return;
+  waitAtLeastSlow(comm, c, peer, what, step, word, target);
+}
+
+/// Where a connection direction is (for waits and their error records).
+struct Link {
+  const DevComm* comm;
+  int channel;
+  int peer;
+};
+
 /// Simple protocol, sending side of one connection.
 struct SimpleSend {
   uint8_t* fifo;
@@ -69,18 +136,22 @@ struct SimpleSend {
   uint64_t step;
   int slots;
   size_t slotBytes;
+  Link link;
 
-  __device__ void init(const SendEndpoint& e, const DevLayout& l) {
+  __device__ void init(const SendEndpoint& e, const DevComm& comm, int c, int peer) {
     fifo = e.fifo, head = e.head, tail = e.tail, stepPtr = e.step, step = *e.step;
-    slots = l.slots, slotBytes = l.slotBytes;
+    slots = comm.layout.slots, slotBytes = comm.layout.slotBytes;
+    link = {&comm, c, peer};
   }
-  /// Waits until the next slot is free and returns it.
-  __device__ uint8_t* wait() {
-    while (loadVolatile(tail) + static_cast<uint64_t>(slots) <= step) pollPause();
-    __threadfence_system();
-    return fifo + (step % static_cast<uint64_t>(slots)) * slotBytes;
+  /// Thread 0 only: waits until the next slot is free (the receiver's reads of its old contents
+  /// happen before our writes: fence after the poll). The caller's barrier then releases the block.
+  __device__ void waitFree() {
+    if (step >= static_cast<uint64_t>(slots)) {
+      waitAtLeast(*link.comm, link.channel, link.peer, DevWait::kTail, step, tail, step - slots + 1);
+    }
   }
-  /// Thread 0 only, after the block barrier that follows the writes.
+  __device__ uint8_t* slot() const { return fifo + (step % static_cast<uint64_t>(slots)) * slotBytes; }
+  /// Thread 0 only, after the block barrier that follows the writes and a fence.
   __device__ void publish() { storeVolatile<uint64_t>(head, step + 1); }
   __device__ void save() { *stepPtr = step; }
 };
@@ -94,16 +165,16 @@ struct SimpleRecv {
   uint64_t step;
   int slots;
   size_t slotBytes;
+  Link link;
 
-  __device__ void init(const RecvEndpoint& e, const DevLayout& l) {
+  __device__ void init(const RecvEndpoint& e, const DevComm& comm, int c, int peer) {
     fifo = e.fifo, head = e.head, tail = e.tail, stepPtr = e.step, step = *e.step;
-    slots = l.slots, slotBytes = l.slotBytes;
+    slots = comm.layout.slots, slotBytes = comm.layout.slotBytes;
+    link = {&comm, c, peer};
   }
-  __device__ const uint8_t* wait() {
-    while (loadVolatile(head) <= step) pollPause();
-    __threadfence_system();
-    return fifo + (step % static_cast<uint64_t>(slots)) * slotBytes;
-  }
+  /// Thread 0 only: waits until the sender has posted this step (fence after: acquire).
+  __device__ void waitFull() { waitAtLeast(*link.comm, link.channel, link.peer, DevWait::kHead, step, head, step + 1); }
+  __device__ const uint8_t* slot() const { return fifo + (step % static_cast<uint64_t>(slots)) * slotBytes; }
   __device__ void publish() { storeVolatile<uint64_t>(tail, step + 1); }
   __device__ void save() { *stepPtr = step; }
 };
@@ -116,16 +187,20 @@ struct LLSend {
   uint64_t step;
   int slots;
   size_t slotBytes;  // payload bytes per slot
+  Link link;
 
-  __device__ void init(const SendEndpoint& e, const DevLayout& l) {
+  __device__ void init(const SendEndpoint& e, const DevComm& comm, int c, int peer) {
     buf = e.ll, tail = e.llTail, stepPtr = e.llStep, step = *e.llStep;
-    slots = l.llSlots, slotBytes = l.llSlotBytes;
+    slots = comm.layout.llSlots, slotBytes = comm.layout.llSlotBytes;
+    link = {&comm, c, peer};
   }
-  __device__ uint64_t* wait() {
-    while (loadVolatile(tail) + static_cast<uint64_t>(slots) <= step) pollPause();
-    __threadfence_system();
-    return buf + (step % static_cast<uint64_t>(slots)) * (slotBytes / 4);
+  /// Thread 0 only: waits until the slot is free (fence after: the slot is about to be reused).
+  __device__ void waitFree() {
+    if (step >= static_cast<uint64_t>(slots)) {
+      waitAtLeast(*link.comm, link.channel, link.peer, DevWait::kLLTail, step, tail, step - slots + 1);
+    }
   }
+  __device__ uint64_t* slot() const { return buf + (step % static_cast<uint64_t>(slots)) * (slotBytes / 4); }
   __device__ void save() { *stepPtr = step; }
 };
 
@@ -137,10 +212,12 @@ struct LLRecv {
   uint64_t step;
   int slots;
   size_t slotBytes;
+  Link link;
 
-  __device__ void init(const RecvEndpoint& e, const DevLayout& l) {
+  __device__ void init(const RecvEndpoint& e, const DevComm& comm, int c, int peer) {
     buf = e.ll, tail = e.llTail, stepPtr = e.llStep, step = *e.llStep;
-    slots = l.llSlots, slotBytes = l.llSlotBytes;
+    slots = comm.layout.llSlots, slotBytes = comm.layout.llSlotBytes;
+    link = {&comm, c, peer};
   }
   __device__ const uint64_t* slot() const { return buf + (step % static_cast<uint64_t>(slots)) * (slotBytes / 4); }
   __device__ void publish() { storeVolatile<uint64_t>(tail, step + 1); }
@@ -170,10 +247,28 @@ __device__ __forceinline__ void llStore(uint64_t* slot, size_t i, uint64_t v, ui
   storeVolatile<uint64_t>(slot + 2 * i, (v & 0xFFFFFFFFull) | f);
   storeVolatile<uint64_t>(slot + 2 * i + 1, (v >> 32) | f);
 }
-__device__ __forceinline__ uint64_t llLoad(const uint64_t* slot, size_t i, uint32_t flag) {
-  uint64_t lo, hi;
-  while (static_cast<uint32_t>((lo = loadVolatile(slot + 2 * i)) >> 32) != flag) pollPause();
-  while (static_cast<uint32_t>((hi = loadVolatile(slot + 2 * i + 1)) >> 32) != flag) pollPause();
+/// The slow path of an LL word's wait: polls until its flag is `flag`, within the deadline.
+FERRY_DEVICE_NOINLINE __device__ inline uint64_t llWaitSlow(const Link& l, uint64_t step, const uint64_t* word,
+                                                           uint32_t flag) {
+  const uint64_t begin = simt::globalTimerNs();
+  for (uint32_t spin = 1;; ++spin) {
+    const uint64_t v = loadVolatile(word);
+    if (static_cast<uint32_t>(v >> 32) == flag) return v;
+    pollPause();
+    if ((spin & 255u) == 0u && l.comm->timeoutNs != 0) {
+      const uint64_t waited = simt::globalTimerNs() - begin;
+      if (waited > l.comm->timeoutNs) deviceTimeout(*l.comm, l.channel, l.peer, DevWait::kLLFlag, step, v >> 32, flag, waited);
+    }
+  }
+}
+__device__ __forceinline__ uint64_t llWord(const Link& l, uint64_t step, const uint64_t* word, uint32_t flag) {
+  const uint64_t v = loadVolatile(word);
+  return static_cast<uint32_t>(v >> 32) == flag ? v : llWaitSlow(l, step, word, flag);
+}
+/// Pack i of an LL slot once both its words carry `flag` (the data came in the same stores).
+__device__ __forceinline__ uint64_t llLoad(const LLRecv& r, const uint64_t* slot, size_t i, uint32_t flag) {
+  const uint64_t lo = llWord(r.link, r.step, slot + 2 * i, flag);
+  const uint64_t hi = llWord(r.link, r.step, slot + 2 * i + 1, flag);
   return (lo & 0xFFFFFFFFull) | (hi << 32);
 }
 
@@ -248,24 +343,33 @@ struct Prims<DevProto::kSimple> {
   static constexpr DevProto kProto = DevProto::kSimple;
 
   __device__ Prims(const DevComm& comm, int c, int recvPeer, int sendPeer) {
-    rcv.init(comm.recvFrom(c, recvPeer), comm.layout);
-    snd.init(comm.sendTo(c, sendPeer), comm.layout);
+    rcv.init(comm.recvFrom(c, recvPeer), comm, c, recvPeer);
+    snd.init(comm.sendTo(c, sendPeer), comm, c, sendPeer);
   }
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
+  /// Thread 0 waits for both connections and fences; the barrier then releases the block (one
+  /// poller per block instead of every thread polling). After the data moved, a barrier, and
+  /// thread 0 fences and publishes.
   template <class R>
   FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+    if (threadIdx.x == 0) {
+      if (doRecv) rcv.waitFull();
+      if (doSend) snd.waitFree();
+      peerFence(*snd.link.comm);
+    }
+    __syncthreads();
     const void* srcs[2] = {nullptr, nullptr};
     void* dsts[2] = {nullptr, nullptr};
     int ns = 0, nd = 0;
-    if (doRecv) srcs[ns++] = rcv.wait();
+    if (doRecv) srcs[ns++] = rcv.slot();
     if (own != nullptr) srcs[ns++] = own;
     if (out != nullptr && (doRecv || out != own)) dsts[nd++] = out;  // a pure copy onto itself is skipped
-    if (doSend) dsts[nd++] = snd.wait();
+    if (doSend) dsts[nd++] = snd.slot();
     if (bytes > 0 && nd > 0) red.run(ns, srcs, nd, dsts, bytes, ns == 2 ? divisor : 0);
     __syncthreads();
     if (threadIdx.x == 0) {
-      __threadfence_system();
+      peerFence(*snd.link.comm);
       if (doSend) snd.publish();
       if (doRecv) rcv.publish();
     }
@@ -289,14 +393,21 @@ struct Prims<DevProto::kLL> {
   static constexpr DevProto kProto = DevProto::kLL;
 
   __device__ Prims(const DevComm& comm, int c, int recvPeer, int sendPeer) {
-    rcv.init(comm.recvFrom(c, recvPeer), comm.layout);
-    snd.init(comm.sendTo(c, sendPeer), comm.layout);
+    rcv.init(comm.recvFrom(c, recvPeer), comm, c, recvPeer);
+    snd.init(comm.sendTo(c, sendPeer), comm, c, sendPeer);
   }
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
   template <class R>
   FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
-    uint64_t* sendSlot = doSend ? snd.wait() : nullptr;
+    if (doSend) {
+      if (threadIdx.x == 0) {
+        snd.waitFree();
+        peerFence(*snd.link.comm);
+      }
+      __syncthreads();
+    }
+    uint64_t* sendSlot = doSend ? snd.slot() : nullptr;
     const uint64_t* recvSlot = rcv.slot();
     const uint32_t sendFlag = llFlag(snd.step), recvFlag = llFlag(rcv.step);
     const auto* o = static_cast<const uint8_t*>(own);
@@ -305,7 +416,7 @@ struct Prims<DevProto::kLL> {
     for (size_t i = threadIdx.x; i < packs; i += blockDim.x) {
       uint64_t v;
       if (doRecv) {
-        v = llLoad(recvSlot, i, recvFlag);
+        v = llLoad(rcv, recvSlot, i, recvFlag);
         if (o != nullptr) v = red.pack(v, loadPack(o, i, bytes), divisor);
       } else {
         v = loadPack(o, i, bytes);
@@ -316,7 +427,7 @@ struct Prims<DevProto::kLL> {
     if (doRecv) {
       __syncthreads();
       if (threadIdx.x == 0) {
-        __threadfence_system();
+        peerFence(*rcv.link.comm);
         rcv.publish();
       }
     }

@@ -26,7 +26,7 @@ struct ReduceCopyParams {
 };
 
 template <typename T, typename Op>
-__global__ void reduceCopyKernel(ReduceCopyParams p) {
+__global__ void __launch_bounds__(kMaxReduceCopyThreads, 1) reduceCopyKernel(ReduceCopyParams p) {
   const size_t begin = p.perBlock * blockIdx.x;
   if (begin >= p.count) return;  // uniform across the block
   const size_t n = p.count - begin < p.perBlock ? p.count - begin : p.perBlock;
@@ -63,7 +63,7 @@ int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs
   dispatchTypeOp(type, op, [&]<typename T, typename Op>() {
 #if FERRY_SIMT_EMULATED
     (void)stream;
-    simt::launch(dim3(nBlocks), dim3(nThreads), reduceCopyKernel<T, Op>, p);
+    rc = simt::launch(dim3(nBlocks), dim3(nThreads), reduceCopyKernel<T, Op>, p);
 #else
     reduceCopyKernel<T, Op><<<nBlocks, nThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
     rc = static_cast<int>(cudaGetLastError());

@@ -7,7 +7,10 @@
 //
 // The subset (docs/CUDA.md has the full list and the reasons):
 //   - one-dimensional launches: threadIdx.x, blockIdx.x, blockDim.x, gridDim.x (y and z are 0 / 1);
-//   - __global__, __device__, __host__, __forceinline__, __restrict__;
+//   - __global__, __device__, __host__, __forceinline__, __restrict__, __launch_bounds__,
+//     __grid_constant__;
+//   - the global timer (ferry::simt::globalTimerNs(), %globaltimer) and __trap()
+//     (ferry::simt::trapLaunch(): every thread of the launch stops; launch() returns 719);
 //   - __syncthreads() (all threads of the block, no divergence around it);
 //   - __threadfence_block(), __threadfence(), __threadfence_system();
 //   - atomicAdd, atomicExch, atomicCAS, atomicMax on int, unsigned, unsigned long long;
@@ -33,13 +36,22 @@
 namespace ferry::simt {
 /// Between two polls of a flag. Nothing on a GPU: a poll is a cached L2 read.
 __device__ __forceinline__ void pollPause() {}
+/// Nanoseconds of the GPU's global timer (the same clock in every block of the device).
+__device__ __forceinline__ uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+/// Ends the whole grid (the launch fails with cudaErrorLaunchFailure and the context is lost).
+__device__ __forceinline__ void trapLaunch() { __trap(); }
 }  // namespace ferry::simt
 
 #else  // host emulation
 
 #define FERRY_SIMT_EMULATED 1
 
-#include <barrier>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -53,6 +65,8 @@ __device__ __forceinline__ void pollPause() {}
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __grid_constant__
+#define __launch_bounds__(...)
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
@@ -77,15 +91,79 @@ inline thread_local dim3 blockDim;
 inline thread_local dim3 gridDim;
 
 namespace ferry::simt {
-/// The barrier of the calling thread's block (set by launch()).
-inline thread_local std::barrier<>* tlsBlockBarrier = nullptr;
-inline void pollPause() { sched_yield(); }
+
+/// Thrown through a trapped launch's emulated threads; launch() catches it.
+struct Trapped {};
+
+/// What the threads of one launch share: whether a thread trapped, and the block barriers.
+struct LaunchState {
+  std::atomic<bool> trapped{false};
+};
+
+/// A block barrier that a trap breaks: every waiting thread then leaves by throwing Trapped, as
+/// every thread of a GPU grid stops at __trap(). Arrivals are one atomic add; waiters sleep on the
+/// generation word (futex), so hundreds of emulated threads per block wake without a lock. The
+/// sequentially consistent operations make it a full memory barrier for the threads of the block,
+/// as __syncthreads is.
+class BlockBarrier {
+ public:
+  BlockBarrier(unsigned n, LaunchState* launch) : n_(n), launch_(launch) {}
+  void arriveAndWait() {
+    const uint64_t gen = generation_.load();
+    if ((gen & kBroken) != 0) throw Trapped{};
+    if (arrived_.fetch_add(1) + 1 == n_) {
+      arrived_.store(0);
+      generation_.fetch_add(1);
+      generation_.notify_all();
+      return;
+    }
+    for (;;) {
+      generation_.wait(gen);
+      const uint64_t now = generation_.load();
+      if ((now & kBroken) != 0) throw Trapped{};
+      if (now != gen) return;
+    }
+  }
+  /// Wakes the waiting threads, which leave by throwing (launch->trapped is set).
+  void breakAll() {
+    generation_.fetch_or(kBroken);
+    generation_.notify_all();
+  }
+
+ private:
+  static constexpr uint64_t kBroken = 1ull << 63;
+  const unsigned n_;
+  std::atomic<unsigned> arrived_{0};
+  std::atomic<uint64_t> generation_{0};
+  LaunchState* launch_;
+};
+
+/// The calling thread's block barrier, every block barrier of its launch, and the launch's state
+/// (set by launch()).
+inline thread_local BlockBarrier* tlsBlockBarrier = nullptr;
+inline thread_local std::vector<std::unique_ptr<BlockBarrier>>* tlsLaunchBarriers = nullptr;
+inline thread_local LaunchState* tlsLaunch = nullptr;
+
+/// Yields the host thread; a thread of a trapped launch leaves it here.
+inline void pollPause() {
+  if (tlsLaunch != nullptr && tlsLaunch->trapped.load(std::memory_order_relaxed)) throw Trapped{};
+  sched_yield();
+}
+/// The emulation's %globaltimer: the host's steady clock.
+inline uint64_t globalTimerNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+/// __trap(): the whole launch stops; launch() then returns 719 (cudaErrorLaunchFailure).
+[[noreturn]] inline void trapLaunch() {
+  tlsLaunch->trapped.store(true);
+  for (auto& b : *tlsLaunchBarriers) b->breakAll();
+  throw Trapped{};
+}
 }  // namespace ferry::simt
 
-inline void __syncthreads() {
-  // arrive_and_wait is a full memory barrier for the threads of the block, as __syncthreads is.
-  ferry::simt::tlsBlockBarrier->arrive_and_wait();
-}
+inline void __syncthreads() { ferry::simt::tlsBlockBarrier->arriveAndWait(); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -207,31 +285,44 @@ class LaunchPool {
   LaunchPool* parent_ = nullptr;
 };
 
+/// cudaErrorLaunchFailure: what a launch that trapped returns.
+inline constexpr int kLaunchFailure = 719;
+
 /// Run kernel(args...) as a grid of grid.x blocks of block.x threads, each on a host thread of its
-/// own, and return when all have finished (a launch followed by a stream synchronize). Blocks run
-/// at once, so kernels whose blocks wait on each other (or on other ranks' kernels launched from
-/// other host threads) make progress as they would on a GPU that holds them all.
+/// own, and return when all have finished (a launch followed by a stream synchronize): 0, or
+/// kLaunchFailure when a thread trapped. Blocks run at once, so kernels whose blocks wait on each
+/// other (or on other ranks' kernels launched from other host threads) make progress as they would
+/// on a GPU that holds them all.
 template <typename Kernel, typename... Args>
-void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
+int launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   const unsigned nBlocks = grid.x, nThreads = block.x;
-  std::vector<std::unique_ptr<std::barrier<>>> barriers;
-  for (unsigned b = 0; b < nBlocks; ++b) barriers.push_back(std::make_unique<std::barrier<>>(nThreads));
+  LaunchState state;
+  std::vector<std::unique_ptr<BlockBarrier>> barriers;
+  for (unsigned b = 0; b < nBlocks; ++b) barriers.push_back(std::make_unique<BlockBarrier>(nThreads, &state));
   std::vector<std::function<void()>> jobs;
   jobs.reserve(static_cast<size_t>(nBlocks) * nThreads);
   for (unsigned b = 0; b < nBlocks; ++b) {
     for (unsigned t = 0; t < nThreads; ++t) {
-      jobs.emplace_back([=, &barriers] {
+      jobs.emplace_back([=, &barriers, &state] {
         threadIdx = uint3{t, 0, 0};
         blockIdx = uint3{b, 0, 0};
         blockDim = dim3(nThreads);
         gridDim = dim3(nBlocks);
         tlsBlockBarrier = barriers[b].get();
-        kernel(args...);
+        tlsLaunchBarriers = &barriers;
+        tlsLaunch = &state;
+        try {
+          kernel(args...);
+        } catch (const Trapped&) {
+        }
         tlsBlockBarrier = nullptr;
+        tlsLaunchBarriers = nullptr;
+        tlsLaunch = nullptr;
       });
     }
   }
   LaunchPool::get().runAll(jobs);
+  return state.trapped.load() ? kLaunchFailure : 0;
 }
 
 }  // namespace ferry::simt

@@ -146,6 +146,22 @@ Result<void*> hostAlloc(size_t bytes, Where w) {
   return p;
 }
 
+Result<MappedHost> hostAllocMapped(size_t bytes, Where w) {
+  void* p = nullptr;
+  FERRY_CUDA_CALL(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                  "cudaHostAlloc(" + std::to_string(bytes) + " bytes, mapped)", w);
+  std::memset(p, 0, bytes);
+  void* d = nullptr;
+  cudaError_t e = cudaHostGetDevicePointer(&d, p, 0);
+  if (e != cudaSuccess) {
+    cudaFreeHost(p);
+    return fail(e, "cudaHostGetDevicePointer", w);
+  }
+  return MappedHost{p, d};
+}
+
+bool isLegacyDefaultStream(Stream s) { return s == nullptr || native(s) == cudaStreamLegacy; }
+
 void hostFree(void* p) {
   if (p != nullptr && cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
 }
@@ -226,6 +242,8 @@ Status copyToDevice(void*, const void*, size_t, Where w) { return noCuda("cudaMe
 Status synchronizeDevice(Where w) { return noCuda("cudaDeviceSynchronize", w); }
 Result<void*> hostAlloc(size_t, Where w) { return noCuda("cudaMallocHost", w); }
 void hostFree(void*) {}
+Result<MappedHost> hostAllocMapped(size_t, Where w) { return noCuda("cudaHostAlloc", w); }
+bool isLegacyDefaultStream(Stream s) { return s == nullptr; }
 Result<IpcHandle> ipcHandle(void*, Where w) { return noCuda("cudaIpcGetMemHandle", w); }
 Result<void*> ipcOpen(const IpcHandle&, int, Where w) { return noCuda("cudaIpcOpenMemHandle", w); }
 void ipcClose(void*) {}

@@ -69,6 +69,15 @@ Status synchronizeDevice(Where w);
 /// Pinned host memory (staging).
 Result<void*> hostAlloc(size_t bytes, Where w);
 void hostFree(void* p);
+/// Pinned host memory the device addresses too (zero-filled): the host pointer and the device's.
+struct MappedHost {
+  void* host = nullptr;
+  void* device = nullptr;
+};
+Result<MappedHost> hostAllocMapped(size_t bytes, Where w);
+/// True for the legacy default stream (null or cudaStreamLegacy), which waits for every other
+/// blocking stream of its device: two ranks of one GPU issuing on it serialise each other.
+bool isLegacyDefaultStream(Stream s);
 
 /// cudaIpcMemHandle_t, as bytes.
 struct IpcHandle {

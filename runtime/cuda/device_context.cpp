@@ -3,6 +3,7 @@
 #include "runtime/cuda/device_context.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 
@@ -123,6 +124,21 @@ std::string hexUuid(const uint8_t* u) {
 
 }  // namespace
 
+Status DeviceContext::deviceError() const {
+  const auto* e = static_cast<const gpu::DevError*>(errorRecord_.host);
+  if (e == nullptr || *reinterpret_cast<const volatile uint32_t*>(&e->state) != 1) return Status::ok();
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const double waited = static_cast<double>(e->waitedNs) / 1e9, limit = static_cast<double>(config_.timeoutNs) / 1e9;
+  return makeError(ErrorCode::kTimeout,
+                   "GPU kernel of rank %d (device %d) waited %.1f s (FERRY_TIMEOUT=%g) on channel %d for rank %d: %s, "
+                   "step %llu, saw %llu, needs %llu. The kernel trapped, so this process's CUDA context is lost: "
+                   "destroy the communicator and restart the job (rank %d never got there: is it alive, and did it "
+                   "make the same calls in the same order?)",
+                   e->rank, where_.device, waited, limit, e->channel, e->peer, gpu::devWaitName(e->what),
+                   static_cast<unsigned long long>(e->step), static_cast<unsigned long long>(e->seen),
+                   static_cast<unsigned long long>(e->awaited), e->peer);
+}
+
 gpu::DevProto DeviceContext::proto(size_t bytes) const {
   if (forcedProto_ >= 0) return static_cast<gpu::DevProto>(forcedProto_);
   return bytes <= llMaxBytes_ ? gpu::DevProto::kLL : gpu::DevProto::kSimple;
@@ -166,6 +182,7 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
   if (device >= 0 && failed.isOk()) {
     ctx.reset(new DeviceContext());
     ctx->where_ = w;
+    ctx->commId_ = commId;
   }
 
   // The path, decided alike on every rank from the table. The sizes are rank 0's (or, when rank 0
@@ -233,12 +250,16 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
     ctx->config_.llSlots = static_cast<int>(sizes->llSlots);
     ctx->config_.llSlotBytes = static_cast<size_t>(sizes->llSlotBytes);
     ctx->threads_ = sizes->threads;
+    ctx->config_.timeoutNs = static_cast<uint64_t>(std::max(config().timeout, 0.001) * 1e9);
     std::vector<int> peerDevices;
     std::vector<std::vector<uint8_t>> uuids;
+    bool oneDevice = true;
     for (const DeviceCard& c : cards) {
       peerDevices.push_back(c.device);
       uuids.emplace_back(c.uuid, c.uuid + 16);
+      oneDevice &= std::memcmp(c.uuid, cards[0].uuid, 16) == 0;
     }
+    ctx->config_.oneDevice = oneDevice;
     FERRY_TRY(ctx->setupKernel(rv, rank, size, peers, peerDevices, uuids, deadline));
     if (ctx->path_ != DevicePath::kKernel) whyNot = ctx->whyNot_;
   } else {
@@ -248,6 +269,11 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
   }
   FERRY_TRY(failed);
   if (!ctx) return std::unique_ptr<DeviceContext>();
+  ctx->sharingGpuInProcess_ = 0;
+  for (int r = 0; r < size; ++r) {
+    ctx->sharingGpuInProcess_ +=
+        sameProcess(peers[r], peers[rank]) && std::memcmp(cards[r].uuid, cards[rank].uuid, 16) == 0 ? 1 : 0;
+  }
   bool allInProcess = true;
   for (const PeerInfo& p : peers) allInProcess &= sameProcess(p, peers[0]);
   {
@@ -329,6 +355,7 @@ Status DeviceContext::setupKernel(Rendezvous& rv, int rank, int size, const std:
     card.pointer = reinterpret_cast<uint64_t>(resources_);
     bool crossProcess = false;
     for (int r = 0; r < size; ++r) crossProcess |= !sameProcess(peers[r], peers[rank]);
+    crossProcess_ = crossProcess;
     if (crossProcess) {
       auto h = ipcHandle(resources_, w);
       FERRY_TRY(h);
@@ -398,7 +425,13 @@ Status DeviceContext::setupKernel(Rendezvous& rv, int rank, int size, const std:
   std::unique_ptr<void, void (*)(void*)> host(::operator new(devBytes, kAlign),
                                               [](void* p) { ::operator delete(p, std::align_val_t{256}); });
   std::memset(host.get(), 0, devBytes);
-  gpu::buildDevComm(config_, rank, bases, static_cast<gpu::DevComm*>(host.get()));
+  // The record a timed-out device wait writes: host-mapped, so the host reads it while the
+  // kernel is stuck or after it trapped (device memory could not be read then).
+  auto record = hostAllocMapped(sizeof(gpu::DevError), w);
+  FERRY_TRY(record);
+  errorRecord_ = *record;
+  gpu::buildDevComm(config_, rank, bases, static_cast<gpu::DevError*>(errorRecord_.device),
+                    static_cast<gpu::DevComm*>(host.get()));
   auto d = deviceAlloc(devBytes, w);
   FERRY_TRY(d);
   devComm_ = static_cast<gpu::DevComm*>(*d);
@@ -418,6 +451,7 @@ DeviceContext::~DeviceContext() {
   for (void* p : opened_) ipcClose(p);
   deviceFree(devComm_);
   deviceFree(resources_);
+  hostFree(errorRecord_.host);
 }
 
 }  // namespace ferry::cuda

@@ -68,6 +68,17 @@ class DeviceContext {
   /// Staged path: the pinned buffers of one stream.
   StagingPool& staging() { return *staging_; }
 
+  uint64_t commId() const { return commId_; }
+  /// Kernel path with peers in other processes: this rank's memory is mapped by them (CUDA IPC).
+  bool sharedAcrossProcesses() const { return path_ == DevicePath::kKernel && crossProcess_; }
+  /// Kernel launches this rank has made (ranks make the same launches in the same order).
+  uint64_t nextLaunch() { return launches_++; }
+  /// Ranks of this communicator in this process that drive this rank's GPU (itself included).
+  int ranksSharingGpuInProcess() const { return sharingGpuInProcess_; }
+  /// The error a device wait left when its deadline passed (the kernel trapped), or ok. Reads the
+  /// host-mapped record: cheap, safe from any thread, callable while kernels run.
+  Status deviceError() const;
+
  private:
   DeviceContext() = default;
   Status setupKernel(Rendezvous& rv, int rank, int size, const std::vector<PeerInfo>& peers,
@@ -85,6 +96,11 @@ class DeviceContext {
   void* resources_ = nullptr;
   std::vector<void*> opened_;  ///< peers' blocks mapped by CUDA IPC, closed at destruction
   coll::gpu::DevComm* devComm_ = nullptr;
+  MappedHost errorRecord_;  ///< coll::gpu::DevError, host-mapped
+  int sharingGpuInProcess_ = 1;
+  uint64_t commId_ = 0;
+  bool crossProcess_ = false;
+  uint64_t launches_ = 0;
   size_t memoryBytes_ = 0;
   std::unique_ptr<StagingPool> staging_;
 };

@@ -2,6 +2,8 @@
 #include "runtime/cuda/stream_issue.hpp"
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
 
 #include "runtime/base/log.hpp"
 #include "runtime/cuda/staged_call.hpp"
@@ -31,6 +33,10 @@ Result<Route> route(const DevWork& w, int rank, const DeviceContext* ctx, Stream
   const bool rs = readsSend(w, rank), wr = writesRecv(w, rank);
   const MemKind s = rs ? pointerKind(w.send) : MemKind::kHost;
   const MemKind r = wr ? pointerKind(w.recv) : MemKind::kHost;
+  const bool device = (rs && s == MemKind::kDevice) || (wr && r == MemKind::kDevice);
+  const bool usable = ctx != nullptr && ctx->path() != DevicePath::kNone;
+  // The call's text is only for errors: not built on the path every call takes.
+  if ((!rs || !wr || s == r) && (!device || usable)) return device ? Route::kDevice : Route::kHost;
   const std::string fn = describe(w, false) + " on rank " + std::to_string(rank);
   if (rs && wr && s != r) {
     return Status(ErrorCode::kInvalidArgument,
@@ -38,8 +44,6 @@ Result<Route> route(const DevWork& w, int rank, const DeviceContext* ctx, Stream
                       " memory but the receive buffer " + pointerText(w.recv) + " is " + kindName(r) +
                       " memory (both must be device memory, or both host memory)");
   }
-  const bool device = (rs && s == MemKind::kDevice) || (wr && r == MemKind::kDevice);
-  if (!device) return Route::kHost;
   const void* p = rs ? w.send : w.recv;
   if (ctx == nullptr) {
     return Status(ErrorCode::kInvalidUsage,
@@ -74,7 +78,40 @@ class DeviceScope {
   int previous_ = -1;
 };
 
-Status launchKernels(DeviceContext& ctx, std::vector<DevWork> works, Stream stream) {
+// Which rank of a communicator launched its k-th list on a stream, for ranks sharing a GPU in one
+// process: a second rank on the same stream would queue behind a kernel that waits for it.
+struct StreamUse {
+  uint64_t commId;
+  Stream stream;
+  bool operator==(const StreamUse&) const = default;
+};
+struct StreamUseHash {
+  size_t operator()(const StreamUse& u) const {
+    return std::hash<uint64_t>()(u.commId) ^ std::hash<const void*>()(u.stream) * 31;
+  }
+};
+struct StreamUser {
+  int rank;
+  uint64_t launch;
+};
+
+Status claimStream(DeviceContext& ctx, int rank, uint64_t launch, Stream stream, const DevWork& w) {
+  static std::mutex mutex;
+  static std::unordered_map<StreamUse, StreamUser, StreamUseHash> users;
+  std::lock_guard<std::mutex> lock(mutex);
+  StreamUser& u = users[StreamUse{ctx.commId(), stream}];
+  if (u.launch == launch + 1 && u.rank != rank) {  // stored as launch + 1: 0 is "never"
+    return makeError(ErrorCode::kInvalidUsage,
+                     "%s on rank %d: stream %p is the stream rank %d of this communicator issued the same call on, "
+                     "on the same GPU (device %d); the two kernels wait for each other, and one stream runs them one "
+                     "after the other. Give each rank a stream of its own",
+                     describe(w, false).c_str(), rank, stream, u.rank, ctx.device());
+  }
+  u = StreamUser{rank, launch + 1};
+  return Status::ok();
+}
+
+Status launchKernels(DeviceContext& ctx, int rank, std::vector<DevWork> works, Stream stream) {
   // The protocol follows the bytes each rank contributes per peer (NCCL's "count").
   for (DevWork& w : works) {
     w.algo = ctx.algo();
@@ -83,9 +120,17 @@ Status launchKernels(DeviceContext& ctx, std::vector<DevWork> works, Stream stre
   for (size_t first = 0; first < works.size(); first += coll::gpu::kMaxWorksPerLaunch) {
     coll::gpu::DevWorkList list;
     const size_t n = std::min<size_t>(coll::gpu::kMaxWorksPerLaunch, works.size() - first);
-    for (size_t i = 0; i < n; ++i) list.works[i] = works[first + i];
+    size_t largest = 0;
+    for (size_t i = 0; i < n; ++i) {
+      list.works[i] = works[first + i];
+      largest = std::max(largest, works[first + i].count * dataTypeSize(works[first + i].type));
+    }
     list.nWorks = static_cast<int>(n);
-    int err = coll::gpu::launchWorkList(ctx.devComm(), list, ctx.channels(), ctx.threads(), stream);
+    // Small lists run on one channel: every rank decides alike from the same counts.
+    const int blocks = largest <= coll::gpu::kOneChannelMaxBytes ? 1 : ctx.channels();
+    const uint64_t launch = ctx.nextLaunch();
+    if (ctx.ranksSharingGpuInProcess() > 1) FERRY_TRY(claimStream(ctx, rank, launch, stream, list.works[0]));
+    int err = coll::gpu::launchWorkList(ctx.devComm(), list, blocks, ctx.threads(), stream);
     if (err != 0) {
       std::string what = describe(list.works[0], true);
       if (n > 1) what += " and " + std::to_string(n - 1) + " more works of one group";
@@ -124,13 +169,31 @@ Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::
   return out;
 }
 
+Status checkStreams(Comm& comm, const DeviceContext* ctx, const RoutedCalls& routed) {
+  if (ctx == nullptr || ctx->path() != DevicePath::kKernel || ctx->ranksSharingGpuInProcess() < 2) {
+    return Status::ok();
+  }
+  for (Stream s : routed.deviceStreams) {
+    if (isLegacyDefaultStream(s)) {
+      return makeError(ErrorCode::kInvalidUsage,
+                       "%s on rank %d: stream is the legacy default stream, but %d ranks of this communicator drive "
+                       "device %d from this process; their kernels wait for each other, and that stream runs one at "
+                       "a time. Give each rank a stream of its own (cudaStreamCreate)",
+                       describe(routed.deviceWorks[0][0], false).c_str(), comm.rank(),
+                       ctx->ranksSharingGpuInProcess(), ctx->device());
+    }
+  }
+  return Status::ok();
+}
+
 Status issueDevice(Comm& comm, DeviceContext* ctx, const RoutedCalls& routed) {
   if (routed.deviceStreams.empty()) return Status::ok();
+  FERRY_TRY(checkStreams(comm, ctx, routed));
   DeviceScope scope;
   FERRY_TRY(scope.enter(ctx->device(), ctx->where()));
   for (size_t i = 0; i < routed.deviceStreams.size(); ++i) {
     if (ctx->path() == DevicePath::kKernel) {
-      FERRY_TRY(launchKernels(*ctx, routed.deviceWorks[i], routed.deviceStreams[i]));
+      FERRY_TRY(launchKernels(*ctx, comm.rank(), routed.deviceWorks[i], routed.deviceStreams[i]));
     } else {
       FERRY_TRY(issueStaged(comm, *ctx, routed.deviceWorks[i], routed.deviceStreams[i]));
     }

@@ -79,16 +79,23 @@ struct EmuComm {
   DevConfig cfg;
   std::vector<Bytes> res;
   std::vector<DevComm, Alloc<DevComm>> comms;
+  std::vector<DevError, Alloc<DevError>> errors;
+  int threads = kThreads;
+  int blocks = kChannels;
 #if FERRY_TEST_ON_GPU
   std::vector<cudaStream_t> streams;
 #endif
-  explicit EmuComm(int n) {
+  /// n ranks; blocks of `threadsPerBlock`; every device wait ends after `timeoutNs`.
+  explicit EmuComm(int n, int threadsPerBlock = kThreads, uint64_t timeoutNs = 120'000'000'000ull,
+                   size_t slotBytes = 256, size_t llSlotBytes = 128)
+      : threads(threadsPerBlock) {
+    cfg.timeoutNs = timeoutNs;
     cfg.nRanks = n;
     cfg.nChannels = kChannels;
     cfg.slots = 4;
-    cfg.slotBytes = 256;
+    cfg.slotBytes = slotBytes;
     cfg.llSlots = 4;
-    cfg.llSlotBytes = 128;
+    cfg.llSlotBytes = llSlotBytes;
     const size_t bytes = rankResourceBytes(cfg);
     std::vector<void*> bases;
     res.resize(n);
@@ -97,28 +104,39 @@ struct EmuComm {
       bases.push_back(res[r].data() + (256 - reinterpret_cast<uintptr_t>(res[r].data()) % 256) % 256);
     }
     comms.resize(n);
-    for (int r = 0; r < n; ++r) buildDevComm(cfg, r, bases, &comms[r]);
+    errors.resize(n);
+    for (int r = 0; r < n; ++r) {
+      std::memset(&errors[r], 0, sizeof(DevError));
+      buildDevComm(cfg, r, bases, &errors[r], &comms[r]);
+    }
 #if FERRY_TEST_ON_GPU
     streams.resize(n);
     for (auto& st : streams) REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
 #endif
   }
   int size() const { return cfg.nRanks; }
-  /// Every rank launches its list from its own thread.
-  void run(const std::vector<DevWorkList>& lists) {
+  /// Every rank of `ranks` (default: all) launches its list from its own thread; the launches' errors.
+  std::vector<int> launch(const std::vector<DevWorkList>& lists, std::vector<int> ranks = {}) {
+    if (ranks.empty()) {
+      for (int r = 0; r < size(); ++r) ranks.push_back(r);
+    }
     std::vector<std::thread> th;
     std::vector<int> errs(size(), 0);
-    for (int r = 0; r < size(); ++r) {
+    for (int r : ranks) {
 #if FERRY_TEST_ON_GPU
       th.emplace_back([&, r] {
-        errs[r] = launchWorkList(&comms[r], lists[r], kChannels, kThreads, streams[r]);
+        errs[r] = launchWorkList(&comms[r], lists[r], blocks, threads, streams[r]);
         if (errs[r] == 0) errs[r] = cudaStreamSynchronize(streams[r]);
       });
 #else
-      th.emplace_back([&, r] { errs[r] = launchWorkList(&comms[r], lists[r], kChannels, kThreads, nullptr); });
+      th.emplace_back([&, r] { errs[r] = launchWorkList(&comms[r], lists[r], blocks, threads, nullptr); });
 #endif
     }
     for (auto& t : th) t.join();
+    return errs;
+  }
+  void run(const std::vector<DevWorkList>& lists) {
+    const std::vector<int> errs = launch(lists);
     for (int r = 0; r < size(); ++r) REQUIRE(errs[r] == 0);
     checkCounters();
   }
@@ -336,8 +354,9 @@ struct Case {
   }
 };
 
-/// Runs the cases in launches of at most kMaxWorksPerLaunch works, then checks them.
-void runCases(int n, std::vector<std::unique_ptr<Case>>& cases) {
+/// Runs the cases in launches of at most kMaxWorksPerLaunch works on `comm`, then checks them.
+void runCases(EmuComm& comm, std::vector<std::unique_ptr<Case>>& cases) {
+  const int n = comm.size();
   const size_t per = std::getenv("FERRY_TEST_SINGLE") != nullptr ? 1 : kMaxWorksPerLaunch;
   for (size_t i = 0; i < cases.size(); i += per) {
     std::vector<DevWorkList> lists(n);
@@ -348,10 +367,11 @@ void runCases(int n, std::vector<std::unique_ptr<Case>>& cases) {
     if (std::getenv("FERRY_TEST_VERBOSE") != nullptr) {
       for (size_t j = i; j < e; ++j) std::fprintf(stderr, "%s\n", cases[j]->name.c_str());
     }
-    commOf(n).run(lists);
+    comm.run(lists);
     for (size_t j = i; j < e; ++j) cases[j]->check(n);
   }
 }
+void runCases(int n, std::vector<std::unique_ptr<Case>>& cases) { runCases(commOf(n), cases); }
 
 }  // namespace
 
@@ -462,6 +482,58 @@ TEST_CASE("gpu emu: a mixed list, repeated launches", "[gpu-emu]") {
       }
       runCases(n, cases);
     }
+  }
+}
+
+TEST_CASE("gpu emu: every collective at the GPU's block size, one channel and all", "[gpu-emu]") {
+  // The launches the runtime makes: maxThreadsPerBlock() threads, one block for small lists
+  // (kOneChannelMaxBytes) and every channel for the rest.
+  const WorkKind kinds[] = {WorkKind::kAllReduce, WorkKind::kReduceScatter, WorkKind::kAllGather,
+                            WorkKind::kAllToAll,  WorkKind::kBroadcast,     WorkKind::kReduce};
+  // Slots of 4 KiB (LL 2 KiB): a block of host threads per step costs the emulation dearly, and
+  // these cases need only a few steps per connection, ragged ends and FIFO wrap-around included.
+  // Four ranks on one channel, two ranks on one and on every channel (the emulation's cost grows
+  // with the host threads of a launch: ranks x blocks x maxThreadsPerBlock()).
+  for (int n : {2, 4}) {
+    EmuComm comm(n, maxThreadsPerBlock(), 120'000'000'000ull, 4096, 2048);
+    for (int blocks : {1, kChannels}) {
+      if (n == 4 && blocks > 1) continue;
+      comm.blocks = blocks;
+      std::vector<std::unique_ptr<Case>> cases;
+      for (const Variant& v : kVariants) {
+        for (WorkKind k : kinds) {
+          const DataType t = k == WorkKind::kAllReduce ? DataType::kBfloat16 : DataType::kFloat32;
+          cases.push_back(std::make_unique<Case>(n, k, v, t, RedOp::kSum, blocks == 1 ? 5001 : 9001, k == kinds[0], 1));
+        }
+      }
+      runCases(comm, cases);
+    }
+  }
+}
+
+TEST_CASE("gpu emu: a rank that never arrives ends in the timeout record, not a hang", "[gpu-emu]") {
+  for (const Variant& v : kVariants) {
+    EmuComm comm(2, kThreads, 300'000'000ull);  // 0.3 s
+    Case c(2, WorkKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0);
+    std::vector<DevWorkList> lists(2);
+    for (int r = 0; r < 2; ++r) lists[r].works[lists[r].nWorks++] = c.workFor(r);
+    const std::vector<int> errs = comm.launch(lists, {0});  // rank 1 never launches
+    INFO(v.name);
+    CHECK(errs[0] == 719);  // cudaErrorLaunchFailure: the kernel trapped
+    const DevError& e = comm.errors[0];
+    CHECK(e.state == 1);
+    CHECK(e.rank == 0);
+    CHECK(e.peer == 1);
+    CHECK(e.waitedNs >= 300'000'000ull);
+    CHECK(e.seen < e.awaited);
+    CHECK((e.channel >= 0 && e.channel < kChannels));
+    if (v.algo == DevAlgo::kDirect) {
+      CHECK(e.what == DevWait::kDirectSeq);
+    } else {
+      // The first step sends (the slot is free) and waits to receive from rank 1.
+      CHECK((e.what == (v.proto == DevProto::kLL ? DevWait::kLLFlag : DevWait::kHead)));
+    }
+    CHECK(std::string(devWaitName(e.what)).find("(") != std::string::npos);
   }
 }
 

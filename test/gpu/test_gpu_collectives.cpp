@@ -4,11 +4,18 @@
 //                 bfloat16, int32 and fp8 e4m3 (when ferry has it), 1 element to a few MiB, each
 //                 rank's calls issued in one group from this thread. Run under FERRY_GPU_ALGO /
 //                 FERRY_GPU_PROTO to force ring, direct, LL or simple (see meson.build).
-//   graph         capture an all-reduce of 2 ranks into CUDA graphs, replay 10 times with new input.
+//   graph         capture an all-reduce of 2 and of 4 ranks into CUDA graphs, replay 10 times with
+//                 new input (run once per algorithm and protocol: see meson.build).
+//   special       NaN, +-Inf, subnormals, -0 through every collective in float32, float16, bfloat16
+//                 and fp8 e4m3, 2 and 4 ranks, against the same calls on host buffers (ferry's host
+//                 kernels, the reference): bit for bit, any NaN matching any NaN.
+//   big           a uint8 all-reduce of 2^31 + 4099 elements (byte offsets past 32 bits), 2 ranks.
+//   async         buffers from cudaMallocAsync (the stream-ordered pool) beside cudaMalloc ones.
 //   group         many collectives of 2 ranks in one group (more than one launch's worth of works).
 //   staged        2 processes, each on device 0: the staged path (children: staged-child).
 //   ipc           2 processes on devices 0 and 1: the kernel path through CUDA IPC (skipped with
-//                 fewer than 2 GPUs; children: ipc-child).
+//                 fewer than 2 GPUs; children: ipc-child). Under FERRY_GPU_CORESIDENT=1 both
+//                 processes use device 0 (the kernel path on one GPU, as under MPS).
 // Every failure prints the case (collective, algorithm, protocol, type, count, ranks), the rank and
 // the first mismatching index with the value found and the one expected. A stream that does not
 // finish within 20 s is reported as a hang of that case and the test exits.
@@ -286,14 +293,23 @@ int collectives() {
   return failures == 0 ? 0 : 1;
 }
 
+int graphOf(int n);
+
 // Capture one all-reduce per rank into a graph, replay it with fresh inputs.
 int graph() {
-  auto comms = makeComms({0, 0});
+  for (int n : {2, 4}) {
+    if (graphOf(n) != 0) return 1;
+  }
+  return 0;
+}
+
+int graphOf(int n) {
+  auto comms = makeComms(std::vector<int>(n, 0));
   auto ranks = localRanks(comms, 1 << 22);
   const TypeCase t{DataType::kFloat32, 4, "float32"};
   for (size_t count : {size_t{1000}, size_t{1} << 20}) {
     std::vector<cudaGraphExec_t> execs;
-    fill(ranks, Coll::kAllReduceSum, t, count, 2);
+    fill(ranks, Coll::kAllReduceSum, t, count, n);
     for (LocalRank& L : ranks) {
       cudaCheck(cudaSetDevice(L.device), "cudaSetDevice");
       // Global mode, as PyTorch uses: ferry must make no call that capture forbids.
@@ -323,14 +339,14 @@ int graph() {
       return 1;
     }
     for (int k = 0; k < 10; ++k) {
-      fill(ranks, Coll::kAllReduceSum, t, count, 2, k);
+      fill(ranks, Coll::kAllReduceSum, t, count, n, k);
       for (size_t i = 0; i < ranks.size(); ++i) {
         cudaCheck(cudaSetDevice(ranks[i].device), "cudaSetDevice");
         cudaCheck(cudaGraphLaunch(execs[i], ranks[i].stream), "cudaGraphLaunch");
       }
-      std::string what = "graph replay " + std::to_string(k) + " of " + caseName(Coll::kAllReduceSum, t, count, 2);
+      std::string what = "graph replay " + std::to_string(k) + " of " + caseName(Coll::kAllReduceSum, t, count, n);
       for (LocalRank& L : ranks) waitStream(L.stream, what);
-      check(ranks, Coll::kAllReduceSum, t, count, 2, what, k);
+      check(ranks, Coll::kAllReduceSum, t, count, n, what, k);
     }
     for (auto e : execs) cudaGraphExecDestroy(e);
   }
@@ -367,10 +383,163 @@ int group() {
 }
 
 // One rank of a 2-process job (staged: both on device 0; ipc: device = rank).
+// Special values of each type as bit patterns (little endian), chosen so that sums over up to 4
+// ranks are exact in every order (magnitudes <= 1, no overflow): the device and host paths may
+// reduce in different orders and must still agree bit for bit, NaN aside.
+std::vector<uint32_t> specials(const TypeCase& t) {
+  switch (t.size) {
+    case 4: return {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x00000001, 0x00000002,
+                    0x007fffff, 0x3f800000, 0xbf800000, 0x80000001};
+    case 2:
+      if (t.type == DataType::kBfloat16) return {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x0001, 0x0002, 0x007f, 0x3f80, 0xbf80, 0x8001};
+      return {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x0002, 0x03ff, 0x3c00, 0xbc00, 0x8001};
+    default:  // fp8 e4m3: no infinities; 0x7f is NaN
+      return {0x00, 0x80, 0x7f, 0xff, 0x01, 0x02, 0x07, 0x38, 0xb8, 0x81};
+  }
+}
+bool isNanBits(const TypeCase& t, const uint8_t* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, t.size);
+  switch (t.size) {
+    case 4: return (v & 0x7f800000) == 0x7f800000 && (v & 0x7fffff) != 0;
+    case 2:
+      if (t.type == DataType::kBfloat16) return (v & 0x7f80) == 0x7f80 && (v & 0x7f) != 0;
+      return (v & 0x7c00) == 0x7c00 && (v & 0x3ff) != 0;
+    default: return (v & 0x7f) == 0x7f;
+  }
+}
+
+int special() {
+  std::vector<TypeCase> ts = {{DataType::kFloat32, 4, "float32"}, {DataType::kFloat16, 2, "float16"},
+                              {DataType::kBfloat16, 2, "bfloat16"}};
+  if (ferry::isValidDataType(gputest::kFloat8e4m3)) ts.push_back({static_cast<DataType>(gputest::kFloat8e4m3), 1, "fp8e4m3"});
+  const Coll colls[] = {Coll::kAllReduceSum, Coll::kAllReduceMax, Coll::kReduceScatter, Coll::kAllGather,
+                        Coll::kAllToAll, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv};
+  for (int n : {2, 4}) {
+    auto comms = makeComms(std::vector<int>(n, 0));
+    const size_t count = 3001;  // LL-sized, and ragged
+    const size_t bytes = count * 4 * n + 64;
+    auto ranks = localRanks(comms, bytes);
+    std::vector<std::vector<uint8_t>> hsend(n, std::vector<uint8_t>(bytes)), hrecv = hsend;
+    for (const TypeCase& t : ts) {
+      const std::vector<uint32_t> sp = specials(t);
+      for (Coll c : colls) {
+        const std::string what = "special values " + caseName(c, t, count, n);
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < sendElems(c, count, n); ++i) {
+            const uint32_t v = sp[(i * 7 + static_cast<size_t>(r) * 3 + i / sp.size()) % sp.size()];
+            std::memcpy(&hsend[r][i * t.size], &v, t.size);
+          }
+          std::memset(hrecv[r].data(), 0, bytes);
+          LocalRank& L = ranks[r];
+          cudaCheck(cudaMemcpy(L.send, hsend[r].data(), bytes, cudaMemcpyHostToDevice), "fill send");
+          cudaCheck(cudaMemset(L.recv, 0, bytes), "clear recv");
+        }
+        cudaCheck(cudaDeviceSynchronize(), "sync after fill");
+        // Device buffers: the kernels. Host buffers, same calls: the host kernels (the reference).
+        for (int pass = 0; pass < 2; ++pass) {
+          (void)ferry::groupStart();
+          for (int r = 0; r < n; ++r) {
+            LocalRank L = ranks[r];
+            if (pass == 1) L.send = hsend[r].data(), L.recv = hrecv[r].data();
+            Status st = issue(c, L, t, count);
+            if (!st.isOk()) std::printf("FAIL %s rank %d (%s): %s\n", what.c_str(), r, pass ? "host" : "device", st.message().c_str());
+          }
+          Status end = ferry::groupEnd();
+          if (!end.isOk()) {
+            std::printf("FAIL %s (%s): %s\n", what.c_str(), pass ? "host" : "device", end.message().c_str());
+            ++failures;
+          }
+          if (pass == 0) for (LocalRank& L : ranks) waitStream(L.stream, what);
+        }
+        for (int r = 0; r < n; ++r) {
+          if (c == Coll::kReduce && r != 0) continue;
+          std::vector<uint8_t> got(bytes);
+          cudaCheck(cudaMemcpy(got.data(), ranks[r].recv, bytes, cudaMemcpyDeviceToHost), "read recv");
+          for (size_t i = 0; i < recvElems(c, count, n); ++i) {
+            const uint8_t* a = &got[i * t.size];
+            const uint8_t* b = &hrecv[r][i * t.size];
+            if ((isNanBits(t, a) && isNanBits(t, b)) || std::memcmp(a, b, t.size) == 0) continue;
+            uint32_t x = 0, y = 0;
+            std::memcpy(&x, a, t.size);
+            std::memcpy(&y, b, t.size);
+            std::printf("FAIL %s rank %d: element %zu is 0x%x on the GPU, 0x%x from the host kernels\n", what.c_str(), r,
+                        i, x, y);
+            ++failures;
+            break;
+          }
+        }
+      }
+    }
+    freeRanks(ranks);
+    std::printf("special values, %d ranks: %d failures so far\n", n, failures);
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// uint8 all-reduce of more than 2^31 elements: every byte offset past 32 bits must be right.
+int big() {
+  const size_t count = (size_t{1} << 31) + 4099;
+  auto comms = makeComms({0, 0});
+  std::vector<LocalRank> ranks = localRanks(comms, count);
+  std::vector<uint8_t> host(count);
+  for (LocalRank& L : ranks) {
+    const int r = L.comm->rank();
+    for (size_t i = 0; i < count; ++i) host[i] = static_cast<uint8_t>(i * 7 + static_cast<size_t>(r) * 13 + (i >> 31));
+    cudaCheck(cudaMemcpy(L.send, host.data(), count, cudaMemcpyHostToDevice), "fill send");
+  }
+  const TypeCase t{DataType::kUint8, 1, "uint8"};
+  (void)ferry::groupStart();
+  for (LocalRank& L : ranks) {
+    Status st = L.comm->allReduce(L.send, L.recv, count, t.type, RedOp::kSum, reinterpret_cast<ferry::Stream>(L.stream));
+    if (!st.isOk()) std::printf("FAIL big all-reduce rank %d: %s\n", L.comm->rank(), st.message().c_str());
+  }
+  Status end = ferry::groupEnd();
+  if (!end.isOk()) return std::printf("FAIL big all-reduce: %s\n", end.message().c_str()), 1;
+  for (LocalRank& L : ranks) waitStream(L.stream, "uint8 all-reduce of 2^31 + 4099 elements");
+  cudaCheck(cudaMemcpy(host.data(), ranks[1].recv, count, cudaMemcpyDeviceToHost), "read recv");
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t want = static_cast<uint8_t>(2 * (i * 7 + (i >> 31)) + 13);
+    if (host[i] != want) {
+      std::printf("FAIL uint8 all-reduce of %zu elements: element %zu is %u, expected %u\n", count, i, host[i], want);
+      return 1;
+    }
+  }
+  freeRanks(ranks);
+  std::printf("uint8 all-reduce of %zu elements: ok\n", count);
+  return 0;
+}
+
+// Buffers from the stream-ordered pool (cudaMallocAsync) mixed with cudaMalloc ones.
+int async() {
+  auto comms = makeComms({0, 0});
+  auto ranks = localRanks(comms, 16);
+  const TypeCase t{DataType::kFloat32, 4, "float32"};
+  for (size_t count : {size_t{1000}, size_t{1} << 20}) {
+    for (LocalRank& L : ranks) {
+      cudaFree(L.send);
+      cudaCheck(cudaMallocAsync(&L.send, count * 4 * 2, L.stream), "cudaMallocAsync");
+      cudaFree(L.recv);
+      cudaCheck(cudaMalloc(&L.recv, count * 4 * 2), "cudaMalloc");
+      cudaCheck(cudaStreamSynchronize(L.stream), "sync after cudaMallocAsync");
+    }
+    for (Coll c : {Coll::kAllReduceSum, Coll::kAllGather, Coll::kSendRecv}) runCase(ranks, c, t, count);
+    for (LocalRank& L : ranks) {
+      cudaCheck(cudaFreeAsync(L.send, L.stream), "cudaFreeAsync");
+      cudaCheck(cudaStreamSynchronize(L.stream), "sync after cudaFreeAsync");
+      L.send = nullptr;
+      cudaCheck(cudaMalloc(&L.send, 16), "cudaMalloc");
+    }
+  }
+  freeRanks(ranks);
+  return failures == 0 ? 0 : 1;
+}
+
 int child(int rank, int size, const std::string& hex, bool ipc) {
   auto id = ferry::UniqueId::fromHex(hex);
   if (!id.isOk()) return std::printf("FAIL child: %s\n", id.status().message().c_str()), 1;
-  auto c = Comm::create(*id, rank, size, ipc ? rank : 0);
+  const bool oneGpu = std::getenv("FERRY_GPU_CORESIDENT") != nullptr && std::string(std::getenv("FERRY_GPU_CORESIDENT")) == "1";
+  auto c = Comm::create(*id, rank, size, ipc && !oneGpu ? rank : 0);
   if (!c.isOk()) return std::printf("FAIL child rank %d: Comm::create: %s\n", rank, c.status().message().c_str()), 1;
   std::printf("process rank %d on device %d: %zu bytes of device memory (%s path expected)\n", rank, (*c)->device(),
               (*c)->deviceMemoryBytes(), ipc ? "kernel" : "staged");
@@ -459,13 +628,18 @@ int main(int argc, char** argv) {
   if (mode == "graph") return graph();
   if (mode == "group") return group();
   if (mode == "staged") return parent("/proc/self/exe", false);
+  if (mode == "special") return special();
+  if (mode == "big") return big();
+  if (mode == "async") return async();
   if (mode == "ipc") {
+    const char* co = std::getenv("FERRY_GPU_CORESIDENT");
+    if (co != nullptr && std::string(co) == "1") return parent("/proc/self/exe", true);  // both on device 0
     if (devices < 2) {
       std::printf("SKIP: the CUDA IPC test needs 2 GPUs (found %d)\n", devices);
       return kSkip;
     }
     return parent("/proc/self/exe", true);
   }
-  std::printf("unknown mode %s (collectives, graph, group, staged, ipc)\n", mode.c_str());
+  std::printf("unknown mode %s (collectives, graph, special, big, async, group, staged, ipc)\n", mode.c_str());
   return 2;
 }
