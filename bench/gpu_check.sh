@@ -16,7 +16,7 @@
 #   smoke      ferry-perf all_reduce all_gather, 2 ranks, 8 B to 1 MiB, -c 1, for ring LL, ring
 #              simple and direct (60 s in all)
 #   suite      the gpu test suite: `meson test --suite gpu`, or each bundle test with its own
-#              environment and time limit
+#              environment and time limit (at most 60 s each, 200 s in all)
 #   nccl       nccl-tests (bundle's nccl-tests/) all_reduce all_gather reduce_scatter alltoall
 #              sendrecv -g 1 -c 1, on ferry's libnccl.so.2 and on NVIDIA's (/usr/local/cuda/lib64,
 #              LD_LIBRARY_PATH swapped), then all_reduce under ferryrun -n 2 and -n 4 on one GPU
@@ -238,6 +238,7 @@ suite_gpu() {
     [[ -z $name || $name == \#* ]] && continue
     rc=0
     [[ $envs == - ]] && envs=""
+    ((limit > 60)) && limit=60  # the whole run has 8 minutes
     # shellcheck disable=SC2086
     (cd "$prebuilt/tests" && env ${envs//;/ } timeout "$limit" "$file" $args) > "$raw/suite-${name// /_}.txt" 2>&1 || rc=$?
     ran=$((ran + 1))
@@ -252,7 +253,7 @@ suite_gpu() {
 }
 export prebuilt raw build_dir
 export -f suite_gpu
-run_step suite 150 "$raw/suite.txt" bash -c suite_gpu
+run_step suite 200 "$raw/suite.txt" bash -c suite_gpu
 
 # --- nccl-tests: ferry's libnccl.so.2 beside NVIDIA's, same binaries ------------------------------
 if [[ -n $prebuilt && -d $prebuilt/nccl-tests ]]; then

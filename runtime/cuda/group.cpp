@@ -39,6 +39,26 @@ Status issueGroup(std::vector<Recorded> recorded) {
     FERRY_TRY(r);
     routed.push_back(std::move(*r));
   }
+  // Two ranks of one communicator on one stream would wait for each other forever (the second
+  // kernel queues behind the first): refused before anything is enqueued.
+  for (size_t i = 0; i < perComm.size(); ++i) {
+    for (size_t j = i + 1; j < perComm.size(); ++j) {
+      const DeviceContext* a = perComm[i].first.ctx;
+      const DeviceContext* b = perComm[j].first.ctx;
+      if (a == nullptr || b == nullptr || a->commId() != b->commId() || a->path() != DevicePath::kKernel) continue;
+      for (Stream s : routed[i].deviceStreams) {
+        for (Stream t : routed[j].deviceStreams) {
+          if (s != t || isLegacyDefaultStream(s)) continue;  // the legacy stream: issueDevice says why
+          return makeError(ErrorCode::kInvalidUsage,
+                           "%s: ranks %d and %d of one communicator issue on the same stream %p (devices %d and %d); "
+                           "each kernel waits for the other, and one stream runs them one after the other. Give "
+                           "each rank a stream of its own",
+                           describe(routed[i].deviceWorks[0][0], false).c_str(), perComm[i].first.comm->rank(),
+                           perComm[j].first.comm->rank(), s, a->device(), b->device());
+        }
+      }
+    }
+  }
   // Device work is only enqueued: one thread issues it all, in order.
   for (size_t i = 0; i < perComm.size(); ++i) FERRY_TRY(issueDevice(*perComm[i].first.comm, perComm[i].first.ctx, routed[i]));
   // Host work blocks until the peers arrive: one thread per communicator that has some.

@@ -11,6 +11,7 @@
 //                 kernels, the reference): bit for bit, any NaN matching any NaN.
 //   big           a uint8 all-reduce of 2^31 + 4099 elements (byte offsets past 32 bits), 2 ranks.
 //   async         buffers from cudaMallocAsync (the stream-ordered pool) beside cudaMalloc ones.
+//   streams       two ranks of one GPU on one stream, then on the legacy default stream: refused.
 //   group         many collectives of 2 ranks in one group (more than one launch's worth of works).
 //   staged        2 processes, each on device 0: the staged path (children: staged-child).
 //   ipc           2 processes on devices 0 and 1: the kernel path through CUDA IPC (skipped with
@@ -535,6 +536,33 @@ int async() {
   return failures == 0 ? 0 : 1;
 }
 
+// Two ranks of one GPU on one stream, or on the legacy default stream: refused at the call, naming
+// both ranks (or the stream), with nothing enqueued; the communicators stay usable.
+int streams() {
+  auto comms = makeComms({0, 0});
+  auto ranks = localRanks(comms, 4096);
+  auto expectRefusal = [&](const char* what, ferry::Stream s0, ferry::Stream s1, const char* needle) {
+    (void)ferry::groupStart();
+    (void)ranks[0].comm->allReduce(ranks[0].send, ranks[0].recv, 16, DataType::kFloat32, RedOp::kSum, s0);
+    (void)ranks[1].comm->allReduce(ranks[1].send, ranks[1].recv, 16, DataType::kFloat32, RedOp::kSum, s1);
+    Status end = ferry::groupEnd();
+    if (end.isOk() || end.message().find(needle) == std::string::npos) {
+      std::printf("FAIL %s: expected an error naming \"%s\", got: %s\n", what, needle,
+                  end.isOk() ? "success" : end.message().c_str());
+      ++failures;
+    } else {
+      std::printf("ok %s: %s\n", what, end.message().c_str());
+    }
+  };
+  auto s0 = reinterpret_cast<ferry::Stream>(ranks[0].stream);
+  expectRefusal("two ranks on one stream", s0, s0, "ranks 0 and 1");
+  expectRefusal("the legacy default stream", nullptr, nullptr, "legacy default stream");
+  cudaCheck(cudaDeviceSynchronize(), "nothing was enqueued");
+  runCase(ranks, Coll::kAllReduceSum, {DataType::kFloat32, 4, "float32"}, 1000);  // still usable
+  freeRanks(ranks);
+  return failures == 0 ? 0 : 1;
+}
+
 int child(int rank, int size, const std::string& hex, bool ipc) {
   auto id = ferry::UniqueId::fromHex(hex);
   if (!id.isOk()) return std::printf("FAIL child: %s\n", id.status().message().c_str()), 1;
@@ -629,6 +657,7 @@ int main(int argc, char** argv) {
   if (mode == "group") return group();
   if (mode == "staged") return parent("/proc/self/exe", false);
   if (mode == "special") return special();
+  if (mode == "streams") return streams();
   if (mode == "big") return big();
   if (mode == "async") return async();
   if (mode == "ipc") {
@@ -640,6 +669,6 @@ int main(int argc, char** argv) {
     }
     return parent("/proc/self/exe", true);
   }
-  std::printf("unknown mode %s (collectives, graph, special, big, async, group, staged, ipc)\n", mode.c_str());
+  std::printf("unknown mode %s (collectives, graph, special, big, async, streams, group, staged, ipc)\n", mode.c_str());
   return 2;
 }
