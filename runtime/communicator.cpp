@@ -617,7 +617,9 @@ Comm::~Comm() {
     Status st = cuda::setDevice(impl_->device, w);
     if (st.isOk()) st = cuda::synchronizeDevice(w);
     if (st.isOk()) st = barrier();
-    if (!st.isOk()) FERRY_WARN(log::kInit, "rank %d: teardown without its peers: %s", impl_->rank, st.message().c_str());
+    if (!st.isOk()) {
+      FERRY_WARN(log::kInit, "rank %d: teardown without its peers: %s", impl_->rank, st.message().c_str());
+    }
   }
 }
 

@@ -151,7 +151,8 @@ __device__ inline void exchangeBytes(uint8_t* outA, const uint8_t* inA, uint8_t*
 }
 
 /// All-gather, broadcast, all-to-all.
-FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c,
+                                                            int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   const DirectWork dw = directBegin(comm, w, c);
   const Part part = channelPart(w.count, nChannels, c);

@@ -43,13 +43,15 @@ def ptx_of(nvcc, source, out):
 
 
 def ptx_hash(texts):
-    """Hash of the PTX, without the comment lines (paths, build ids) and location directives."""
+    """Hash of the PTX, without what depends on where the checkout is: comment lines (paths, build
+    ids), location directives, and the path hash nvcc puts in anonymous namespaces' names."""
     h = hashlib.sha256()
     for text in texts:
         for line in text.splitlines():
             s = line.strip()
             if s.startswith("//") or s.startswith(".file") or s.startswith(".loc"):
                 continue
+            line = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N__x_", line)
             h.update(line.encode() + b"\n")
     return h.hexdigest()[:16]
 

@@ -120,7 +120,9 @@ struct P2pStream {
     } else if (send) {
       uint64_t* slot = ls.slot();
       const uint32_t flag = llFlag(ls.step);
-      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) llStore(slot, i, loadPack(ptr, i, bytes), flag);
+      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) {
+        llStore(slot, i, loadPack(ptr, i, bytes), flag);
+      }
       ++ls.step;
     } else if (!ll) {
       void* dst = ptr;
@@ -134,7 +136,9 @@ struct P2pStream {
     } else {
       const uint64_t* slot = lr.slot();
       const uint32_t flag = llFlag(lr.step);
-      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) storePack(ptr, i, bytes, llLoad(lr, slot, i, flag));
+      for (size_t i = threadIdx.x; i < (bytes + 7) / 8; i += blockDim.x) {
+        storePack(ptr, i, bytes, llLoad(lr, slot, i, flag));
+      }
       __syncthreads();
       if (threadIdx.x == 0) {
         peerFence(*lr.link.comm);
@@ -159,7 +163,8 @@ struct P2pStream {
 };
 
 /// Runs works [first, last) of `list` (a run of kSend/kRecv works, or one kAllToAll) on channel c.
-FERRY_DEVICE_NOINLINE __device__ inline void p2pRun(const DevComm& comm, const DevWork* works, int nWorks, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ inline void p2pRun(const DevComm& comm, const DevWork* works, int nWorks, int c,
+                                                    int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   for (int k = 0; k <= n / 2; ++k) {
     const int a = ringMod(r + k, n), b = ringMod(r - k, n);

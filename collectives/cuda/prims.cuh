@@ -257,7 +257,9 @@ FERRY_DEVICE_NOINLINE __device__ inline uint64_t llWaitSlow(const Link& l, uint6
     pollPause();
     if ((spin & 255u) == 0u && l.comm->timeoutNs != 0) {
       const uint64_t waited = simt::globalTimerNs() - begin;
-      if (waited > l.comm->timeoutNs) deviceTimeout(*l.comm, l.channel, l.peer, DevWait::kLLFlag, step, v >> 32, flag, waited);
+      if (waited > l.comm->timeoutNs) {
+        deviceTimeout(*l.comm, l.channel, l.peer, DevWait::kLLFlag, step, v >> 32, flag, waited);
+      }
     }
   }
 }

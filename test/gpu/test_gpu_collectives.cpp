@@ -392,7 +392,9 @@ std::vector<uint32_t> specials(const TypeCase& t) {
     case 4: return {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x00000001, 0x00000002,
                     0x007fffff, 0x3f800000, 0xbf800000, 0x80000001};
     case 2:
-      if (t.type == DataType::kBfloat16) return {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x0001, 0x0002, 0x007f, 0x3f80, 0xbf80, 0x8001};
+      if (t.type == DataType::kBfloat16) {
+        return {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x0001, 0x0002, 0x007f, 0x3f80, 0xbf80, 0x8001};
+      }
       return {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x0001, 0x0002, 0x03ff, 0x3c00, 0xbc00, 0x8001};
     default:  // fp8 e4m3: no infinities; 0x7f is NaN
       return {0x00, 0x80, 0x7f, 0xff, 0x01, 0x02, 0x07, 0x38, 0xb8, 0x81};
@@ -413,7 +415,9 @@ bool isNanBits(const TypeCase& t, const uint8_t* p) {
 int special() {
   std::vector<TypeCase> ts = {{DataType::kFloat32, 4, "float32"}, {DataType::kFloat16, 2, "float16"},
                               {DataType::kBfloat16, 2, "bfloat16"}};
-  if (ferry::isValidDataType(gputest::kFloat8e4m3)) ts.push_back({static_cast<DataType>(gputest::kFloat8e4m3), 1, "fp8e4m3"});
+  if (ferry::isValidDataType(gputest::kFloat8e4m3)) {
+    ts.push_back({static_cast<DataType>(gputest::kFloat8e4m3), 1, "fp8e4m3"});
+  }
   const Coll colls[] = {Coll::kAllReduceSum, Coll::kAllReduceMax, Coll::kReduceScatter, Coll::kAllGather,
                         Coll::kAllToAll, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv};
   for (int n : {2, 4}) {
@@ -444,7 +448,10 @@ int special() {
             LocalRank L = ranks[r];
             if (pass == 1) L.send = hsend[r].data(), L.recv = hrecv[r].data();
             Status st = issue(c, L, t, count);
-            if (!st.isOk()) std::printf("FAIL %s rank %d (%s): %s\n", what.c_str(), r, pass ? "host" : "device", st.message().c_str());
+            if (!st.isOk()) {
+              std::printf("FAIL %s rank %d (%s): %s\n", what.c_str(), r, pass ? "host" : "device",
+                          st.message().c_str());
+            }
           }
           Status end = ferry::groupEnd();
           if (!end.isOk()) {
@@ -464,8 +471,8 @@ int special() {
             uint32_t x = 0, y = 0;
             std::memcpy(&x, a, t.size);
             std::memcpy(&y, b, t.size);
-            std::printf("FAIL %s rank %d: element %zu is 0x%x on the GPU, 0x%x from the host kernels\n", what.c_str(), r,
-                        i, x, y);
+            std::printf("FAIL %s rank %d: element %zu is 0x%x on the GPU, 0x%x from the host kernels\n",
+                        what.c_str(), r, i, x, y);
             ++failures;
             break;
           }
@@ -492,7 +499,8 @@ int big() {
   const TypeCase t{DataType::kUint8, 1, "uint8"};
   (void)ferry::groupStart();
   for (LocalRank& L : ranks) {
-    Status st = L.comm->allReduce(L.send, L.recv, count, t.type, RedOp::kSum, reinterpret_cast<ferry::Stream>(L.stream));
+    Status st =
+        L.comm->allReduce(L.send, L.recv, count, t.type, RedOp::kSum, reinterpret_cast<ferry::Stream>(L.stream));
     if (!st.isOk()) std::printf("FAIL big all-reduce rank %d: %s\n", L.comm->rank(), st.message().c_str());
   }
   Status end = ferry::groupEnd();
@@ -566,7 +574,8 @@ int streams() {
 int child(int rank, int size, const std::string& hex, bool ipc) {
   auto id = ferry::UniqueId::fromHex(hex);
   if (!id.isOk()) return std::printf("FAIL child: %s\n", id.status().message().c_str()), 1;
-  const bool oneGpu = std::getenv("FERRY_GPU_CORESIDENT") != nullptr && std::string(std::getenv("FERRY_GPU_CORESIDENT")) == "1";
+  const char* coresident = std::getenv("FERRY_GPU_CORESIDENT");
+  const bool oneGpu = coresident != nullptr && std::string(coresident) == "1";
   auto c = Comm::create(*id, rank, size, ipc && !oneGpu ? rank : 0);
   if (!c.isOk()) return std::printf("FAIL child rank %d: Comm::create: %s\n", rank, c.status().message().c_str()), 1;
   std::printf("process rank %d on device %d: %zu bytes of device memory (%s path expected)\n", rank, (*c)->device(),
