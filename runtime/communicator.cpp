@@ -611,8 +611,11 @@ Comm::Comm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Comm::~Comm() {
   // Peers in other processes map this rank's device memory (CUDA IPC) and their kernels may still
   // poll it: every rank finishes its device work and meets the others before any of it is freed.
-  // Skipped after an error (a dead peer would never come); the barrier has FERRY_TIMEOUT.
-  if (impl_ && impl_->gpu && impl_->gpu->sharedAcrossProcesses() && impl_->sticky().isOk()) {
+  // Skipped after an error (a dead peer would never come), and where this process holds several
+  // ranks (their destructors run one after another, so a barrier would wait for a rank not yet
+  // being destroyed); the barrier has FERRY_TIMEOUT.
+  if (impl_ && impl_->gpu && impl_->gpu->sharedAcrossProcesses() && impl_->gpu->ranksInProcess() == 1 &&
+      impl_->sticky().isOk()) {
     const cuda::Where w{impl_->rank, impl_->device};
     Status st = cuda::setDevice(impl_->device, w);
     if (st.isOk()) st = cuda::synchronizeDevice(w);

@@ -270,7 +270,9 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
   FERRY_TRY(failed);
   if (!ctx) return std::unique_ptr<DeviceContext>();
   ctx->sharingGpuInProcess_ = 0;
+  ctx->ranksInProcess_ = 0;
   for (int r = 0; r < size; ++r) {
+    ctx->ranksInProcess_ += sameProcess(peers[r], peers[rank]) ? 1 : 0;
     ctx->sharingGpuInProcess_ +=
         sameProcess(peers[r], peers[rank]) && std::memcmp(cards[r].uuid, cards[rank].uuid, 16) == 0 ? 1 : 0;
   }

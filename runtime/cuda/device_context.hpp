@@ -71,6 +71,8 @@ class DeviceContext {
   uint64_t commId() const { return commId_; }
   /// Kernel path with peers in other processes: this rank's memory is mapped by them (CUDA IPC).
   bool sharedAcrossProcesses() const { return path_ == DevicePath::kKernel && crossProcess_; }
+  /// Ranks of this communicator in this process (itself included).
+  int ranksInProcess() const { return ranksInProcess_; }
   /// Kernel launches this rank has made (ranks make the same launches in the same order).
   uint64_t nextLaunch() { return launches_++; }
   /// Ranks of this communicator in this process that drive this rank's GPU (itself included).
@@ -100,6 +102,7 @@ class DeviceContext {
   int sharingGpuInProcess_ = 1;
   uint64_t commId_ = 0;
   bool crossProcess_ = false;
+  int ranksInProcess_ = 1;
   uint64_t launches_ = 0;
   size_t memoryBytes_ = 0;
   std::unique_ptr<StagingPool> staging_;
