@@ -89,10 +89,11 @@ enum class DevWait : uint32_t {
 const char* devWaitName(DevWait w);
 
 /// The record a timed-out device wait leaves for the host, in host-mapped pinned memory (one per
-/// rank). The first thread to time out claims it (atomicCAS on claim), writes the fields, fences
+/// rank). The first thread to time out claims it (atomicCAS on DirectSlot::trapClaim, in device
+/// memory: atomics on host memory are not portable over PCIe), writes the fields, fences
 /// (system scope) and stores state = 1 last; the host reads the fields only after it sees state 1.
 struct DevError {
-  uint32_t claim;
+  uint32_t reserved;  ///< zero; keeps state and the fields at their offsets
   uint32_t state;
   int32_t rank;
   int32_t channel;
