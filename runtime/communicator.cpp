@@ -11,6 +11,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "ferry/comm.hpp"
+#include "runtime/base/call_check.hpp"
 #include "runtime/base/config.hpp"
 #include "runtime/base/log.hpp"
 #include "runtime/cuda/device_context.hpp"
@@ -254,39 +255,21 @@ Result<size_t> hierChunkBytes(int rank, const NetLevel& net, double copyBw) {
   return slow ? size_t{8} << 20 : 0;
 }
 
-Status invalid(const char* fn, int rank, const char* fmt, const std::string& detail) {
-  return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank,
-                   (std::string(fmt) + detail).c_str());
-}
-
-// Checks every argument a collective takes; `elemsPerRank` is the largest buffer multiple.
+// The table-driven checks every front end shares (runtime/base/call_check.hpp).
 template <typename C>  // Comm::Impl (or anything with rank and size)
-Status validate(const C& c, const char* fn, const void* send, const void* recv, size_t count, int type,
-                int op, int root, size_t bufferMultiple, bool needSend = true, bool needRecv = true) {
-  if (!isValidDataType(type)) {
-    return invalid(fn, c.rank, "", "type " + std::to_string(type) +
-                                       " is not a valid data type (expected 0..9: int8, uint8, int32, uint32, int64, "
-                                       "uint64, float16, float32, float64, bfloat16)");
-  }
-  if (op >= 0 && !isValidRedOp(op)) {
-    return invalid(fn, c.rank, "", "op " + std::to_string(op) +
-                                       " is not a valid reduction (expected 0..4: sum, prod, max, min, avg)");
-  }
-  if (root != std::numeric_limits<int>::min() && (root < 0 || root >= c.size)) {
-    return invalid(fn, c.rank, "", "root " + std::to_string(root) + " is out of range (expected 0 <= root < " +
-                                       std::to_string(c.size) + ")");
-  }
-  size_t es = dataTypeSize(static_cast<DataType>(type));
-  if (count > std::numeric_limits<size_t>::max() / es / bufferMultiple) {
-    return invalid(fn, c.rank, "", "count " + std::to_string(count) + " overflows the address space");
-  }
-  if (count > 0 && needSend && send == nullptr) return invalid(fn, c.rank, "", "send buffer is null with count " + std::to_string(count));
-  if (count > 0 && needRecv && recv == nullptr) return invalid(fn, c.rank, "", "receive buffer is null with count " + std::to_string(count));
-  return Status::ok();
+Status validate(const C& c, const char* fn, CallKind kind, const void* send, const void* recv, size_t count,
+                DataType type, int op = 0, int root = 0, bool hostBuffers = true) {
+  CallArgs a;
+  a.kind = kind;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.type = static_cast<int>(type);
+  a.op = op;
+  a.root = root;
+  a.hostBuffers = hostBuffers;
+  return checkCall(fn, a, c.rank, c.size);
 }
-
-constexpr int kNoRoot = std::numeric_limits<int>::min();
-constexpr int kNoOp = -1;
 
 // FERRY_TRANSPORT picks the transport; shm needs every rank on this host in one pid namespace.
 // Between hosts, auto means UCX where an RDMA port is active (it drives the fabric) and ferry's
@@ -833,7 +816,7 @@ void Comm::abort(const std::string& reason) {
 }
 
 Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
-  FERRY_TRY(validate(*impl_, "allReduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), kNoRoot, 1));
+  FERRY_TRY(validate(*impl_, "allReduce", CallKind::kAllReduce, send, recv, count, type, static_cast<int>(op)));
   OpDesc d{OpKind::kAllReduce, count, type, op, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
@@ -848,8 +831,8 @@ Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type
 }
 
 Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op) {
-  FERRY_TRY(validate(*impl_, "reduceScatter", send, recv, recvCount, static_cast<int>(type), static_cast<int>(op),
-                     kNoRoot, static_cast<size_t>(size())));
+  FERRY_TRY(validate(*impl_, "reduceScatter", CallKind::kReduceScatter, send, recv, recvCount, type,
+                     static_cast<int>(op)));
   OpDesc d{OpKind::kReduceScatter, recvCount, type, op, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
@@ -860,8 +843,7 @@ Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataT
 }
 
 Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType type) {
-  FERRY_TRY(validate(*impl_, "allGather", send, recv, sendCount, static_cast<int>(type), kNoOp, kNoRoot,
-                     static_cast<size_t>(size())));
+  FERRY_TRY(validate(*impl_, "allGather", CallKind::kAllGather, send, recv, sendCount, type));
   OpDesc d{OpKind::kAllGather, sendCount, type, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
@@ -872,8 +854,7 @@ Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType 
 }
 
 Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type) {
-  FERRY_TRY(validate(*impl_, "allToAll", send, recv, count, static_cast<int>(type), kNoOp, kNoRoot,
-                     static_cast<size_t>(size())));
+  FERRY_TRY(validate(*impl_, "allToAll", CallKind::kAllToAll, send, recv, count, type));
   OpDesc d{OpKind::kAllToAll, count, type, RedOp::kSum, -1};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
@@ -884,8 +865,7 @@ Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type)
 }
 
 Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
-  FERRY_TRY(validate(*impl_, "broadcast", send, recv, count, static_cast<int>(type), kNoOp, root, 1,
-                     rank() == root, true));
+  FERRY_TRY(validate(*impl_, "broadcast", CallKind::kBroadcast, send, recv, count, type, 0, root));
   OpDesc d{OpKind::kBroadcast, count, type, RedOp::kSum, root};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
@@ -896,8 +876,7 @@ Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type
 }
 
 Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root) {
-  FERRY_TRY(validate(*impl_, "reduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), root, 1, true,
-                     rank() == root));
+  FERRY_TRY(validate(*impl_, "reduce", CallKind::kReduce, send, recv, count, type, static_cast<int>(op), root));
   OpDesc d{OpKind::kReduce, count, type, op, root};
   return impl_->run(d, coll::TagClass::kCollective,
                     [&](coll::Exec& ex, const Plan& p) {
@@ -909,12 +888,17 @@ Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, R
 
 namespace {
 template <typename C>
-Status checkPeer(const C& c, const char* fn, int peer, bool allowSelf) {
-  if (peer < 0 || peer >= c.size || (!allowSelf && peer == c.rank)) {
-    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: peer %d is invalid (expected 0 <= peer < %d%s)", fn,
-                     c.rank, peer, c.size, allowSelf ? "" : (", peer != " + std::to_string(c.rank)).c_str());
-  }
-  return Status::ok();
+Status validateP2p(const C& c, bool isSend, const void* buf, size_t count, DataType type, int peer, bool allowSelf,
+                   bool hostBuffers) {
+  CallArgs a;
+  a.kind = isSend ? CallKind::kSend : CallKind::kRecv;
+  (isSend ? a.send : a.recv) = buf;
+  a.count = count;
+  a.type = static_cast<int>(type);
+  a.root = peer;
+  a.peerMayBeSelf = allowSelf;
+  a.hostBuffers = hostBuffers;
+  return checkCall(isSend ? "send" : "recv", a, c.rank, c.size);
 }
 }  // namespace
 
@@ -931,9 +915,7 @@ Status Comm::sendRecv(const std::vector<P2pOp>& ops) {
   items.reserve(ops.size());
   const bool single = ops.size() == 1;
   for (const P2pOp& op : ops) {
-    const char* fn = op.kind == P2pOp::Kind::kSend ? "send" : "recv";
-    FERRY_TRY(validate(*impl_, fn, op.buffer, op.buffer, op.count, static_cast<int>(op.type), kNoOp, kNoRoot, 1));
-    FERRY_TRY(checkPeer(*impl_, fn, op.peer, !single));
+    FERRY_TRY(validateP2p(*impl_, op.kind == P2pOp::Kind::kSend, op.buffer, op.count, op.type, op.peer, !single, true));
     items.push_back({op.kind == P2pOp::Kind::kSend, op.buffer, op.count * dataTypeSize(op.type), op.peer,
                      OpDesc{OpKind::kSend, op.count, op.type, RedOp::kSum, -1}});
   }
@@ -989,57 +971,53 @@ cuda::DevWork work(cuda::WorkKind kind, const void* send, void* recv, size_t cou
 }  // namespace
 
 Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op, Stream stream) {
-  Status st = validate(*impl_, "allReduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), kNoRoot, 1);
+  Status st = validate(*impl_, "allReduce", CallKind::kAllReduce, send, recv, count, type, static_cast<int>(op), 0,
+                       false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kAllReduce, send, recv, count, type, op, 0), stream);
 }
 
 Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op, Stream stream) {
-  Status st = validate(*impl_, "reduceScatter", send, recv, recvCount, static_cast<int>(type), static_cast<int>(op),
-                       kNoRoot, static_cast<size_t>(size()));
+  Status st = validate(*impl_, "reduceScatter", CallKind::kReduceScatter, send, recv, recvCount, type,
+                       static_cast<int>(op), 0, false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kReduceScatter, send, recv, recvCount, type, op, 0), stream);
 }
 
 Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType type, Stream stream) {
-  Status st = validate(*impl_, "allGather", send, recv, sendCount, static_cast<int>(type), kNoOp, kNoRoot,
-                       static_cast<size_t>(size()));
+  Status st = validate(*impl_, "allGather", CallKind::kAllGather, send, recv, sendCount, type, 0, 0, false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kAllGather, send, recv, sendCount, type, RedOp::kSum, 0), stream);
 }
 
 Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type, Stream stream) {
-  Status st = validate(*impl_, "allToAll", send, recv, count, static_cast<int>(type), kNoOp, kNoRoot,
-                       static_cast<size_t>(size()));
+  Status st = validate(*impl_, "allToAll", CallKind::kAllToAll, send, recv, count, type, 0, 0, false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kAllToAll, send, recv, count, type, RedOp::kSum, 0), stream);
 }
 
 Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type, int root, Stream stream) {
-  Status st = validate(*impl_, "broadcast", send, recv, count, static_cast<int>(type), kNoOp, root, 1,
-                       rank() == root, true);
+  Status st = validate(*impl_, "broadcast", CallKind::kBroadcast, send, recv, count, type, 0, root, false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kBroadcast, send, recv, count, type, RedOp::kSum, root), stream);
 }
 
 Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root, Stream stream) {
-  Status st = validate(*impl_, "reduce", send, recv, count, static_cast<int>(type), static_cast<int>(op), root, 1,
-                       true, rank() == root);
+  Status st = validate(*impl_, "reduce", CallKind::kReduce, send, recv, count, type, static_cast<int>(op), root,
+                       false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kReduce, send, recv, count, type, op, root), stream);
 }
 
 Status Comm::send(const void* buf, size_t count, DataType type, int peer, Stream stream) {
-  Status st = validate(*impl_, "send", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1);
   // A transfer to this rank is a copy, which pairs only inside a group (as in NCCL).
-  if (st.isOk()) st = checkPeer(*impl_, "send", peer, cuda::groupDepth() > 0);
+  Status st = validateP2p(*impl_, true, buf, count, type, peer, cuda::groupDepth() > 0, false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kSend, buf, nullptr, count, type, RedOp::kSum, peer), stream);
 }
 
 Status Comm::recv(void* buf, size_t count, DataType type, int peer, Stream stream) {
-  Status st = validate(*impl_, "recv", buf, buf, count, static_cast<int>(type), kNoOp, kNoRoot, 1);
-  if (st.isOk()) st = checkPeer(*impl_, "recv", peer, cuda::groupDepth() > 0);
+  Status st = validateP2p(*impl_, false, buf, count, type, peer, cuda::groupDepth() > 0, false);
   return cuda::submit(*this, impl_->gpu.get(), st,
                       work(cuda::WorkKind::kRecv, nullptr, buf, count, type, RedOp::kSum, peer), stream);
 }

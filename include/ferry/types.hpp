@@ -50,6 +50,11 @@ inline constexpr int kNumRedOps = 5;
 bool isValidDataType(int value);
 bool isValidRedOp(int value);
 
+/// "0..11: int8, uint8, ..." and "0..4: sum, prod, ...": the valid values, from the name tables,
+/// for error messages.
+const char* dataTypeList();
+const char* redOpList();
+
 /// Size in bytes of one element.
 size_t dataTypeSize(DataType type);
 /// Lower-case name ("float32", "bfloat16").

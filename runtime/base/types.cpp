@@ -1,5 +1,7 @@
 #include "ferry/types.hpp"
 
+#include <string>
+
 namespace ferry {
 
 bool isValidDataType(int value) { return value >= 0 && value < kNumDataTypes; }
@@ -55,6 +57,25 @@ const char* redOpName(RedOp op) {
 bool isFloatingPoint(DataType type) {
   return type == DataType::kFloat16 || type == DataType::kFloat32 || type == DataType::kFloat64 ||
          type == DataType::kBfloat16 || type == DataType::kFloat8e4m3 || type == DataType::kFloat8e5m2;
+}
+
+namespace {
+template <typename Name>
+std::string listOf(int n, Name name) {
+  std::string s = "0.." + std::to_string(n - 1) + ":";
+  for (int v = 0; v < n; ++v) s += std::string(v == 0 ? " " : ", ") + name(v);
+  return s;
+}
+}  // namespace
+
+const char* dataTypeList() {
+  static const std::string list = listOf(kNumDataTypes, [](int v) { return dataTypeName(static_cast<DataType>(v)); });
+  return list.c_str();
+}
+
+const char* redOpList() {
+  static const std::string list = listOf(kNumRedOps, [](int v) { return redOpName(static_cast<RedOp>(v)); });
+  return list.c_str();
 }
 
 }  // namespace ferry

@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 
+#include "runtime/base/call_check.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/group.hpp"
@@ -11,66 +12,61 @@
 namespace ferry::nccl {
 namespace {
 
-bool needsSend(const Op& o, int rank) {
-  switch (o.kind) {
-    case OpKind::kRecv: return false;
-    case OpKind::kBroadcast: return rank == o.peer;
-    default: return true;
-  }
-}
-
-bool needsRecv(const Op& o, int rank) {
-  switch (o.kind) {
-    case OpKind::kSend: return false;
-    case OpKind::kReduce: return rank == o.peer;
-    default: return true;
-  }
-}
-
 bool reduces(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter; }
 
 }  // namespace
 
+CallKind callKind(OpKind k) {
+  switch (k) {
+    case OpKind::kAllReduce: return CallKind::kAllReduce;
+    case OpKind::kBroadcast: return CallKind::kBroadcast;
+    case OpKind::kReduce: return CallKind::kReduce;
+    case OpKind::kAllGather: return CallKind::kAllGather;
+    case OpKind::kReduceScatter: return CallKind::kReduceScatter;
+    case OpKind::kSend: return CallKind::kSend;
+    case OpKind::kRecv: return CallKind::kRecv;
+  }
+  return CallKind::kAllReduce;
+}
+
 Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   const char* fn = op->fn;
   if (comm == nullptr) return argError(fn, "comm is NULL");
-  if (!isValidDataType(raw.type)) {
-    return argError(fn, "datatype %d is not valid (expected 0..9: int8, uint8, int32, uint32, int64, uint64, "
-                        "float16, float32, float64, bfloat16)", raw.type);
+  // A reduction handle past the built-in ones names a PreMulSum reduction of this communicator.
+  int builtIn = raw.redOp;
+  if (reduces(op->kind) && raw.redOp >= ncclNumOps) {
+    op->preMul = comm->redOps.find(raw.redOp);
+    if (!op->preMul) {
+      return argError(fn, "op %d on rank %d is neither a built-in reduction (%s) nor a live PreMulSum reduction of "
+                          "this communicator", raw.redOp, comm->rank, redOpList());
+    }
+    builtIn = static_cast<int>(RedOp::kSum);
   }
+  // Every other argument: the checks the C++ API runs (runtime/base/call_check.hpp).
+  CallArgs a;
+  a.kind = callKind(op->kind);
+  a.send = op->send;
+  a.recv = op->recv;
+  a.count = op->count;
+  a.type = raw.type;
+  a.op = builtIn;
+  a.root = op->peer;
+  a.peerMayBeSelf = true;  // a copy to this rank, which pairs inside a group (NCCL allows it)
+  // Device buffers go to the stream-ordered overloads; host buffers keep the blocking host calls.
+  op->device = cuda::pointerKind(op->send) == cuda::MemKind::kDevice ||
+               cuda::pointerKind(op->recv) == cuda::MemKind::kDevice;
+  a.hostBuffers = !op->device;
+  if (op->kind == OpKind::kRecv) a.send = nullptr;
+  if (op->kind == OpKind::kSend) a.recv = nullptr;
+  Status st = checkCall(fn, a, comm->rank, comm->size);
+  if (!st.isOk()) return st;
   op->type = static_cast<DataType>(raw.type);
   if (reduces(op->kind)) {
-    if (raw.redOp >= 0 && raw.redOp < ncclNumOps) {
-      op->op = static_cast<RedOp>(raw.redOp);
-    } else {
-      op->preMul = comm->redOps.find(raw.redOp);
-      if (!op->preMul) {
-        return argError(fn, "op %d is neither a built-in reduction (0..4: sum, prod, max, min, avg) nor a live "
-                            "PreMulSum reduction of this communicator", raw.redOp);
-      }
-      if (op->preMul->type != op->type) {
-        return argError(fn, "PreMulSum op %d was created for %s but the call uses %s", raw.redOp,
-                        dataTypeName(op->preMul->type), dataTypeName(op->type));
-      }
-      op->op = RedOp::kSum;
+    if (op->preMul && op->preMul->type != op->type) {
+      return argError(fn, "PreMulSum op %d was created for %s but the call uses %s", raw.redOp,
+                      dataTypeName(op->preMul->type), dataTypeName(op->type));
     }
-  }
-  const bool rooted = op->kind == OpKind::kBroadcast || op->kind == OpKind::kReduce;
-  if ((rooted || op->pointToPoint()) && (op->peer < 0 || op->peer >= comm->size)) {
-    return argError(fn, "%s %d is out of range (expected 0 <= %s < %d)", rooted ? "root" : "peer", op->peer,
-                    rooted ? "root" : "peer", comm->size);
-  }
-  const size_t perRank = op->kind == OpKind::kAllGather || op->kind == OpKind::kReduceScatter
-                             ? static_cast<size_t>(comm->size) : 1;
-  if (op->count > std::numeric_limits<size_t>::max() / dataTypeSize(op->type) / perRank) {
-    return argError(fn, "count %zu of %s%s overflows the address space", op->count, dataTypeName(op->type),
-                    perRank > 1 ? " per rank" : "");
-  }
-  if (op->count > 0 && needsSend(*op, comm->rank) && op->send == nullptr) {
-    return argError(fn, "send buffer is NULL with count %zu on rank %d", op->count, comm->rank);
-  }
-  if (op->count > 0 && needsRecv(*op, comm->rank) && op->recv == nullptr) {
-    return argError(fn, "receive buffer is NULL with count %zu on rank %d", op->count, comm->rank);
+    op->op = static_cast<RedOp>(builtIn);
   }
   return Status::ok();
 }
@@ -127,9 +123,6 @@ Status runOnStream(Comm& comm, const Op& o) {
 
 Outcome submit(ncclComm_t comm, const RawArgs& raw, Op op) {
   Status st = prepare(comm, raw, &op);
-  // Device buffers go to the stream-ordered overloads; host buffers keep the blocking host calls.
-  op.device = cuda::pointerKind(op.send) == cuda::MemKind::kDevice ||
-              cuda::pointerKind(op.recv) == cuda::MemKind::kDevice;
   if (inGroup()) {
     // NCCL's rule: the call reports its own error, and the group's end reports it again.
     if (!st.isOk()) {

@@ -34,8 +34,8 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
   CHECK_NCCL(ncclCommAbort(NULL));
 
   /* Bad data type, reduction, root, peer, count and buffers. */
-  CHECK_FAILS(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument, "datatype 42");
-  CHECK_FAILS(ncclAllGather(buf, buf, 4, (ncclDataType_t)-1, comm, NULL), ncclInvalidArgument, "datatype -1");
+  CHECK_FAILS(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument, "type 42 is not a data type");
+  CHECK_FAILS(ncclAllGather(buf, buf, 4, (ncclDataType_t)-1, comm, NULL), ncclInvalidArgument, "type -1");
   CHECK_FAILS(ncclAllReduce(buf, buf, 4, ncclFloat32, (ncclRedOp_t)99, comm, NULL), ncclInvalidArgument, "op 99");
   CHECK_FAILS(ncclBroadcast(buf, buf, 4, ncclFloat32, n, comm, NULL), ncclInvalidArgument, "root");
   CHECK_FAILS(ncclReduce(buf, buf, 4, ncclFloat32, ncclSum, -1, comm, NULL), ncclInvalidArgument, "root -1");
@@ -43,11 +43,26 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
   CHECK_FAILS(ncclSend(buf, 4, ncclFloat32, n, comm, NULL), ncclInvalidArgument, "peer");
   CHECK_FAILS(ncclRecv(buf, 4, ncclFloat32, -2, comm, NULL), ncclInvalidArgument, "peer -2");
   CHECK_FAILS(ncclAllReduce(buf, buf, SIZE_MAX / 2, ncclFloat32, ncclSum, comm, NULL), ncclInvalidArgument,
-              "overflows");
+              "larger than the address space");
   CHECK_FAILS(ncclAllGather(buf, buf, SIZE_MAX / 4 / (size_t)n + 1, ncclFloat32, comm, NULL), ncclInvalidArgument,
-              "overflows");
+              "larger than the address space");
   CHECK_FAILS(ncclReduceScatter(buf, buf, SIZE_MAX / 8 + 1, ncclFloat64, ncclSum, comm, NULL), ncclInvalidArgument,
-              "overflows");
+              "larger than the address space");
+  /* One-byte types overflow nothing, but no buffer that large can exist (these crashed once). */
+  CHECK_FAILS(ncclAllReduce(buf, buf, (size_t)1 << 62, ncclInt8, ncclSum, comm, NULL), ncclInvalidArgument,
+              "larger than the address space");
+  CHECK_FAILS(ncclBroadcast(buf, buf, SIZE_MAX, ncclUint8, 0, comm, NULL), ncclInvalidArgument,
+              "larger than the address space");
+  CHECK_FAILS(ncclAllGather(buf, buf, (size_t)1 << 62, ncclUint8, comm, NULL), ncclInvalidArgument,
+              "larger than the address space");
+  CHECK_FAILS(ncclBroadcast(buf, buf, 4, ncclFloat32, INT32_MIN, comm, NULL), ncclInvalidArgument,
+              "root -2147483648 is out of range");
+  CHECK_FAILS(ncclReduce(buf, buf, 4, ncclFloat32, ncclSum, INT32_MIN, comm, NULL), ncclInvalidArgument,
+              "root -2147483648");
+  CHECK_FAILS(ncclAllReduce(buf, buf, 4, ncclFloat32, (ncclRedOp_t)-2, comm, NULL), ncclInvalidArgument,
+              "op -2 is not a reduction");
+  CHECK_FAILS(ncclAllReduce(buf, buf + 1, 2, ncclFloat32, ncclSum, comm, NULL), ncclInvalidArgument,
+              "overlap without being in place");
   CHECK_FAILS(ncclAllReduce(NULL, buf, 4, ncclFloat32, ncclSum, comm, NULL), ncclInvalidArgument, "send buffer");
   CHECK_FAILS(ncclAllReduce(buf, NULL, 4, ncclFloat32, ncclSum, comm, NULL), ncclInvalidArgument, "receive buffer");
 

@@ -96,9 +96,9 @@ int test_group_nesting_and_errors(ncclComm_t comm, int rank, int n) {
 
   y = -1;
   CHECK_NCCL(ncclGroupStart());
-  CHECK_FAILS(ncclAllReduce(&x, &y, 1, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument, "datatype 42");
+  CHECK_FAILS(ncclAllReduce(&x, &y, 1, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument, "type 42");
   CHECK_NCCL(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL));
-  CHECK_FAILS(ncclGroupEnd(), ncclInvalidArgument, "datatype 42");
+  CHECK_FAILS(ncclGroupEnd(), ncclInvalidArgument, "type 42");
   CHECK(y == -1, "a failed group must run nothing (y = %d)", y);
 
   CHECK_FAILS(ncclGroupEnd(), ncclInvalidUsage, "no group is open");

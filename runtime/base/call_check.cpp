@@ -1,0 +1,177 @@
+#include "runtime/base/call_check.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "ferry/types.hpp"
+
+namespace ferry {
+namespace {
+
+enum class Root { kNone, kRoot, kPeer };
+enum class Need { kAlways, kAtRoot, kNever };
+// Where an in-place call's output starts relative to its input (NCCL's definitions):
+// kSame: the same buffer; kRecvBlock: the input is this rank's block of the output (allGather);
+// kSendBlock: the output is this rank's block of the input (reduceScatter).
+enum class InPlace { kSame, kRecvBlock, kSendBlock };
+
+struct Rule {
+  const char* name;
+  bool reduces;
+  Root root;
+  bool sendPerRank;  // the send buffer holds count elements per rank
+  bool recvPerRank;
+  Need send;
+  Need recv;
+  InPlace inPlace;
+};
+
+// One row per CallKind, in its order.
+constexpr Rule kRules[] = {
+    {"allReduce", true, Root::kNone, false, false, Need::kAlways, Need::kAlways, InPlace::kSame},
+    {"reduceScatter", true, Root::kNone, true, false, Need::kAlways, Need::kAlways, InPlace::kSendBlock},
+    {"allGather", false, Root::kNone, false, true, Need::kAlways, Need::kAlways, InPlace::kRecvBlock},
+    {"allToAll", false, Root::kNone, true, true, Need::kAlways, Need::kAlways, InPlace::kSame},
+    {"broadcast", false, Root::kRoot, false, false, Need::kAtRoot, Need::kAlways, InPlace::kSame},
+    {"reduce", true, Root::kRoot, false, false, Need::kAlways, Need::kAtRoot, InPlace::kSame},
+    {"send", false, Root::kPeer, false, false, Need::kAlways, Need::kNever, InPlace::kSame},
+    {"recv", false, Root::kPeer, false, false, Need::kNever, Need::kAlways, InPlace::kSame},
+};
+static_assert(sizeof(kRules) / sizeof(kRules[0]) == static_cast<size_t>(CallKind::kRecv) + 1);
+
+// One past the highest address a buffer of this process can reach: the next power of two above
+// every mapping (the stack sits at the top of the user address space), so 2^47 on x86-64 with
+// four-level page tables. A range ending beyond it cannot be memory the caller owns.
+uintptr_t addressCeiling() {
+  static const uintptr_t ceiling = [] {
+    uintptr_t top = 0;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      if (line.find("[vsyscall]") != std::string::npos) continue;  // a fixed kernel page, not user memory
+      uintptr_t from = 0, to = 0;
+      if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &from, &to) == 2 && to > top) top = to;
+    }
+    if (top == 0) return std::numeric_limits<uintptr_t>::max();
+    uintptr_t c = uintptr_t{1} << 40;
+    while (c < top && c <= (std::numeric_limits<uintptr_t>::max() >> 1)) c <<= 1;
+    return c;
+  }();
+  return ceiling;
+}
+
+bool pageMapped(uintptr_t addr) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  unsigned char resident = 0;
+  return mincore(reinterpret_cast<void*>(addr & ~(page - 1)), 1, &resident) == 0 || errno != ENOMEM;
+}
+
+// Host buffers this large are probed (two system calls): moving them costs far more.
+constexpr size_t kProbeBytes = size_t{1} << 20;
+
+bool needs(Need n, bool isRoot) { return n == Need::kAlways || (n == Need::kAtRoot && isRoot); }
+
+}  // namespace
+
+const char* callKindName(CallKind kind) { return kRules[static_cast<size_t>(kind)].name; }
+
+Status checkCall(const char* fn, const CallArgs& a, int rank, int size) {
+  auto bad = [&](const std::string& what) {
+    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank, what.c_str());
+  };
+  const Rule& rule = kRules[static_cast<size_t>(a.kind)];
+  if (!isValidDataType(a.type)) {
+    return bad("type " + std::to_string(a.type) + " is not a data type (expected " + dataTypeList() + ")");
+  }
+  if (rule.reduces && !isValidRedOp(a.op)) {
+    return bad("op " + std::to_string(a.op) + " is not a reduction (expected " + redOpList() + ")");
+  }
+  if (rule.root == Root::kRoot && (a.root < 0 || a.root >= size)) {
+    return bad("root " + std::to_string(a.root) + " is out of range (expected 0 <= root < " + std::to_string(size) +
+               ")");
+  }
+  if (rule.root == Root::kPeer && (a.root < 0 || a.root >= size || (a.root == rank && !a.peerMayBeSelf))) {
+    return bad("peer " + std::to_string(a.root) + " is invalid (expected 0 <= peer < " + std::to_string(size) +
+               (a.peerMayBeSelf ? "" : ", peer != " + std::to_string(rank)) + ")");
+  }
+  const bool isRoot = a.root == rank;
+  const bool useSend = needs(rule.send, isRoot) && a.count > 0;
+  const bool useRecv = needs(rule.recv, isRoot) && a.count > 0;
+  const size_t es = dataTypeSize(static_cast<DataType>(a.type));
+  const uintptr_t ceiling = addressCeiling();
+  // Bytes of one buffer, or 0 with `error` set when it cannot exist.
+  auto bytesOf = [&](bool perRank, const char* which, std::string* error) -> size_t {
+    const size_t multiple = perRank ? static_cast<size_t>(size) : 1;
+    if (a.count > ceiling / es / multiple) {
+      *error = "count " + std::to_string(a.count) + " of " + dataTypeName(static_cast<DataType>(a.type)) +
+               (perRank ? " x " + std::to_string(size) + " ranks" : std::string()) + " makes the " + which +
+               " buffer larger than the address space (expected count <= " + std::to_string(ceiling / es / multiple) +
+               ")";
+      return 0;
+    }
+    return a.count * es * multiple;
+  };
+  std::string error;
+  const size_t sendBytes = bytesOf(rule.sendPerRank, "send", &error);
+  if (!error.empty()) return bad(error);
+  const size_t recvBytes = bytesOf(rule.recvPerRank, "receive", &error);
+  if (!error.empty()) return bad(error);
+  const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
+  auto checkRange = [&](bool used, uintptr_t p, size_t bytes, const char* which) -> Status {
+    if (!used) return Status::ok();
+    if (p == 0) return bad(std::string(which) + " buffer is null with count " + std::to_string(a.count));
+    if (p > ceiling || bytes > ceiling - p) {
+      char text[160];
+      std::snprintf(text, sizeof(text), "%s buffer 0x%" PRIxPTR " + %zu bytes ends beyond the address space (0x%" PRIxPTR
+                    ")", which, p, bytes, ceiling);
+      return bad(text);
+    }
+    if (a.hostBuffers && bytes >= kProbeBytes && (!pageMapped(p) || !pageMapped(p + bytes - 1))) {
+      char text[200];
+      std::snprintf(text, sizeof(text), "%s buffer [0x%" PRIxPTR ", 0x%" PRIxPTR ") is not mapped memory (count %zu "
+                    "is larger than the buffer?)", which, p, p + bytes, a.count);
+      return bad(text);
+    }
+    return Status::ok();
+  };
+  FERRY_TRY(checkRange(useSend, s, sendBytes, "send"));
+  FERRY_TRY(checkRange(useRecv, r, recvBytes, "receive"));
+  if (useSend && useRecv && s < r + recvBytes && r < s + sendBytes) {
+    const size_t block = a.count * es * static_cast<size_t>(rank);
+    bool exact = false;
+    const char* rule_text = "";
+    switch (rule.inPlace) {
+      case InPlace::kSame:
+        exact = s == r;
+        rule_text = "send == recv";
+        break;
+      case InPlace::kRecvBlock:
+        exact = s == r + block;
+        rule_text = "send == recv + rank * count elements";
+        break;
+      case InPlace::kSendBlock:
+        exact = r == s + block;
+        rule_text = "recv == send + rank * count elements";
+        break;
+    }
+    if (!exact) {
+      char text[320];
+      std::snprintf(text, sizeof(text),
+                    "send buffer [0x%" PRIxPTR ", +%zu) and receive buffer [0x%" PRIxPTR ", +%zu) overlap without "
+                    "being in place (expected disjoint buffers, or %s)",
+                    s, sendBytes, r, recvBytes, rule_text);
+      return bad(text);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace ferry
