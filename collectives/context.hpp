@@ -31,6 +31,7 @@ struct CallTrace {
   std::atomic<uint64_t> seq{0};           ///< sequence number of the current or last call
   std::atomic<const char*> call{nullptr}; ///< static description of the kind ("allReduce")
   std::atomic<size_t> count{0};
+  std::atomic<uint64_t> desc{0};          ///< kind, type, op and root of the call (packDesc)
   std::atomic<const char*> phase{""};
   std::atomic<int> step{0};
   std::atomic<int> steps{0};
@@ -38,6 +39,16 @@ struct CallTrace {
   std::atomic<bool> active{false};
   std::atomic<int64_t> startNs{0};        ///< steady clock, when the call started
 };
+
+/// A call's kind, type, op and root in one word, and back (its count travels apart).
+inline uint64_t packDesc(const OpDesc& d) {
+  return (static_cast<uint64_t>(d.kind) & 0xFF) | (static_cast<uint64_t>(d.type) & 0xFF) << 8 |
+         (static_cast<uint64_t>(d.op) & 0xFF) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(d.root)) << 32;
+}
+inline OpDesc unpackDesc(uint64_t v, size_t count) {
+  return OpDesc{static_cast<OpKind>(v & 0xFF), count, static_cast<DataType>((v >> 8) & 0xFF),
+                static_cast<RedOp>((v >> 16) & 0xFF), static_cast<int>(static_cast<uint32_t>(v >> 32))};
+}
 
 /// Host memory for intermediate results, owned by the communicator and grown on demand.
 class Scratch {
@@ -108,6 +119,22 @@ struct Context {
   /// in memory its peers map (ferry::hostAlloc). Every rank looks in the same calls at the same
   /// headers, so every rank holds the same value: the tuner may choose by it.
   bool peersShared = false;
+  /// Calls of this rank that no peer's call was compared with yet, per peer, oldest first: a rank
+  /// whose part waits on no peer (a small broadcast's root, a small reduce's senders) compares its
+  /// call with each peer's call log once that peer noted the same call (Exec::finish). A ring of
+  /// the arena's ring depth per peer: a peer's log holds no older calls.
+  struct Unchecked {
+    uint64_t seq;
+    uint32_t digest;
+    OpDesc desc;
+  };
+  struct UncheckedRing {
+    std::vector<Unchecked> entries;
+    size_t head = 0;  // oldest
+    size_t size = 0;
+  };
+  std::vector<UncheckedRing> unchecked;
+  size_t uncheckedCount = 0;
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };
@@ -199,6 +226,13 @@ class Exec {
   const uint8_t* lineData(int r) {
     return static_cast<const uint8_t*>(ctx_.arena->lineSlot(r, seq_)) + sizeof(transport::LineHeader);
   }
+  /// After the call succeeded on this rank: where it compared its call with no peer's (it waited
+  /// on none), compare it with the call log of every peer that has noted the same call, and keep
+  /// the others for later calls; compare what earlier calls kept. kMismatch names both calls.
+  Status finish() {
+    if (compared_ && ctx_.uncheckedCount == 0) return Status::ok();
+    return checkUnchecked();
+  }
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
   Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
   /// Where [remote, remote + bytes) of `peer` is mapped here (it lies in memory the peer
@@ -229,6 +263,7 @@ class Exec {
   Status failure(int peer, bool sending, Status why);
   Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
+  Status checkUnchecked();
   /// Start the call's clock and deadline, at its first wait that blocks: a stream of small calls
   /// that never block then reads no clock (two reads were a quarter of a small broadcast's time
   /// on a virtual machine where one takes 56 ns).
@@ -242,6 +277,8 @@ class Exec {
   uint32_t algorithm_ = 0;
   uint32_t protocol_ = 0;
   bool announced_ = false;
+  bool compared_ = false;  // this call was compared with at least one peer's
+  uint32_t digest_ = 0;    // of the call as announced (kind, count, type, op, root, algorithm, protocol)
   double timeout_;
   bool clockStarted_ = false;
   Deadline deadline_;  // valid once clockStarted_

@@ -52,6 +52,7 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, do
     t->seq.store(seq, std::memory_order_relaxed);
     t->call.store(opKindName(desc.kind), std::memory_order_relaxed);
     t->count.store(desc.count, std::memory_order_relaxed);
+    t->desc.store(packDesc(desc), std::memory_order_relaxed);
     t->phase.store("", std::memory_order_relaxed);
     t->peer.store(-1, std::memory_order_relaxed);
     t->startNs.store(0, std::memory_order_relaxed);  // set by startClock()
@@ -131,6 +132,28 @@ Status Exec::failure(int peer, bool sending, Status why) {
                    peer, why.message().c_str());
 }
 
+namespace {
+
+bool reduces(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter; }
+
+// A 32-bit digest of everything ranks must agree on in a call: equal calls give equal digests,
+// and two that differ in any field collide with probability 2^-32.
+uint32_t callDigest(const OpDesc& d, uint32_t algorithm, uint32_t protocol) {
+  uint64_t x = static_cast<uint64_t>(d.kind) | static_cast<uint64_t>(d.type) << 8 |
+               static_cast<uint64_t>(reduces(d.kind) ? static_cast<uint32_t>(d.op) : 0u) << 16 |
+               static_cast<uint64_t>(algorithm & 0xFF) << 24 | static_cast<uint64_t>(protocol & 0xFF) << 32;
+  x ^= d.count * 0x9E3779B97F4A7C15ull;
+  x ^= static_cast<uint64_t>(static_cast<uint32_t>(d.root)) * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 32;
+  return static_cast<uint32_t>(x);
+}
+
+}  // namespace
+
 void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, const void* addr1) {
   if (ctx_.arena == nullptr || tagClass_ != TagClass::kCollective) return;
   algorithm_ = algorithm;
@@ -155,7 +178,8 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
   uint32_t bits = 0;
   if (addr0 != nullptr) bits |= 1u | (ctx_.arena->mappable(addr0, 1) ? 2u : 0u);
   if (addr1 != nullptr) bits |= 4u | (ctx_.arena->mappable(addr1, 1) ? 8u : 0u);
-  ctx_.arena->noteCall(seq_, bits);
+  digest_ = callDigest(desc_, algorithm, protocol);
+  ctx_.arena->noteCall(seq_, bits, digest_);
 }
 
 void Exec::post(int phase) { ctx_.arena->post((seq_ << kPhaseBits) + static_cast<uint64_t>(phase)); }
@@ -172,11 +196,7 @@ Status Exec::checkPeerCall(int peer) {
 }
 
 Status Exec::compareCall(int peer, const OpDesc& theirs, uint32_t algorithm, uint32_t protocol) {
-  const bool sameCall = theirs.kind == desc_.kind && theirs.count == desc_.count && theirs.type == desc_.type &&
-                        (theirs.op == desc_.op || !(desc_.kind == OpKind::kAllReduce || desc_.kind == OpKind::kReduce ||
-                                                    desc_.kind == OpKind::kReduceScatter)) &&
-                        theirs.root == desc_.root;
-  if (!sameCall) {
+  if (!sameCall(theirs, desc_)) {
     return failure(peer, false,
                    makeError(ErrorCode::kMismatch, "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s",
                              peer, describe(theirs).c_str(), static_cast<unsigned long long>(seq_), ctx_.rank,
@@ -195,6 +215,7 @@ Status Exec::compareCall(int peer, const OpDesc& theirs, uint32_t algorithm, uin
                              peer, describe(desc_).c_str(), name(algorithm, protocol).c_str(), ctx_.rank,
                              name(algorithm_, protocol_).c_str()));
   }
+  compared_ = true;
   return Status::ok();
 }
 
@@ -262,7 +283,54 @@ Result<const uint8_t*> Exec::awaitLine(int peer) {
     return failure(peer, false, makeError(ErrorCode::kInternalError, "rank %d's line slot of call #%llu does not decode",
                                           peer, static_cast<unsigned long long>(seq_)));
   }
+  compared_ = compared_ || ctx_.checkMismatch;
   return reinterpret_cast<const uint8_t*>(h + 1);
+}
+
+Status Exec::checkUnchecked() {
+  const size_t n = static_cast<size_t>(ctx_.size);
+  if (ctx_.arena == nullptr || !ctx_.checkMismatch || !announced_ || tagClass_ != TagClass::kCollective) {
+    return Status::ok();
+  }
+  const size_t depth = ctx_.arena->ringDepth();
+  if (ctx_.unchecked.size() != n) {
+    ctx_.unchecked.assign(n, {});
+    for (auto& q : ctx_.unchecked) q.entries.resize(depth);
+  }
+  for (size_t p = 0; p < n; ++p) {
+    if (static_cast<int>(p) == ctx_.rank) continue;
+    Context::UncheckedRing& q = ctx_.unchecked[p];
+    if (!compared_) {
+      if (q.size == depth) {  // the oldest can no longer be in the peer's log
+        q.head = (q.head + 1) % depth;
+        --q.size;
+        --ctx_.uncheckedCount;
+      }
+      q.entries[(q.head + q.size) % depth] = {seq_, digest_, desc_};
+      ++q.size;
+      ++ctx_.uncheckedCount;
+    }
+    while (q.size > 0) {
+      const Context::Unchecked& u = q.entries[q.head];
+      uint32_t bits = 0, theirs = 0;
+      if (!ctx_.arena->callBits(static_cast<int>(p), u.seq, &bits, &theirs)) break;  // not there yet
+      if (theirs != u.digest) {
+        const int peer = static_cast<int>(p);
+        // The peer's header still holds that call while it has not run two more: name its fields.
+        if (u.seq == seq_) FERRY_TRY(checkPeerCall(peer));
+        return failure(peer, false,
+                       makeError(ErrorCode::kMismatch,
+                                 "collective mismatch: rank %d's call #%llu differs from rank %d's %s (in the "
+                                 "collective, count, type, op, root or FERRY_ALGO/FERRY_PROTO; found at call #%llu)",
+                                 peer, static_cast<unsigned long long>(u.seq), ctx_.rank, describe(u.desc).c_str(),
+                                 static_cast<unsigned long long>(seq_)));
+      }
+      q.head = (q.head + 1) % depth;
+      --q.size;
+      --ctx_.uncheckedCount;
+    }
+  }
+  return Status::ok();
 }
 
 Status Exec::claimSlots(uint64_t depth) {
@@ -383,6 +451,20 @@ uint64_t Exec::peerAddr(int peer, int which) {
 Status Exec::checkReceive(Request* req) {
   const OpDesc& mine = req->cookie != 0 ? *reinterpret_cast<const OpDesc*>(req->cookie) : desc_;
   if (ctx_.checkMismatch) {
+    // Collectives run in the same order on every rank: a message of another call number is left
+    // over from a call the ranks did not agree on (a sender that took itself for the root).
+    if (tagClass_ == TagClass::kCollective && tagSeq(req->peerTag) != (seq_ & kSeqMask)) {
+      return failure(req, makeError(ErrorCode::kMismatch,
+                                    "collective mismatch: rank %d sent data of its call #%llu (mod %llu) to this "
+                                    "rank's call #%llu, %s: the ranks disagreed on an earlier call (its root, "
+                                    "count or kind; rank %d's message %s)",
+                                    req->peer, static_cast<unsigned long long>(tagSeq(req->peerTag)),
+                                    static_cast<unsigned long long>(kSeqMask + 1),
+                                    static_cast<unsigned long long>(seq_), describe(mine).c_str(), req->peer,
+                                    tagFingerprint(req->peerTag) == fingerprint(mine)
+                                        ? "has this call's description"
+                                        : explainMismatch(mine, tagFingerprint(req->peerTag)).c_str()));
+    }
     uint32_t theirs = tagFingerprint(req->peerTag);
     if (theirs != fingerprint(mine)) {
       return failure(req, makeError(ErrorCode::kMismatch, "collective mismatch: rank %d %s (its call #%llu) while rank %d runs %s",
@@ -397,6 +479,7 @@ Status Exec::checkReceive(Request* req) {
                                   "passed different counts)",
                                   req->peer, req->received, ctx_.rank, req->bytes));
   }
+  compared_ = compared_ || ctx_.checkMismatch;
   return Status::ok();
 }
 

@@ -57,6 +57,11 @@ std::string describe(const OpDesc& d) {
   return buf;
 }
 
+bool sameCall(const OpDesc& a, const OpDesc& b) {
+  return a.kind == b.kind && a.count == b.count && a.type == b.type && a.root == b.root &&
+         (a.op == b.op || !hasOp(a.kind));
+}
+
 std::string explainMismatch(const OpDesc& mine, uint32_t theirs) {
   uint32_t ours = fingerprint(mine);
   uint32_t kind = theirs >> 20;

@@ -46,6 +46,8 @@ constexpr int kTunerAgreementRoot = -2;
 uint32_t fingerprint(const OpDesc& d);
 /// "allReduce(count=1024, float32, sum)"; the tuner's agreement call says what it is.
 std::string describe(const OpDesc& d);
+/// Whether two ranks' calls agree: kind, count, type, root, and op where the call reduces.
+bool sameCall(const OpDesc& a, const OpDesc& b);
 /// Explain how a peer's fingerprint differs from ours: "runs broadcast", "uses float16", "uses a
 /// different count or root".
 std::string explainMismatch(const OpDesc& mine, uint32_t theirs);

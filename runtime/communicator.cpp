@@ -183,6 +183,8 @@ struct Comm::Impl {
                          static_cast<unsigned long long>(s), rank, st.message().c_str());
         }
       }
+      // A rank that waited on no peer compares its call with theirs from their call logs.
+      if (st.isOk() && arena) st = ex.finish();
       if (st.isOk() && choice.trial >= 0) tuner->record(choice, steadyNs());
     } else {
       st = body(ex, Plan{});
@@ -202,7 +204,9 @@ struct Comm::Impl {
         st.message().find("have not reached") == std::string::npos) {
       // Over messages nothing shows where the other ranks are: ask them (those blocked in ferry
       // answer within milliseconds; the rest are named as not answering).
-      error = Status(st.code(), st.message() + "; " + watchdog->whoIsBehind(ex.seq(), 1.0));
+      bool mismatch = false;
+      std::string where = watchdog->whoIsBehind(ex.seq(), 1.0, ex.desc(), &mismatch);
+      error = Status(mismatch ? ErrorCode::kMismatch : st.code(), st.message() + "; " + where);
     }
     FERRY_WARN(log::kColl, "%s", error.message().c_str());
     // Retire what the failed call posted before its buffers go back to the caller.

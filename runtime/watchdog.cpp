@@ -16,6 +16,9 @@ constexpr size_t kStatusBytes = 1024;
 // [u8 active][its state line].
 constexpr uint32_t kQuery = 1, kAnswer = 2;
 constexpr size_t kStatusHead = 4 + 8;
+// An answer after the head: call number (8), active (1), the call's packed description (8) and
+// count (8), then the state line.
+constexpr size_t kAnswerFixed = 8 + 1 + 8 + 8;
 }  // namespace
 
 Watchdog::Watchdog(transport::Transport* transport, int rank, std::vector<PeerInfo> peers, double checkSeconds)
@@ -72,13 +75,17 @@ void Watchdog::checkStatus() {
     std::memcpy(&seq, statusBuffer_.data() + 4, 8);
     const int from = status_.source;
     if (kind == kQuery && trace_ != nullptr) {
-      std::string payload(kStatusHead + 9, '\0');
+      std::string payload(kStatusHead + kAnswerFixed, '\0');
       const uint64_t at = trace_->seq.load(std::memory_order_relaxed);
       const uint8_t active = trace_->active.load(std::memory_order_acquire) ? 1 : 0;
       std::memcpy(payload.data(), &kAnswer, 4);
       std::memcpy(payload.data() + 4, &seq, 8);
       std::memcpy(payload.data() + 12, &at, 8);
       payload[20] = static_cast<char>(active);
+      const uint64_t desc = trace_->desc.load(std::memory_order_relaxed);
+      const uint64_t count = trace_->count.load(std::memory_order_relaxed);
+      std::memcpy(payload.data() + 21, &desc, 8);
+      std::memcpy(payload.data() + 29, &count, 8);
       payload += describeState(commId_, rank_, size_, *trace_).substr(0, kStatusBytes - payload.size());
       statusSends_.emplace_back();
       Outgoing& o = statusSends_.back();
@@ -86,12 +93,17 @@ void Watchdog::checkStatus() {
       if (!transport_->postSend(from, kStatusTag, o.payload.data(), o.payload.size(), &o.request).isOk()) {
         statusSends_.pop_back();
       }
-    } else if (kind == kAnswer && status_.received >= kStatusHead + 9) {
+    } else if (kind == kAnswer && status_.received >= kStatusHead + kAnswerFixed) {
       Answer& a = answers_[static_cast<size_t>(from)];
       a.seq = seq;
       std::memcpy(&a.at, statusBuffer_.data() + 12, 8);
       a.active = statusBuffer_[20] != 0;
-      a.state.assign(statusBuffer_.data() + kStatusHead + 9, status_.received - kStatusHead - 9);
+      uint64_t desc = 0, count = 0;
+      std::memcpy(&desc, statusBuffer_.data() + 21, 8);
+      std::memcpy(&count, statusBuffer_.data() + 29, 8);
+      a.call = coll::unpackDesc(desc, count);
+      a.hasCall = true;
+      a.state.assign(statusBuffer_.data() + kStatusHead + kAnswerFixed, status_.received - kStatusHead - kAnswerFixed);
     }
   }
   // A failed receive (a peer's connection broke under it) is posted again too: others may answer.
@@ -99,7 +111,8 @@ void Watchdog::checkStatus() {
                              statusBuffer_.size(), &status_);
 }
 
-std::string Watchdog::whoIsBehind(uint64_t seq, double seconds) {
+std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch) {
+  *mismatch = false;
   if (transport_ == nullptr || trace_ == nullptr) return "";
   const int n = static_cast<int>(peers_.size());
   std::vector<bool> asked(static_cast<size_t>(n), false);
@@ -131,7 +144,7 @@ std::string Watchdog::whoIsBehind(uint64_t seq, double seconds) {
     }
     checkStatus();
   }
-  std::string behind;
+  std::string behind, differ;
   int count = 0;
   for (int r = 0; r < n; ++r) {
     if (r == rank_) continue;
@@ -145,6 +158,10 @@ std::string Watchdog::whoIsBehind(uint64_t seq, double seconds) {
     } else if (a.at < seq || (a.at == seq && !a.active)) {
       why = a.state;
     } else {
+      if (a.at == seq && a.hasCall && !coll::sameCall(a.call, mine)) {
+        differ += (differ.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " runs " +
+                  coll::describe(a.call);
+      }
       continue;  // in this call, or past it
     }
     behind += (behind.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + why;
@@ -152,7 +169,13 @@ std::string Watchdog::whoIsBehind(uint64_t seq, double seconds) {
   }
   char head[96];
   std::snprintf(head, sizeof(head), "ranks that have not reached call #%llu: ", static_cast<unsigned long long>(seq));
-  return std::string(head) + (count == 0 ? "none (every rank that answered is in it)" : behind);
+  std::string text = std::string(head) + (count == 0 ? "none (every rank that answered is in it)" : behind);
+  if (!differ.empty()) {
+    *mismatch = true;
+    text = "collective mismatch at call #" + std::to_string(seq) + ": rank " + std::to_string(rank_) + " runs " +
+           coll::describe(mine) + "; " + differ + "; " + text;
+  }
+  return text;
 }
 
 Status Watchdog::checkControl() {

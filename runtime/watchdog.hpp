@@ -39,7 +39,9 @@ class Watchdog final : public coll::WaitHooks {
   /// After call #seq timed out here: ask every other rank where it stands, wait up to `seconds`
   /// for the answers, and say which ranks have not reached call #seq, with what each answered
   /// or that it did not answer.
-  std::string whoIsBehind(uint64_t seq, double seconds);
+  /// Ranks that answer from call #seq itself but with another call than `mine` are named as
+  /// such, and `*mismatch` is set (ranks passing different roots wait on each other forever).
+  std::string whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch);
   /// Retire the control receive; the watchdog no longer touches the transport afterwards.
   void stop();
   Status poll(int peer) override;
@@ -102,6 +104,8 @@ class Watchdog final : public coll::WaitHooks {
     uint64_t at = 0;    ///< the answering rank's current or last call
     bool active = false;
     std::string state;  ///< its describeState() line
+    bool hasCall = false;  ///< the answer carried its call's description
+    coll::OpDesc call;
   };
   std::vector<Answer> answers_;  // by rank; seq 0: none yet
 };

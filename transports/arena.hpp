@@ -109,12 +109,14 @@ class Arena {
   /// Where [remote, remote + bytes) of rank `r`'s process is mapped in this one, or null: only
   /// memory the owner allocated as shared memory maps. Valid for the current call.
   virtual const uint8_t* mapped(int r, uint64_t remote, size_t bytes) = 0;
-  /// Record 4 bits about this rank's call `seq` (before posting its phase 1) that peers read with
-  /// callBits() until this rank is far ahead (over ringDepth() calls): unlike the two headers,
-  /// which a rank running two calls ahead rewrites, it outlives any peer still in call `seq`.
-  virtual void noteCall(uint64_t seq, uint32_t bits) = 0;
-  /// Rank `r`'s bits for call `seq`; false if it has not recorded them (or recorded far later calls).
-  virtual bool callBits(int r, uint64_t seq, uint32_t* bits) const = 0;
+  /// Record 4 bits and a 32-bit digest of this rank's call `seq` (before posting its phase 1)
+  /// that peers read with callBits() until this rank is far ahead (over ringDepth() calls):
+  /// unlike the two headers, which a rank running two calls ahead rewrites, it outlives any peer
+  /// still in call `seq`.
+  virtual void noteCall(uint64_t seq, uint32_t bits, uint32_t digest) = 0;
+  /// Rank `r`'s bits (and digest, where asked) for call `seq`; false if it has not recorded them
+  /// (or recorded far later calls).
+  virtual bool callBits(int r, uint64_t seq, uint32_t* bits, uint32_t* digest = nullptr) const = 0;
   /// Whether [addr, addr + bytes) of this process lies in memory peers can map.
   virtual bool mappable(const void* addr, size_t bytes) const = 0;
 };

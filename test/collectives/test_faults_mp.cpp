@@ -151,6 +151,49 @@ TEST_CASE("calls of a few bytes that disagree get a mismatch error", "[mp][fault
   }
 }
 
+// Ranks that pass different roots may each take itself for the root and wait on nobody: at
+// every size and over every transport, each rank must still fail, in that call or at the latest
+// in its next one, with a mismatch that names the roots; nothing times out.
+TEST_CASE("ranks that disagree on the root all fail naming the roots, at every size", "[mp][faults][roots]") {
+  struct Pattern {
+    int ranks;
+    int (*root)(int rank);
+  };
+  const Pattern patterns[] = {{2, [](int r) { return r; }}, {4, [](int r) { return r < 2 ? 0 : 2; }}};
+  for (const Pattern& pattern : patterns) {
+    for (bool reduce : {false, true}) {
+      for (size_t count : {size_t{2}, size_t{16} << 10, size_t{256} << 10}) {
+        INFO((reduce ? "reduce" : "broadcast") << " of " << count << " floats on " << pattern.ranks << " ranks");
+        auto t0 = std::chrono::steady_clock::now();
+        auto outcomes = runRanks(pattern.ranks, [&](Comm& c) -> std::string {
+          std::vector<float> buf(count, static_cast<float>(c.rank() + 1)), out(count);
+          const int root = pattern.root(c.rank());
+          Status s = reduce ? c.reduce(buf.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, root)
+                            : c.broadcast(buf.data(), out.data(), count, DataType::kFloat32, root);
+          std::printf("call: %s\n", s.toString().c_str());
+          if (s.isOk()) {
+            float one = 1.0f;
+            s = c.allReduce(&one, &one, 1, DataType::kFloat32, RedOp::kSum);
+            std::printf("next: %s\n", s.toString().c_str());
+            if (s.isOk()) return "the call with different roots and the next both succeeded";
+          }
+          if (s.message().find("mismatch") == std::string::npos) return "expected a mismatch, got " + s.toString();
+          return "";
+        });
+        CHECK(summarize(outcomes) == "");
+        CHECK(seconds(t0) < 12.0);
+        // Some rank names both roots in full.
+        bool named = false;
+        for (auto& o : outcomes) {
+          named |= o.output.find("root=" + std::to_string(pattern.root(0))) != std::string::npos &&
+                   o.output.find("root=" + std::to_string(pattern.root(pattern.ranks - 1))) != std::string::npos;
+        }
+        CHECK(named);
+      }
+    }
+  }
+}
+
 TEST_CASE("ranks that diverge where the tuner agrees get an error naming its agreement call", "[mp][faults]") {
   // Rank 1 stops all-reducing after k calls of 128 KiB (measured by the tuner's trials) and
   // broadcasts; rank 0 goes on. At the k where rank 0's trials end, its next call is the tuner's

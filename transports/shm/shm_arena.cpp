@@ -61,6 +61,7 @@ constexpr size_t kLineSlotBytes = 1024;
 // can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
 // so an entry outlives every reader by a wide margin.
 constexpr size_t kCallLog = 2 * kRingDepth;
+constexpr uint64_t kLogSeqMask = (uint64_t{1} << 28) - 1;
 // Control page, then the call log.
 constexpr size_t kHead = kPage + (kCallLog * sizeof(uint64_t) + kPage - 1) / kPage * kPage;
 // The shortest spin an adaptive wait keeps (unless FERRY_SPIN_NS asks for less).
@@ -368,14 +369,18 @@ class ShmArena final : public Arena {
     }
   }
 
-  void noteCall(uint64_t seq, uint32_t bits) override {
-    callLog(rank_)[seq % kCallLog].store((seq << 4) | (bits & 15u), std::memory_order_relaxed);
+  // An entry: the low 28 bits of seq, the digest, the 4 bits. An entry is rewritten kCallLog
+  // calls later, so 28 bits of seq tell its call apart from any other a reader can ask about.
+  void noteCall(uint64_t seq, uint32_t bits, uint32_t digest) override {
+    const uint64_t v = (seq & kLogSeqMask) << 36 | uint64_t{digest} << 4 | (bits & 15u);
+    callLog(rank_)[seq % kCallLog].store(v, std::memory_order_relaxed);
   }
 
-  bool callBits(int r, uint64_t seq, uint32_t* bits) const override {
+  bool callBits(int r, uint64_t seq, uint32_t* bits, uint32_t* digest) const override {
     uint64_t v = callLog(r)[seq % kCallLog].load(std::memory_order_relaxed);
-    if ((v >> 4) != seq) return false;
+    if ((v >> 36) != (seq & kLogSeqMask)) return false;
     *bits = static_cast<uint32_t>(v & 15u);
+    if (digest != nullptr) *digest = static_cast<uint32_t>(v >> 4);
     return true;
   }
 
