@@ -93,7 +93,10 @@ write("records", "host-model",
       bytes([1]) + b"ferry-host-model 4 2e-07 1e-05 1.2e+10 3e+10 9e+09 2e+10 8e+09 1.5e-06 2097152 2\n")
 write("records", "control", bytes([2]) + struct.pack("<i", 5) + b"allReduce #3 on rank 1: timed out")
 write("records", "status-query", bytes([3]) + struct.pack("<IQ", 1, 7))
-write("records", "status-answer", bytes([3]) + struct.pack("<IQQB", 2, 7, 6, 1) + b"allReduce #6 step 2/3")
+# An answer: kind, call asked about, call at, active, the call packed (kind 5 = broadcast, float32,
+# root 1) and its count, then the state line.
+write("records", "status-answer",
+      bytes([3]) + struct.pack("<IQQBQQ", 2, 7, 6, 1, 5 | 7 << 8 | 1 << 32, 64) + b"broadcast #6 step 2/3")
 
 # env: NAME=VALUE entries separated by NUL bytes.
 def env(*entries):
