@@ -135,6 +135,18 @@ struct Context {
   };
   std::vector<UncheckedRing> unchecked;
   size_t uncheckedCount = 0;
+  /// Over messages, the last rank of a broadcast's chain sends the root an empty acknowledgement
+  /// (a reduce's root sends one to the head of its chain), which is received lazily
+  /// (Exec::expectAck; checked by Exec::finish, and waited for by Exec::begin when another call
+  /// comes): a rank that took itself for the root receives another rank's data in its place,
+  /// named as a mismatch. A stream of the same broadcast waits only beyond kMaxAcks outstanding.
+  struct PendingAck {
+    transport::Request request;
+    uint64_t seq;
+    OpDesc desc;
+  };
+  static constexpr size_t kMaxAcks = 64;
+  std::deque<PendingAck> acks;
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };
@@ -230,9 +242,15 @@ class Exec {
   /// on none), compare it with the call log of every peer that has noted the same call, and keep
   /// the others for later calls; compare what earlier calls kept. kMismatch names both calls.
   Status finish() {
-    if (compared_ && ctx_.uncheckedCount == 0) return Status::ok();
+    if (compared_ && ctx_.uncheckedCount == 0 && ctx_.acks.empty()) return Status::ok();
+    FERRY_TRY(checkAcks(false));
     return checkUnchecked();
   }
+  /// Before the call runs (after the Exec is made): where acknowledgements are outstanding and
+  /// this call is not the broadcast that left them, wait for them and check them.
+  Status begin();
+  /// Post the receive of `peer`'s empty acknowledgement of this call (see Context::acks).
+  Status expectAck(int peer);
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
   Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
   /// Where [remote, remote + bytes) of `peer` is mapped here (it lies in memory the peer
@@ -264,6 +282,7 @@ class Exec {
   Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
   Status checkUnchecked();
+  Status checkAcks(bool all);
   /// Start the call's clock and deadline, at its first wait that blocks: a stream of small calls
   /// that never block then reads no clock (two reads were a quarter of a small broadcast's time
   /// on a virtual machine where one takes 56 ns).

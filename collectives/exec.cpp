@@ -287,6 +287,74 @@ Result<const uint8_t*> Exec::awaitLine(int peer) {
   return reinterpret_cast<const uint8_t*>(h + 1);
 }
 
+Status Exec::expectAck(int peer) {
+  Context::PendingAck& a = ctx_.acks.emplace_back();
+  a.seq = seq_;
+  a.desc = desc_;
+  FERRY_TRY(ctx_.transport->postRecv(peer, tag_, kClassMask, nullptr, 0, &a.request));
+  return Status::ok();
+}
+
+Status Exec::begin() {
+  if (ctx_.acks.empty()) return Status::ok();
+  // A stream of the same broadcast leaves its acknowledgements outstanding; any other call first
+  // takes them all, so that no rank gets through another call before a disagreement is named.
+  const bool same = tagClass_ == TagClass::kCollective && sameCall(ctx_.acks.back().desc, desc_);
+  return checkAcks(!same);
+}
+
+Status Exec::checkAcks(bool all) {
+  while (!ctx_.acks.empty()) {
+    Context::PendingAck& a = ctx_.acks.front();
+    if (a.request.pending()) {
+      if (!all && ctx_.acks.size() <= Context::kMaxAcks) return Status::ok();
+      // Too many outstanding, or another call comes: wait for the oldest, under this call's deadline.
+      startClock();
+      Backoff backoff;
+      while (a.request.pending()) {
+        if (deadline_.expired()) {
+          return failure(a.request.peer, false,
+                         makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT) on rank %d's "
+                                   "acknowledgement of %s #%llu", secondsSince(start_), a.request.peer,
+                                   describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq)));
+        }
+        if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(a.request.peer));
+        if (!ctx_.transport->progress()) backoff.pause();
+      }
+    }
+    const int peer = a.request.peer;
+    const uint32_t theirs = tagFingerprint(a.request.peerTag);
+    const bool truncated = a.request.state == Request::State::kFailed &&
+                           a.request.error.rfind("message truncated", 0) == 0;
+    if (a.request.state == Request::State::kFailed && !truncated) {
+      // Often the echo of the peer's own failure, which it reported first: prefer that report.
+      if (ctx_.hooks != nullptr) {
+        for (int i = 0; i < 16; ++i) ctx_.transport->progress();
+        Status h = ctx_.hooks->poll(-1);
+        if (!h.isOk()) return failure(peer, false, h);
+      }
+      return failure(peer, false, makeError(ErrorCode::kRemoteError, "acknowledgement of %s #%llu failed: %s",
+                                            describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq),
+                                            a.request.error.c_str()));
+    }
+    if (truncated || a.request.received != 0 || theirs != fingerprint(a.desc) ||
+        tagSeq(a.request.peerTag) != (a.seq & kSeqMask)) {
+      return failure(peer, false,
+                     makeError(ErrorCode::kMismatch,
+                               "collective mismatch: rank %d, root of %s as its call #%llu, expected only an "
+                               "acknowledgement from rank %d but received data of rank %d's call #%llu, which %s "
+                               "(rank %d does not take rank %d for the root)",
+                               ctx_.rank, describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq), peer,
+                               peer, static_cast<unsigned long long>(tagSeq(a.request.peerTag)),
+                               theirs == fingerprint(a.desc) ? "has the same description"
+                                                             : explainMismatch(a.desc, theirs, ctx_.size).c_str(),
+                               peer, ctx_.rank));
+    }
+    ctx_.acks.pop_front();
+  }
+  return Status::ok();
+}
+
 Status Exec::checkUnchecked() {
   const size_t n = static_cast<size_t>(ctx_.size);
   if (ctx_.arena == nullptr || !ctx_.checkMismatch || !announced_ || tagClass_ != TagClass::kCollective) {
@@ -463,12 +531,12 @@ Status Exec::checkReceive(Request* req) {
                                     static_cast<unsigned long long>(seq_), describe(mine).c_str(), req->peer,
                                     tagFingerprint(req->peerTag) == fingerprint(mine)
                                         ? "has this call's description"
-                                        : explainMismatch(mine, tagFingerprint(req->peerTag)).c_str()));
+                                        : explainMismatch(mine, tagFingerprint(req->peerTag), ctx_.size).c_str()));
     }
     uint32_t theirs = tagFingerprint(req->peerTag);
     if (theirs != fingerprint(mine)) {
       return failure(req, makeError(ErrorCode::kMismatch, "collective mismatch: rank %d %s (its call #%llu) while rank %d runs %s",
-                                    req->peer, explainMismatch(mine, theirs).c_str(),
+                                    req->peer, explainMismatch(mine, theirs, ctx_.size).c_str(),
                                     static_cast<unsigned long long>(tagSeq(req->peerTag)), ctx_.rank,
                                     describe(mine).c_str()));
     }
@@ -518,6 +586,9 @@ Status Exec::wait(Request* req) {
           Status m = checkPeerCall(req->peer);
           if (!m.isOk()) return m;
         }
+        // A send that completes only once received waits forever on a rank that took itself for
+        // the root too: its data in this rank's acknowledgement receive says so.
+        if (!ctx_.acks.empty()) FERRY_TRY(checkAcks(false));
       }
     }
     backoff.pause([&](long ns) { return ctx_.transport->waitForWork(ns); });
@@ -535,6 +606,9 @@ Status Exec::finishWait(Request* req) {
       Status h = ctx_.hooks->poll(-1);
       if (!h.isOk()) return failure(req, h);
     }
+    // A peer that took itself for a broadcast's root too may have failed on it and left: its
+    // data in this rank's acknowledgement receive names the disagreement.
+    if (!ctx_.acks.empty()) FERRY_TRY(checkAcks(false));
     Status p = ctx_.transport->peerError(req->peer);
     if (!p.isOk()) return failure(req, p);
     if (!req->isSend && req->error.rfind("message truncated", 0) == 0) {

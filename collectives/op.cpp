@@ -62,7 +62,7 @@ bool sameCall(const OpDesc& a, const OpDesc& b) {
          (a.op == b.op || !hasOp(a.kind));
 }
 
-std::string explainMismatch(const OpDesc& mine, uint32_t theirs) {
+std::string explainMismatch(const OpDesc& mine, uint32_t theirs, int size) {
   uint32_t ours = fingerprint(mine);
   uint32_t kind = theirs >> 20;
   if (kind != (ours >> 20)) {
@@ -78,7 +78,16 @@ std::string explainMismatch(const OpDesc& mine, uint32_t theirs) {
   if (op != ((ours >> 13) & 0x7)) {
     return std::string("uses op ") + (isValidRedOp(static_cast<int>(op)) ? redOpName(static_cast<RedOp>(op)) : "?");
   }
-  return hasRoot(mine.kind) ? "uses a different count or root" : "uses a different count";
+  if (hasRoot(mine.kind)) {
+    // The same count with another root of the communicator is the likely case: name it.
+    for (int r = 0; r < size; ++r) {
+      OpDesc d = mine;
+      d.root = r;
+      if (r != mine.root && fingerprint(d) == theirs) return "passes root=" + std::to_string(r) + " (the same count)";
+    }
+    return "uses a different count or root";
+  }
+  return "uses a different count";
 }
 
 }  // namespace ferry::coll

@@ -49,7 +49,8 @@ std::string describe(const OpDesc& d);
 /// Whether two ranks' calls agree: kind, count, type, root, and op where the call reduces.
 bool sameCall(const OpDesc& a, const OpDesc& b);
 /// Explain how a peer's fingerprint differs from ours: "runs broadcast", "uses float16", "uses a
-/// different count or root".
-std::string explainMismatch(const OpDesc& mine, uint32_t theirs);
+/// different count or root"; with the communicator's `size`, "passes root=2 (the same count)"
+/// where the fingerprint matches the same call with that root.
+std::string explainMismatch(const OpDesc& mine, uint32_t theirs, int size = 0);
 
 }  // namespace ferry::coll

@@ -157,8 +157,9 @@ struct Comm::Impl {
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
     coll::Exec ex(ctx, desc, s, cls, config().timeout);
-    Status st;
-    if (cls == coll::TagClass::kCollective) {
+    // Outstanding acknowledgements of earlier broadcasts are taken first (Exec::begin).
+    Status st = ex.begin();
+    if (st.isOk() && cls == coll::TagClass::kCollective) {
       const Plan p = choice.plan;
       // "Entered this call": what claimMailbox() waits for before a rank reuses a mailbox.
       if (arena) ex.post(0);
@@ -183,10 +184,10 @@ struct Comm::Impl {
                          static_cast<unsigned long long>(s), rank, st.message().c_str());
         }
       }
-      // A rank that waited on no peer compares its call with theirs from their call logs.
-      if (st.isOk() && arena) st = ex.finish();
+      // A rank that waited on no peer compares its call with theirs (call logs, acknowledgements).
+      if (st.isOk()) st = ex.finish();
       if (st.isOk() && choice.trial >= 0) tuner->record(choice, steadyNs());
-    } else {
+    } else if (st.isOk()) {
       st = body(ex, Plan{});
     }
     return st.isOk() ? st : fail(ex, st);

@@ -168,6 +168,8 @@ TEST_CASE("ranks that disagree on the root all fail naming the roots, at every s
         auto outcomes = runRanks(pattern.ranks, [&](Comm& c) -> std::string {
           std::vector<float> buf(count, static_cast<float>(c.rank() + 1)), out(count);
           const int root = pattern.root(c.rank());
+          // Every rank past init: a rank still in it when another fails reports that as its init's error.
+          if (Status b = c.barrier(); !b.isOk()) return "barrier: " + b.toString();
           Status s = reduce ? c.reduce(buf.data(), out.data(), count, DataType::kFloat32, RedOp::kSum, root)
                             : c.broadcast(buf.data(), out.data(), count, DataType::kFloat32, root);
           std::printf("call: %s\n", s.toString().c_str());
