@@ -4,7 +4,7 @@
 # Jobs of 8 ranks of fault-rank (one all-reduce) under ferryrun, each SIGKILLed at some instant of
 # its init: one rank, all ranks, or ferryrun itself (its ranks then get SIGTERM: PR_SET_PDEATHSIG).
 # The instants are spread over the length of an undisturbed job (measured first), each at a random
-# point of its own stretch, JOBS per kind (default 8). Then one job of each kind is killed after
+# point of its own stretch, JOBS per kind (default 5). Then one job of each kind is killed after
 # init, and one is left to finish. After every job: no process of it is left, and /dev/shm holds no
 # new ferry entry naming one of its ranks' pids (transports/shm must leave no name behind, whatever
 # instant a process dies at). Prints how many jobs left something, and the seed of the instants
@@ -13,7 +13,7 @@ set -u
 
 FERRYRUN=${1:?usage: test_init_kills.sh FERRYRUN FAULT_RANK [JOBS]}
 DRIVER=${2:?}
-JOBS=${3:-8}
+JOBS=${3:-5}
 # shellcheck source=test/common/shell_checks.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../common/shell_checks.sh"
 
@@ -26,11 +26,13 @@ jobs_run=0
 declare -A leaked_by_kind=()
 
 ms_now() { echo $((${EPOCHREALTIME/./} / 1000)); }
+shm_entries() { find /dev/shm -maxdepth 1 -mindepth 1 -printf '%f\n' 2>/dev/null; }
 
-# job_command CALLS: execs the job (run it in a subshell); each rank appends "RANK PID" to $TMP/pids before it execs fault-rank
-# (same pid), so its pid is known even when ferryrun dies first. A short FERRY_TIMEOUT: ranks left
-# waiting for a dead peer give up by themselves too.
+# job_command CALLS: execs the job (run it in a subshell). Each rank appends "RANK PID" to
+# $TMP/pids before it execs fault-rank (same pid), so its pid is known even when ferryrun dies
+# first. A short FERRY_TIMEOUT: ranks left waiting for a dead peer give up by themselves too.
 job_command() {
+  # shellcheck disable=SC2016 # the rank's shell expands them
   FERRY_TIMEOUT=5 exec "$FERRYRUN" -n "$ranks" --report-seconds 0.3 -- \
     sh -c 'echo "$FERRY_RANK $$" >>"$0"; exec "$@"' "$TMP/pids" \
     "$DRIVER" --tag "$tag" --calls "$1" --count 1024 >"$TMP/out" 2>&1 </dev/null
@@ -41,7 +43,7 @@ job_command() {
 start_job() {
   : >"$TMP/pids"
   : >"$TMP/out"
-  ls /dev/shm >"$TMP/shm.before" 2>/dev/null
+  shm_entries >"$TMP/shm.before"
   job=$(
     job_command "$1" >/dev/null 2>&1 &
     echo $!
@@ -59,10 +61,10 @@ alive() {
   [[ ${stat:0:1} != Z ]]
 }
 
-# finish_job WHAT: waits (5 s at most) for ferryrun and every rank to be gone, then checks that
-# nothing of the job is left.
+# finish_job WHAT KIND: waits (5 s at most) for ferryrun and every rank to be gone, then checks
+# that nothing of the job is left (a job that left something counts for KIND).
 finish_job() {
-  local what=$1 pid left deadline=$(($(ms_now) + 5000)) any
+  local what=$1 kind=$2 pid left pattern deadline=$(($(ms_now) + 5000)) any
   while :; do
     any=0
     [[ -n $job ]] && alive "$job" && any=1
@@ -78,13 +80,12 @@ finish_job() {
   done
   jobs_run=$((jobs_run + 1))
   # New entries of /dev/shm that name a pid of this job's ranks.
-  local pattern
   [[ -s $TMP/pids ]] || return 0
   pattern="ferry.*-($(rank_pids | paste -sd '|'))(\$|[^0-9])"
-  left=$(ls /dev/shm 2>/dev/null | grep -vxF -f "$TMP/shm.before" | grep -E "$pattern" | tr '\n' ' ')
+  left=$(shm_entries | grep -vxF -f "$TMP/shm.before" | grep -E "$pattern" | tr '\n' ' ')
   if [[ -n $left ]]; then
     leaks=$((leaks + 1))
-    leaked_by_kind[$2]=$((${leaked_by_kind[$2]:-0} + 1))
+    leaked_by_kind[$kind]=$((${leaked_by_kind[$kind]:-0} + 1))
     echo "$what: left in /dev/shm: $left"
     for n in $left; do rm -f "/dev/shm/$n"; done
   fi
@@ -106,7 +107,7 @@ kill_job() {
 # --- an undisturbed job: leaves nothing, and its length sets the instants of the kills -----------
 start=$(ms_now)
 : >"$TMP/pids"
-ls /dev/shm >"$TMP/shm.before" 2>/dev/null
+shm_entries >"$TMP/shm.before"
 (job_command 1)
 rc=$?
 job=""  # ended
@@ -134,7 +135,8 @@ for kind in one all launcher; do
     (($(grep -c 'running at' "$TMP/out") >= ranks)) && break
     sleep 0.02
   done
-  (($(grep -c 'running at' "$TMP/out") >= ranks)) || fail "kill $kind after init: the ranks never ran: $(tail -c 2000 "$TMP/out")"
+  (($(grep -c 'running at' "$TMP/out") >= ranks)) ||
+    fail "kill $kind after init: the ranks never ran: $(tail -c 2000 "$TMP/out")"
   kill_job "$kind"
   finish_job "kill $kind after init" "after-$kind"
 done
