@@ -67,7 +67,7 @@ class Arena {
   virtual std::vector<uint8_t> localAddress() const = 0;
   /// Attach to every rank's arena; addrs[r] is rank r's localAddress() (own entry ignored).
   virtual Status connect(const std::vector<std::vector<uint8_t>>& addrs) = 0;
-  /// Every rank has attached: remove names that only setup needed.
+  /// Every rank has attached: release what only setup needed (descriptors peers opened segments by).
   virtual void sealed() = 0;
 
   virtual int rank() const = 0;

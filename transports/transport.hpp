@@ -111,7 +111,7 @@ class Transport {
   virtual Status peerError(int peer) const = 0;
 
   /// Every rank has connected (the runtime's init barrier passed): release what only setup needed,
-  /// such as the names of shared segments.
+  /// such as the descriptors peers opened shared segments by.
   virtual void sealed() {}
 
   /// Close every connection, waiting at most `seconds` (about that: a transport may take a little

@@ -141,7 +141,8 @@ expect_clean() {
     fail "$FAULT on $PLACE: processes left behind: $left"
     pkill -KILL -f -- "--tag $tag"
   fi
-  # transports/shm names its segments /ferry-<comm>-<rank>-<pid> and /ferry-arena-<comm>-<rank>-<pid>.
+  # transports/shm's segments are memfds (never in /dev/shm); before, they were named
+  # /ferry-<comm>-<rank>-<pid> and /ferry-arena-<comm>-<rank>-<pid> until the init barrier.
   for pid in $(sed -nE 's/^\[[0-9]+\] rank [0-9]+: pid ([0-9]+) starts at .*/\1/p' "$TMP/out"); do
     left=$(find /dev/shm -maxdepth 1 -name "ferry-*-$pid" -printf '%f ')
     if [[ -n $left ]]; then

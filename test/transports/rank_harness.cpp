@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -149,20 +148,6 @@ int rankMain(const std::string& name, int rank, int size, uint64_t commId, const
   }
   t.reset();
   return 0;
-}
-
-// Removes shared-memory segments a killed or failed rank left behind (names carry the comm id).
-void removeSegments(uint64_t commId) {
-  char prefix[64];
-  std::snprintf(prefix, sizeof(prefix), "ferry-%016llx-", static_cast<unsigned long long>(commId));
-  DIR* d = opendir("/dev/shm");
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0) names.push_back(e->d_name);
-  }
-  closedir(d);
-  for (const auto& n : names) shm_unlink(("/" + n).c_str());
 }
 
 void removeDir(const std::string& dir) {
@@ -395,7 +380,6 @@ std::vector<RankOutcome> runTransportRanks(const std::string& name, int n, const
     out[r].exitCode = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (killed) out[r].output += "\n(killed by the harness after " + std::to_string(timeoutSeconds) + " s)";
   }
-  removeSegments(commId);
   removeDir(dir);
   return out;
 }

@@ -1,12 +1,16 @@
 // Shared host allocations (transports/shm/shared_memory.hpp): the owner's registry, and a reader
-// mapping through it. The reader here is this same process (its own /proc/<pid>/fd), which
-// exercises the same paths as a peer: registry lookup, mapping, and noticing frees.
+// mapping through it; and the segments of the shm transport and arena (segment.hpp). The reader
+// here is this same process (its own /proc/<pid>/fd), which exercises the same paths as a peer:
+// registry lookup, mapping, and noticing frees.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
 
+#include "transports/shm/segment.hpp"
 #include "transports/shm/shared_memory.hpp"
 
 using namespace ferry;
@@ -78,4 +82,35 @@ TEST_CASE("attaching to something that is not a registry fails cleanly", "[shm]"
   CHECK_FALSE(reader.attach(getpid(), -1));
   CHECK_FALSE(reader.attach(getpid(), 0));  // stdin: not the registry memfd
   CHECK(reader.map(0x1000, 16) == nullptr);
+}
+
+TEST_CASE("a segment is mapped through its owner's descriptor, and only while the owner holds it", "[shm]") {
+  const std::string name = "ferry-test-segment-" + std::to_string(getpid());
+  auto fd = createSegment(name, 3 * 4096);
+  REQUIRE(fd.isOk());
+  void* own = mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  REQUIRE(own != MAP_FAILED);
+  CHECK(static_cast<uint8_t*>(own)[3 * 4096 - 1] == 0);
+
+  auto peer = mapPeerSegment(getpid(), *fd, name, 3 * 4096);
+  REQUIRE(peer.isOk());
+  CHECK(*peer != own);
+  static_cast<uint8_t*>(own)[5000] = 0x6D;  // one memory, two mappings
+  CHECK(static_cast<uint8_t*>(*peer)[5000] == 0x6D);
+  munmap(*peer, 3 * 4096);
+
+  // Another name (a descriptor number reused for another segment), or more bytes than it holds.
+  auto other = mapPeerSegment(getpid(), *fd, name + "-other", 3 * 4096);
+  REQUIRE_FALSE(other.isOk());
+  CHECK(other.status().message().find("another file") != std::string::npos);
+  auto larger = mapPeerSegment(getpid(), *fd, name, 4 * 4096);
+  REQUIRE_FALSE(larger.isOk());
+  CHECK(larger.status().message().find("expected 16384") != std::string::npos);
+
+  // The owner closed it (sealed()): the owner's mapping lives on, a new peer cannot map it.
+  close(*fd);
+  auto late = mapPeerSegment(getpid(), *fd, name, 3 * 4096);
+  REQUIRE_FALSE(late.isOk());
+  CHECK(static_cast<uint8_t*>(own)[5000] == 0x6D);
+  munmap(own, 3 * 4096);
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "runtime/base/log.hpp"
+#include "transports/shm/segment.hpp"
 
 namespace ferry::transport::shm {
 namespace {
@@ -134,22 +135,6 @@ bool snapshot(const Registry* reg, Snapshot& s) {
     }
   }
   return false;
-}
-
-// Open `pid`'s descriptor `fd`, checking that it is the memfd called `name`.
-int openPeerFd(pid_t pid, int64_t fd, const std::string& name) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/fd/%lld", static_cast<int>(pid), static_cast<long long>(fd));
-  char target[256];
-  ssize_t n = readlink(path, target, sizeof(target) - 1);
-  if (n <= 0) return -1;
-  target[n] = '\0';
-  // "/memfd:NAME (deleted)"
-  std::string want = "/memfd:" + name;
-  if (std::strncmp(target, want.c_str(), want.size()) != 0 || (target[want.size()] != ' ' && target[want.size()] != '\0')) {
-    return -1;
-  }
-  return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 }  // namespace
@@ -281,7 +266,7 @@ PeerMemory::~PeerMemory() {
 
 bool PeerMemory::attach(pid_t pid, int fd) {
   if (fd < 0) return false;
-  int f = openPeerFd(pid, fd, "ferry-registry");
+  int f = openPeerSegment(pid, fd, "ferry-registry", O_RDONLY);
   if (f < 0) return false;
   struct stat st {};
   void* p = MAP_FAILED;
@@ -318,7 +303,7 @@ const uint8_t* PeerMemory::map(uint64_t remote, size_t bytes) {
   }
   for (const Known& e : known_) {
     if (!holds(e.base, e.bytes)) continue;
-    int f = openPeerFd(pid_, e.fd, memfdName(e.id));
+    int f = openPeerSegment(pid_, e.fd, memfdName(e.id), O_RDONLY);
     if (f < 0) return nullptr;
     struct stat st {};
     void* p = MAP_FAILED;

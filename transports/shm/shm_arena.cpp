@@ -1,6 +1,7 @@
 // Shared-memory Arena.
 //
-// Segment layout (one per rank, owned and initialised by that rank, mapped by every peer):
+// Segment layout (one per rank, owned and initialised by that rank, mapped by every peer; a memfd,
+// so nothing outlives the processes: segment.hpp):
 //   page 0: Control: magic and identity, the progress counter, the futex word and sleeper count,
 //           the two call headers, each on its own cache line so a spinning reader of one does not
 //           slow the writer of another;
@@ -21,7 +22,6 @@
 // every peer is gone.
 #include "transports/shm/shm_arena.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "runtime/base/log.hpp"
+#include "transports/shm/segment.hpp"
 #include "transports/shm/shared_memory.hpp"
 
 namespace ferry::transport::shm {
@@ -139,22 +140,13 @@ class ShmArena final : public Arena {
     prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
     probe_ = kMagic ^ static_cast<uint64_t>(getpid());
     char name[96];
-    std::snprintf(name, sizeof(name), "/ferry-arena-%016llx-%d-%d", static_cast<unsigned long long>(commId_), rank_,
-                  static_cast<int>(getpid()));
+    std::snprintf(name, sizeof(name), "ferry-arena-%016llx-%d", static_cast<unsigned long long>(commId_), rank_);
     name_ = name;
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return makeError(ErrorCode::kSystemError, "shm_open(%s) failed: %s", name, std::strerror(errno));
-    if (ftruncate(fd, static_cast<off_t>(segmentBytes())) != 0) {
-      int e = errno;
-      ::close(fd);
-      sealed();
-      return makeError(ErrorCode::kSystemError, "cannot size shared segment %s to %zu bytes: %s", name,
-                       segmentBytes(), std::strerror(e));
-    }
-    void* p = mmap(nullptr, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
+    auto fd = createSegment(name_, segmentBytes());
+    FERRY_TRY(fd);
+    fd_ = *fd;
+    void* p = mmap(nullptr, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) {
-      sealed();
       return makeError(ErrorCode::kSystemError, "cannot map shared segment %s: %s", name, std::strerror(errno));
     }
     maps_[rank_] = p;
@@ -175,12 +167,15 @@ class ShmArena final : public Arena {
     return Status::ok();
   }
 
+  // [pid: 8 bytes][address of probe_: 8][segment descriptor: 8][segment name]
   std::vector<uint8_t> localAddress() const override {
-    std::vector<uint8_t> a(16);
+    std::vector<uint8_t> a(24);
     int64_t pid = getpid();
     uint64_t probeAddr = reinterpret_cast<uintptr_t>(&probe_);
+    int64_t fd = fd_;
     std::memcpy(a.data(), &pid, 8);
     std::memcpy(a.data() + 8, &probeAddr, 8);
+    std::memcpy(a.data() + 16, &fd, 8);
     a.insert(a.end(), name_.begin(), name_.end());
     return a;
   }
@@ -189,26 +184,22 @@ class ShmArena final : public Arena {
     canRead_ = true;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      if (addrs[p].size() <= 16 || addrs[p].size() > 16 + 90) {
+      if (addrs[p].size() <= 24 || addrs[p].size() > 24 + 90) {
         return makeError(ErrorCode::kInternalError, "rank %d published a malformed shared-memory arena address", p);
       }
-      int64_t pid = 0;
+      int64_t pid = 0, fd = -1;
       uint64_t probeAddr = 0;
       std::memcpy(&pid, addrs[p].data(), 8);
       std::memcpy(&probeAddr, addrs[p].data() + 8, 8);
+      std::memcpy(&fd, addrs[p].data() + 16, 8);
       pids_[p] = static_cast<pid_t>(pid);
-      std::string name(addrs[p].begin() + 16, addrs[p].end());
-      int fd = shm_open(name.c_str(), O_RDWR, 0);
-      if (fd < 0) {
-        return makeError(ErrorCode::kSystemError, "rank %d cannot open rank %d's shared segment %s: %s", rank_, p,
-                         name.c_str(), std::strerror(errno));
+      std::string name(addrs[p].begin() + 24, addrs[p].end());
+      auto mapped = mapPeerSegment(pids_[p], fd, name, segmentBytes());
+      if (!mapped.isOk()) {
+        return makeError(mapped.status().code(), "rank %d cannot map rank %d's shared segment: %s", rank_, p,
+                         mapped.status().message().c_str());
       }
-      void* m = mmap(nullptr, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      ::close(fd);
-      if (m == MAP_FAILED) {
-        return makeError(ErrorCode::kSystemError, "rank %d cannot map rank %d's shared segment: %s", rank_, p,
-                         std::strerror(errno));
-      }
+      void* m = *mapped;
       maps_[p] = m;
       prefault(p, false);
       Control* c = control(p);
@@ -238,10 +229,11 @@ class ShmArena final : public Arena {
     return Status::ok();
   }
 
+  // Peers have mapped the segment: its descriptor served only them.
   void sealed() override {
-    if (!name_.empty()) {
-      shm_unlink(name_.c_str());
-      name_.clear();
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
     }
   }
 
@@ -446,7 +438,8 @@ class ShmArena final : public Arena {
   std::vector<void*> maps_;
   std::vector<pid_t> pids_;
   std::vector<std::unique_ptr<PeerMemory>> peerMemory_;  // per peer; null: its memory is not mapped
-  std::string name_;
+  std::string name_;  // the segment's memfd name, which peers check before they map it
+  int fd_ = -1;       // the segment until sealed(): peers open it as /proc/<pid>/fd/<fd_>
   bool canRead_ = false;
   uint64_t probe_ = 0;
 };

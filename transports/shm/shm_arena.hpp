@@ -25,7 +25,8 @@ struct ArenaOptions {
   bool pollSleep = false;
 };
 
-/// All ranks must run on this host in one pid namespace. Segment names are unlinked by sealed().
+/// All ranks must run on this host in one pid namespace. Segments are memfds (segment.hpp): nothing
+/// is named, so nothing outlives the processes; sealed() closes the descriptor peers open them by.
 Result<std::unique_ptr<Arena>> createShmArena(const ArenaOptions& options);
 
 }  // namespace ferry::transport::shm

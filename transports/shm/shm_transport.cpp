@@ -1,11 +1,11 @@
 // Shared-memory transport.
 //
-// Every rank owns one shared segment holding one ring per sender: ring s of rank r's segment
-// carries messages from rank s to rank r (single producer, single consumer). A message is one
-// slot: small ones (eager) carry their bytes in the slot; large ones (rendezvous) carry the address
-// of the sender's buffer, and the receiver copies straight from it into the posted buffer with
-// process_vm_readv (one copy, no staging), then puts an acknowledgement in the sender's segment,
-// which completes the send.
+// Every rank owns one shared segment (a memfd that peers map through /proc: segment.hpp) holding
+// one ring per sender: ring s of rank r's segment carries messages from rank s to rank r (single
+// producer, single consumer). A message is one slot: small ones (eager) carry their bytes in the
+// slot; large ones (rendezvous) carry the address of the sender's buffer, and the receiver copies
+// straight from it into the posted buffer with process_vm_readv (one copy, no staging), then puts
+// an acknowledgement in the sender's segment, which completes the send.
 //
 // Withdrawing a rendezvous send (cancel(), close()) cannot just forget it: the receiver holds its
 // slot and would copy whatever the buffer holds later. The sender puts a withdrawal behind it in
@@ -26,7 +26,6 @@
 // outgoing slots queued until progress() finds room. All completion happens inside progress().
 #include "transports/shm/shm_transport.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -42,6 +41,7 @@
 
 #include "runtime/base/deadline.hpp"
 #include "runtime/base/log.hpp"
+#include "transports/shm/segment.hpp"
 
 namespace ferry::transport::shm {
 namespace {
@@ -144,23 +144,14 @@ class ShmTransport final : public Transport {
 
   Status init() {
     char name[96];
-    std::snprintf(name, sizeof(name), "/ferry-%016llx-%d-%d", static_cast<unsigned long long>(commId_), rank_,
-                  static_cast<int>(getpid()));
+    std::snprintf(name, sizeof(name), "ferry-%016llx-%d", static_cast<unsigned long long>(commId_), rank_);
     name_ = name;
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return makeError(ErrorCode::kSystemError, "shm_open(%s) failed: %s", name, std::strerror(errno));
     const size_t bytes = segmentBytes(size_);
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      int e = errno;
-      ::close(fd);
-      shm_unlink(name);
-      return makeError(ErrorCode::kSystemError, "cannot size shared segment %s to %zu bytes: %s", name, bytes,
-                       std::strerror(e));
-    }
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
+    auto fd = createSegment(name_, bytes);
+    FERRY_TRY(fd);
+    fd_ = *fd;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) {
-      shm_unlink(name);
       return makeError(ErrorCode::kSystemError, "cannot map shared segment %s: %s", name, std::strerror(errno));
     }
     own_ = p;
@@ -180,10 +171,13 @@ class ShmTransport final : public Transport {
   const char* name() const override { return "shm"; }
   Capabilities capabilities() const override { return {true, false, false}; }
 
+  // [pid: 8 bytes][segment descriptor: 8][segment name]
   std::vector<uint8_t> localAddress() const override {
-    std::vector<uint8_t> a(8);
+    std::vector<uint8_t> a(16);
     int64_t pid = getpid();
+    int64_t fd = fd_;
     std::memcpy(a.data(), &pid, 8);
+    std::memcpy(a.data() + 8, &fd, 8);
     a.insert(a.end(), name_.begin(), name_.end());
     return a;
   }
@@ -192,39 +186,35 @@ class ShmTransport final : public Transport {
     const size_t bytes = segmentBytes(size_);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      if (addrs[p].size() <= 8 || addrs[p].size() > 8 + 90) {
+      if (addrs[p].size() <= 16 || addrs[p].size() > 16 + 90) {
         return makeError(ErrorCode::kInternalError, "rank %d published a malformed shared-memory address", p);
       }
-      int64_t pid = 0;
+      int64_t pid = 0, fd = -1;
       std::memcpy(&pid, addrs[p].data(), 8);
+      std::memcpy(&fd, addrs[p].data() + 8, 8);
       pids_[p] = static_cast<pid_t>(pid);
-      std::string name(addrs[p].begin() + 8, addrs[p].end());
-      int fd = shm_open(name.c_str(), O_RDWR, 0);
-      if (fd < 0) {
-        return makeError(ErrorCode::kSystemError, "rank %d cannot open rank %d's shared segment %s: %s", rank_, p,
-                         name.c_str(), std::strerror(errno));
+      std::string name(addrs[p].begin() + 16, addrs[p].end());
+      auto m = mapPeerSegment(pids_[p], fd, name, bytes);
+      if (!m.isOk()) {
+        return makeError(m.status().code(), "rank %d cannot map rank %d's shared segment: %s", rank_, p,
+                         m.status().message().c_str());
       }
-      void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      ::close(fd);
-      if (m == MAP_FAILED) {
-        return makeError(ErrorCode::kSystemError, "rank %d cannot map rank %d's shared segment: %s", rank_, p,
-                         std::strerror(errno));
-      }
-      peerMaps_[p] = m;
-      auto* h = static_cast<SegmentHeader*>(m);
+      peerMaps_[p] = *m;
+      auto* h = static_cast<SegmentHeader*>(*m);
       if (h->magic != kMagic || h->size != size_ || h->owner != p) {
         return makeError(ErrorCode::kInternalError, "rank %d's shared segment %s does not belong to this communicator",
                          p, name.c_str());
       }
-      out_[p] = &rings(m)[rank_];
+      out_[p] = &rings(*m)[rank_];
     }
     return Status::ok();
   }
 
+  // Peers have mapped the segment: its descriptor served only them.
   void sealed() override {
-    if (!name_.empty()) {
-      shm_unlink(name_.c_str());
-      name_.clear();
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
     }
   }
 
@@ -567,7 +557,8 @@ class ShmTransport final : public Transport {
   int rank_;
   int size_;
   uint64_t commId_;
-  std::string name_;
+  std::string name_;  // the segment's memfd name, which peers check before they map it
+  int fd_ = -1;       // the segment until sealed(): peers open it as /proc/<pid>/fd/<fd_>
   void* own_ = nullptr;
   std::vector<Ring*> out_;        // out_[p]: our ring in p's segment
   std::vector<void*> peerMaps_;

@@ -19,7 +19,8 @@ struct ShmOptions {
   uint64_t commId = 0;
 };
 
-/// All peers must run on this host (same pid namespace). Segment names are unlinked by sealed().
+/// All peers must run on this host (same pid namespace). Segments are memfds (segment.hpp): nothing
+/// is named, so nothing outlives the processes; sealed() closes the descriptor peers open them by.
 Result<std::unique_ptr<Transport>> createShmTransport(const ShmOptions& options);
 
 }  // namespace ferry::transport::shm
