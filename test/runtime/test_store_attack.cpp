@@ -246,7 +246,8 @@ pid_t floodFrom(const SocketAddress& root, int count, int* ready, int* hold) {
   return pid;
 }
 
-TEST_CASE("1500 idle connections, more than the root's descriptor limit, do not stop an honest job", "[store][attack]") {
+TEST_CASE("1500 idle connections, more than the root's descriptor limit, do not stop an honest job",
+          "[store][attack]") {
   constexpr int kFlood = 1500;
   FdLimit limit(1024);
   auto server = startServer();
