@@ -82,7 +82,8 @@ write("store_server", "parked-until-rank-0", parked)
 write("store_server", "configured-size",
       bytes([3]) + handshake(1, 1, 5) + handshake(2, 1, 3) + handshake(0, 0, 3) + data(0, gather(0, b"q")))
 write("store_server", "bad-proofs", bytes([2]) + handshake(0, 0, 2, 2) + handshake(1, 1, 2, 4) + handshake(2, 1, 2, 1))
-write("store_server", "legacy-hello", bytes([0]) + data(0, legacy_hello(SECRET, 0, 2)) + data(1, legacy_hello(SECRET, 1, 2, 2)))
+write("store_server", "legacy-hello",
+      bytes([0]) + data(0, legacy_hello(SECRET, 0, 2)) + data(1, legacy_hello(SECRET, 1, 2, 2)))
 write("store_server", "replayed-auth",
       bytes([0]) + data(1, hello(bytes(32))) + data(1, auth(0, 2, bytes(32))) + data(2, auth(0, 2, bytes(32))))
 write("store_server", "oversized-and-truncated",

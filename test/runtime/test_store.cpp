@@ -217,7 +217,8 @@ TEST_CASE("a rank with the wrong secret is refused and the honest ranks still fi
   stranger.join();
   CHECK(reports == std::vector<std::string>{"", ""});
   INFO(refused);
-  CHECK(refused.find("refused rank 0 of 2: the proof of the job secret for rank 0 of 2 does not verify") != std::string::npos);
+  CHECK(refused.find("refused rank 0 of 2: the proof of the job secret for rank 0 of 2 does not verify") !=
+        std::string::npos);
   CHECK(refused.find(server->address().toString()) != std::string::npos);
 }
 

@@ -377,7 +377,8 @@ TEST_CASE("a squatter on the root's address learns no secret and gets no data", 
     CHECK(!contains(*got, secret));
     CHECK(!contains(*got, text));
     for (size_t half = 0; half < 16; half += 8) {
-      CHECK(!contains(*got, Bytes(secret.begin() + static_cast<long>(half), secret.begin() + static_cast<long>(half) + 8)));
+      const auto from = secret.begin() + static_cast<long>(half);
+      CHECK(!contains(*got, Bytes(from, from + 8)));
     }
   }
   // Nothing the rank sends is a function of the secret alone: its last 32 bytes, the proof, differ
