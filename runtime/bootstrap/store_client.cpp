@@ -175,6 +175,12 @@ Status StoreClient::Impl::handshake(const Secret& secret, Clock::time_point unti
   auth.proof = rankProof(secret, rootHello->nonce, hello.nonce, auth.claim);
   FERRY_TRY(send(wire::encodeAuth(auth), until, "AUTH"));
   auto reply = receive(until, "AUTH", wire::kWelcomeBytes);
+  if (!reply.isOk() && reply.status().code() == ErrorCode::kTimeout && rank != 0) {
+    // A root that was not told the world size holds every other rank until rank 0 registers.
+    return Status(ErrorCode::kTimeout, reply.status().message() +
+                                           "; or rank 0 never registered, and a root started without the world "
+                                           "size waits for rank 0 to set it");
+  }
   FERRY_TRY(reply);
   if (reply->type == wire::MsgType::kError) return refused(reply->payload);
   auto proof = wire::decodeWelcome(reply->payload);

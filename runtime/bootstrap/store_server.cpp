@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -92,6 +93,7 @@ struct StoreServer::Impl final : ReplySink {
   void readFrom(Conn& c);
   void flush(Conn& c);
   void drop(Conn& c, const std::string& why);
+  void dropStranger(Conn& c, const std::string& why);
   void checkStalls();
   void sweep();
   bool detachedWorkDone();
@@ -117,7 +119,7 @@ struct StoreServer::Impl final : ReplySink {
   double handshakeSeconds_ = kHandshakeSeconds;
   double idleSeconds_ = 300;
   size_t maxUnauthTotal_ = kMaxUnauthTotal;
-  uint64_t evicted_ = 0;
+  uint64_t strangersDropped_ = 0;  // evicted or timed out before proving the secret
 };
 
 namespace {
@@ -300,19 +302,13 @@ bool StoreServer::Impl::evictFor(const std::string& source) {
     chosen = victim;
   }
   if (chosen == nullptr) return false;
-  ++evicted_;
-  // A WARN at the 1st, 2nd, 4th, 8th... eviction keeps a flood from flooding the log as well.
-  if ((evicted_ & (evicted_ - 1)) == 0) {
-    FERRY_WARN(log::kBootstrap, "evicting %s, which has not proved the job secret (%s): %s; %llu evicted so far",
-               chosen->who().c_str(), chosen->spoke ? chosen->session.progress().c_str() : "it sent nothing",
-               source.empty() ? "the root is out of descriptors"
-                              : (fromSource >= kMaxUnauthPerSource ? "its address holds the most connections one "
-                                                                     "source may hold before authenticating"
-                                                                   : "too many connections are authenticating"),
-               static_cast<unsigned long long>(evicted_));
-  }
-  chosen->dead = true;
-  chosen->fd.reset();  // free the descriptor now: the caller may need it for accept()
+  std::string why = source.empty() ? "the root is out of descriptors"
+                    : fromSource >= kMaxUnauthPerSource
+                        ? "its address holds " + std::to_string(fromSource) + " unauthenticated connections"
+                        : std::to_string(total) + " connections are authenticating";
+  dropStranger(*chosen, "evicted (" + why + "; it " +
+                            (chosen->spoke ? "is at " + chosen->session.progress() : std::string("sent nothing")) +
+                            ")");
   return true;
 }
 
@@ -394,6 +390,21 @@ void StoreServer::Impl::drop(Conn& c, const std::string& why) {
   c.dead = true;
 }
 
+void StoreServer::Impl::dropStranger(Conn& c, const std::string& why) {
+  ++strangersDropped_;
+  // A WARN at the 1st, 2nd, 4th, 8th... keeps a flood from flooding the log as well.
+  if ((strangersDropped_ & (strangersDropped_ - 1)) == 0) {
+    FERRY_WARN(log::kBootstrap, "dropping connection from %s, which has not proved the job secret: %s (%llu such "
+               "connections dropped so far)", c.who().c_str(), why.c_str(),
+               static_cast<unsigned long long>(strangersDropped_));
+  } else {
+    FERRY_INFO(log::kBootstrap, "dropping connection from %s, which has not proved the job secret: %s", c.who().c_str(),
+               why.c_str());
+  }
+  c.dead = true;
+  c.fd.reset();  // free the descriptor now: accept() may be waiting for one
+}
+
 void StoreServer::Impl::checkStalls() {
   const auto now = Clock::now();
   const auto limit = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stallSeconds_));
@@ -405,8 +416,9 @@ void StoreServer::Impl::checkStalls() {
     if (c.closing) {
       if (now - c.acceptedAt > limit) c.dead = true;  // it does not read its refusal; no matter
     } else if (!c.session.authenticated() && now - c.acceptedAt > handshakeLimit) {
-      drop(c, "no valid handshake within " + std::to_string(handshakeSeconds_).substr(0, 3) + " s (" +
-                  c.session.progress() + ")");
+      char limitText[32];
+      std::snprintf(limitText, sizeof(limitText), "%.1f", handshakeSeconds_);
+      dropStranger(c, std::string("no valid handshake within ") + limitText + " s (" + c.session.progress() + ")");
     } else if (c.session.midFrame() && now - c.lastProgress > limit) {
       drop(c, "a frame made no progress for " + std::to_string(static_cast<int>(stallSeconds_)) + " s (" +
                   c.session.progress() + ")");
