@@ -305,7 +305,7 @@ bool StoreServer::Impl::evictFor(const std::string& source) {
   std::string why = source.empty() ? "the root is out of descriptors"
                     : fromSource >= kMaxUnauthPerSource
                         ? "its address holds " + std::to_string(fromSource) + " unauthenticated connections"
-                        : std::to_string(total) + " connections are authenticating";
+                        : "the root holds " + std::to_string(total) + " unauthenticated connections";
   dropStranger(*chosen, "evicted (" + why + "; it " +
                             (chosen->spoke ? "is at " + chosen->session.progress() : std::string("sent nothing")) +
                             ")");

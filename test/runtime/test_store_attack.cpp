@@ -7,6 +7,7 @@
 // The attacks go through real sockets on 127.0.0.1 with the ranks as threads. The flood runs in a
 // forked child so that its thousand sockets do not count against the descriptors of the process
 // that hosts the root, which runs under the common soft limit of 1024 descriptors.
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -212,6 +213,8 @@ class FdLimit {
   rlimit saved_{};
 };
 
+constexpr int kFloodSources = 15;
+
 // A child process that opens `count` idle connections to `root`, reports how many it opened on
 // `ready` and keeps them open until the parent closes `hold`.
 pid_t floodFrom(const SocketAddress& root, int count, int* ready, int* hold) {
@@ -232,6 +235,13 @@ pid_t floodFrom(const SocketAddress& root, int count, int* ready, int* hold) {
     for (int i = 0; i < count; ++i) {
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
       if (fd < 0) break;
+      // A third from 127.0.0.2 (over the per-source limit), the rest spread up to 127.0.0.16 (over
+      // the total limit).
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      const int source = i < count / 3 ? 0 : i % kFloodSources;
+      from.sin_addr.s_addr = htonl(0x7F000002u + static_cast<uint32_t>(source));
+      if (::bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0) continue;
       if (::connect(fd, reinterpret_cast<const sockaddr*>(&root.storage), root.length) == 0) ++opened;
     }
     (void)!::write(up[1], &opened, sizeof(opened));
