@@ -5,9 +5,9 @@
 // stranger may only say HELLO and then AUTH, a registered rank only GATHER, nobody more than the
 // limits in wire.hpp), runs the handshake (handshake.hpp: a fresh root nonce per connection, the
 // rank's proof checked, the root's proof returned) and hands authenticated claims and GATHERs to
-// RootState. The loop receives straight into space() and
-// reports the count to received(); the store-server fuzzer (test/fuzz) feeds bytes the same way,
-// so what it finds is what a hostile peer on the port would find.
+// RootState. The loop receives straight into space() and reports the count to received(); the
+// store-server fuzzer (test/fuzz) feeds bytes the same way, so what it finds is what a hostile
+// peer on the port would find.
 #pragma once
 
 #include <cstdint>

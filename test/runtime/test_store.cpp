@@ -376,6 +376,59 @@ TEST_CASE("registration errors name the value and the expected one", "[store]") 
   CHECK(big.status().code() == ErrorCode::kInvalidArgument);
 }
 
+// Plays a root of another ferry version for one rank: reads its HELLO, then either answers with a
+// CHALLENGE of `version` or, as a protocol-1 root does with a HELLO it cannot parse, closes.
+std::string againstOtherRoot(uint32_t version) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  SocketAddress where = SocketAddress::loopback(0);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&where.storage), where.length) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  where.length = sizeof(where.storage);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&where.storage), &where.length);
+  std::string saw;
+  std::thread rank([&] {
+    auto c = StoreClient::connect(where, kSecret, 0, 2, Deadline::after(1.0));
+    saw = c.isOk() ? "OK" : c.status().message();
+  });
+  int fd = ::accept(listener, nullptr, nullptr);
+  uint8_t hello[wire::kHeaderBytes + wire::kHelloBytes];
+  size_t got = 0;
+  while (fd >= 0 && got < sizeof(hello)) {
+    ssize_t n = ::recv(fd, hello + got, sizeof(hello) - got, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (version > 1) {
+    wire::Hello challenge;
+    challenge.version = version;
+    auto frame = wire::encodeHello(challenge, wire::MsgType::kChallenge);
+    (void)!::send(fd, frame->data(), frame->size(), MSG_NOSIGNAL);
+  }
+  if (version > 1) rank.join();
+  ::close(fd);
+  if (version <= 1) rank.join();
+  ::close(listener);
+  return saw;
+}
+
+TEST_CASE("ranks and roots of different protocol versions name both versions", "[store]") {
+  auto server = startServer();
+  RawPeer old(server->address());
+  Bytes legacy = header(wire::kMagic, 1, wire::kLegacyHelloBytes);
+  legacy.insert(legacy.end(), kSecret.bytes.begin(), kSecret.bytes.end());
+  legacy.insert(legacy.end(), {0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1});  // rank 0 of 2, protocol 1
+  old.send(legacy);
+  CHECK(old.readReply() ==
+        "protocol version 1 is not supported (expected 2): all ranks must run the same ferry version");
+  const std::string newer = againstOtherRoot(3);
+  INFO(newer);
+  CHECK(newer.find("speaks protocol version 3, rank 0 speaks 2") != std::string::npos);
+  const std::string older = againstOtherRoot(1);
+  INFO(older);
+  CHECK(older.find("closed the connection") != std::string::npos);
+  CHECK(older.find("older ferry") != std::string::npos);
+}
+
 TEST_CASE("connecting where nobody listens fails at the deadline, naming the address", "[store]") {
   SocketAddress nobody = SocketAddress::loopback(freePort());
   auto start = Clock::now();
