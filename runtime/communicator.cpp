@@ -708,7 +708,8 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
                launch->rootAddr.c_str());
   }
   if (launch->rank == 0) {
-    auto server = bootstrap::StoreServer::start(*addr, secret);
+    // Rank 0's own configuration fixes the world size: a rank that says otherwise is refused.
+    auto server = bootstrap::StoreServer::start(*addr, secret, launch->size);
     if (!server.isOk()) {
       return makeError(server.status().code(), "rank 0 cannot listen for the rendezvous on %s: %s",
                        launch->rootAddr.c_str(), server.status().message().c_str());

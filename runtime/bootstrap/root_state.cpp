@@ -29,74 +29,86 @@ std::string describeRanks(const std::vector<int>& ranks) {
   return out;
 }
 
-Status RootState::checkHello(const std::string& peer, const wire::Hello& h) const {
-  if (!(h.secret == secret_)) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "the job secret does not match the root's (all ranks of a job must use the same unique "
-                     "id or FERRY_SECRET)");
-  }
-  if (h.version != wire::kProtocolVersion) {
-    return makeError(ErrorCode::kInvalidUsage,
-                     "protocol version %u is not supported (expected %u): all ranks must run the same ferry "
-                     "version",
-                     h.version, wire::kProtocolVersion);
-  }
+Status RootState::checkClaim(const std::string& peer, const Claim& c) const {
   if (!failure_.isOk()) {
     return Status(failure_.code(), "the job already failed: " + failure_.message());
   }
-  if (h.size == 0 || h.size > static_cast<uint32_t>(wire::kMaxWorldSize)) {
-    return makeError(ErrorCode::kInvalidArgument, "world size %u is out of range (expected 1 to %d)", h.size,
+  if (c.size == 0 || c.size > static_cast<uint32_t>(wire::kMaxWorldSize)) {
+    return makeError(ErrorCode::kInvalidArgument, "world size %u is out of range (expected 1 to %d)", c.size,
                      wire::kMaxWorldSize);
   }
-  if (size_ != 0 && h.size != static_cast<uint32_t>(size_)) {
-    const Slot& first = slots_[static_cast<size_t>(firstRank_)];
-    return makeError(ErrorCode::kInvalidArgument,
-                     "rank %u says the world size is %u but rank %d (from %s) registered it as %d; expected %d",
-                     h.rank, h.size, firstRank_, first.peer.c_str(), size_, size_);
-  }
-  if (h.rank >= h.size) {
+  if (c.rank >= c.size) {
     return makeError(ErrorCode::kInvalidArgument, "rank %u is out of range for world size %u (expected 0 to %u)",
-                     h.rank, h.size, h.size - 1);
+                     c.rank, c.size, c.size - 1);
   }
-  if (size_ != 0) {
-    const Slot& slot = slots_[h.rank];
-    if (slot.state == SlotState::kConnected) {
-      return makeError(ErrorCode::kInvalidUsage,
-                       "rank %u is already registered by %s (expected each rank of %d exactly once; this "
-                       "connection came from %s)",
-                       h.rank, slot.peer.c_str(), size_, peer.c_str());
-    }
-    if (slot.state == SlotState::kLeft) {
-      return makeError(ErrorCode::kInvalidUsage,
-                       "rank %u already registered (from %s) and left the rendezvous; a rank cannot join twice",
-                       h.rank, slot.peer.c_str());
-    }
+  if (size_ == 0) return Status::ok();
+  if (c.size != static_cast<uint32_t>(size_)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "rank %u says the world size is %u but rank 0's configuration says it is %d; expected %d",
+                     c.rank, c.size, size_, size_);
+  }
+  const Slot& slot = slots_[c.rank];
+  if (slot.state == SlotState::kConnected) {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "rank %u is already registered by %s (expected each rank of %d exactly once; this "
+                     "connection came from %s)",
+                     c.rank, slot.peer.c_str(), size_, peer.c_str());
+  }
+  if (slot.state == SlotState::kLeft) {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "rank %u already registered (from %s) and left the rendezvous; a rank cannot join twice",
+                     c.rank, slot.peer.c_str());
   }
   return Status::ok();
 }
 
-int RootState::hello(uint64_t conn, const std::string& peer, const wire::Hello& h) {
-  Status verdict = checkHello(peer, h);
+void RootState::refuse(uint64_t conn, const std::string& peer, const Status& why) {
+  FERRY_WARN(log::kBootstrap, "refusing connection from %s: %s", peer.c_str(), why.message().c_str());
+  sink_.reply(conn, wire::encodeError(why));
+  sink_.refuse(conn);
+}
+
+void RootState::hello(uint64_t conn, const std::string& peer, const Claim& c, wire::OutFrame welcome) {
+  Status verdict = checkClaim(peer, c);
   if (!verdict.isOk()) {
     FERRY_WARN(log::kBootstrap, "refusing connection from %s (claims rank %u of %u): %s",
-               peer.c_str(), h.rank, h.size, verdict.message().c_str());
+               peer.c_str(), c.rank, c.size, verdict.message().c_str());
     sink_.reply(conn, wire::encodeError(verdict));
-    return -1;
+    sink_.refuse(conn);
+    return;
+  }
+  if (size_ == 0 && c.rank != 0) {
+    FERRY_INFO(log::kBootstrap, "rank %u (of %u, from %s) waits for rank 0 to set the world size", c.rank, c.size,
+               peer.c_str());
+    parked_.push_back(Parked{conn, peer, c, std::move(welcome)});
+    return;
   }
   if (size_ == 0) {
-    size_ = static_cast<int>(h.size);
-    firstRank_ = static_cast<int>(h.rank);
+    size_ = static_cast<int>(c.size);
     slots_.assign(static_cast<size_t>(size_), Slot{});
   }
-  Slot& slot = slots_[h.rank];
+  admit(conn, peer, c, std::move(welcome));
+  // Rank 0 fixed the size: judge the parked claims in the order they came.
+  std::vector<Parked> waiting = std::move(parked_);
+  parked_.clear();
+  for (Parked& p : waiting) hello(p.conn, p.peer, p.claim, std::move(p.welcome));
+}
+
+void RootState::forget(uint64_t conn) {
+  parked_.erase(std::remove_if(parked_.begin(), parked_.end(), [conn](const Parked& p) { return p.conn == conn; }),
+                parked_.end());
+}
+
+void RootState::admit(uint64_t conn, const std::string& peer, const Claim& c, wire::OutFrame welcome) {
+  Slot& slot = slots_[c.rank];
   slot.state = SlotState::kConnected;
   slot.conn = conn;
   slot.peer = peer;
   ++connected_;
-  FERRY_INFO(log::kBootstrap, "rank %u of %d registered from %s (%d connected)", h.rank, size_,
+  FERRY_INFO(log::kBootstrap, "rank %u of %d registered from %s (%d connected)", c.rank, size_,
              peer.c_str(), connected_);
-  sink_.reply(conn, wire::encodeWelcome());
-  return static_cast<int>(h.rank);
+  sink_.admit(conn, static_cast<int>(c.rank));
+  sink_.reply(conn, std::move(welcome));
 }
 
 void RootState::gather(int rank, wire::GatherRequest req) {
@@ -221,7 +233,7 @@ Clock::time_point RootState::nextDeadline() const {
 }
 
 bool RootState::finished() const {
-  return (size_ > 0 && left_ == size_) || (!failure_.isOk() && connected_ == 0);
+  return (size_ > 0 && left_ == size_ && parked_.empty()) || (!failure_.isOk() && connected_ == 0);
 }
 
 }  // namespace ferry::bootstrap

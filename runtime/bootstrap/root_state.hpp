@@ -8,6 +8,12 @@
 // disconnected). A *round* is one allGather: it starts with the first GATHER, completes when every
 // rank sent one, and fails at the earliest deadline any contributor sent or when a registered rank
 // leaves while others wait. A failure is sticky: every later request gets the same error.
+//
+// The world size is rank 0's: given when the root was started by rank 0 itself (from its launch
+// configuration), else taken from rank 0's own registration. Until rank 0 has registered, the
+// registrations of other ranks are *parked* (kept, unanswered) and judged in arrival order once the
+// size is known, so the first arrival cannot impose its size and make rank 0 be refused.
+// RootState only ever sees authenticated claims; the handshake itself is ServerSession's.
 #pragma once
 
 #include <cstdint>
@@ -26,16 +32,33 @@ class ReplySink {
   virtual ~ReplySink() = default;
   /// Queue `frame` on connection `conn` (ignored when that connection is gone).
   virtual void reply(uint64_t conn, wire::OutFrame frame) = 0;
+  /// Connection `conn` is now registered as `rank` (possibly long after its AUTH, when parked).
+  virtual void admit(uint64_t conn, int rank) = 0;
+  /// Connection `conn` was refused: its ERROR is queued; close it once that is sent.
+  virtual void refuse(uint64_t conn) = 0;
 };
 
 /// Registration and allGather rounds of one job.
 class RootState {
  public:
-  RootState(const Secret& secret, ReplySink& sink) : secret_(secret), sink_(sink) {}
+  /// The job of `secret`; `worldSize` is rank 0's configured size, or 0 to take it from rank 0's AUTH.
+  RootState(const Secret& secret, int worldSize, ReplySink& sink)
+      : secret_(secret), size_(worldSize > 0 ? worldSize : 0), sink_(sink) {
+    if (size_ > 0) slots_.assign(static_cast<size_t>(size_), Slot{});
+  }
 
-  /// A HELLO arrived on connection `conn` from `peer`. Returns the rank now registered, or -1 when
-  /// it was refused (an ERROR is queued and logged; the caller closes once it is sent).
-  int hello(uint64_t conn, const std::string& peer, const wire::Hello& hello);
+  /// The job secret, for the handshake's proofs.
+  const Secret& secret() const { return secret_; }
+  /// Where answers go (the handshake's CHALLENGE too).
+  ReplySink& sink() { return sink_; }
+  /// Connection `conn` from `peer` proved the secret and claims `claim`; `welcome` is the OK to
+  /// send when it is registered. Registers it (sink.admit), parks it until rank 0 has set the world
+  /// size, or refuses it (an ERROR is queued and logged, then sink.refuse).
+  void hello(uint64_t conn, const std::string& peer, const Claim& claim, wire::OutFrame welcome);
+  /// Refuse connection `conn` from `peer` before it made a valid claim (logged at WARN).
+  void refuse(uint64_t conn, const std::string& peer, const Status& why);
+  /// A connection that never registered is gone: forget its parked claim, if any.
+  void forget(uint64_t conn);
   /// Registered `rank` sent its contribution to a round.
   void gather(int rank, wire::GatherRequest request);
   /// Registered `rank` closed its connection (or was dropped).
@@ -58,16 +81,25 @@ class RootState {
     std::vector<uint8_t> data;
   };
 
-  Status checkHello(const std::string& peer, const wire::Hello& hello) const;
+  // An authenticated claim waiting for rank 0 to fix the world size.
+  struct Parked {
+    uint64_t conn;
+    std::string peer;
+    Claim claim;
+    wire::OutFrame welcome;
+  };
+
+  Status checkClaim(const std::string& peer, const Claim& claim) const;
+  void admit(uint64_t conn, const std::string& peer, const Claim& claim, wire::OutFrame welcome);
   void completeRound();
   void failRound(Status why, int alsoTell = -1);
   std::string timeoutMessage() const;
 
   Secret secret_;
+  int size_ = 0;  // 0 until rank 0 registers (when the root was not told)
   ReplySink& sink_;
-  int size_ = 0;  // 0 until the first rank registers
-  int firstRank_ = -1;
   std::vector<Slot> slots_;
+  std::vector<Parked> parked_;
   int connected_ = 0;
   int left_ = 0;
   uint64_t round_ = 0;

@@ -17,16 +17,30 @@ std::string ServerSession::who() const {
 Status ServerSession::validate(const wire::FrameHeader& h) const {
   using wire::MsgType;
   if (h.type == static_cast<uint16_t>(MsgType::kHello)) {
-    if (rank_ >= 0) return makeError(ErrorCode::kRemoteError, "a second HELLO from registered rank %d", rank_);
-    if (h.length != wire::kHelloBytes) {
+    if (stage_ != Stage::kHello) return makeError(ErrorCode::kRemoteError, "a second HELLO on one connection");
+    // A protocol-1 HELLO is read only to be refused by its version number.
+    if (h.length != wire::kHelloBytes && h.length != wire::kLegacyHelloBytes) {
       return makeError(ErrorCode::kRemoteError, "HELLO frame announces %u bytes (expected exactly %zu)",
                        h.length, wire::kHelloBytes);
     }
     return Status::ok();
   }
+  if (h.type == static_cast<uint16_t>(MsgType::kAuth)) {
+    if (stage_ != Stage::kAuth) {
+      return makeError(ErrorCode::kRemoteError, "AUTH %s", stage_ == Stage::kHello
+                                                               ? "before HELLO (the root's challenge comes first)"
+                                                               : "on a connection that already authenticated");
+    }
+    if (h.length != wire::kAuthBytes) {
+      return makeError(ErrorCode::kRemoteError, "AUTH frame announces %u bytes (expected exactly %zu)", h.length,
+                       wire::kAuthBytes);
+    }
+    return Status::ok();
+  }
   if (h.type == static_cast<uint16_t>(MsgType::kGather)) {
     if (rank_ < 0) {
-      return makeError(ErrorCode::kRemoteError, "GATHER before HELLO (a connection must present the secret first)");
+      return makeError(ErrorCode::kRemoteError,
+                       "GATHER before registering (a connection must prove the secret and be admitted first)");
     }
     if (h.length < wire::kGatherPrefixBytes || h.length > wire::kGatherPrefixBytes + wire::kMaxContributionBytes) {
       return makeError(ErrorCode::kRemoteError, "GATHER frame announces %u bytes (expected %zu to %zu)", h.length,
@@ -34,7 +48,8 @@ Status ServerSession::validate(const wire::FrameHeader& h) const {
     }
     return Status::ok();
   }
-  if (h.type == static_cast<uint16_t>(MsgType::kOk) || h.type == static_cast<uint16_t>(MsgType::kError)) {
+  if (h.type == static_cast<uint16_t>(MsgType::kOk) || h.type == static_cast<uint16_t>(MsgType::kError) ||
+      h.type == static_cast<uint16_t>(MsgType::kChallenge)) {
     return makeError(ErrorCode::kRemoteError, "%s frames only flow from the root to the ranks",
                      wire::msgTypeName(h.type).c_str());
   }
@@ -47,18 +62,52 @@ Status ServerSession::received(size_t n, RootState& state, bool* jobActivity) {
   return dispatch(reader_.take(), state, jobActivity);
 }
 
+void ServerSession::onHello(const std::vector<uint8_t>& payload, RootState& state) {
+  auto hello = wire::decodeHello(payload);
+  if (!hello.isOk()) return state.refuse(id_, peer_, hello.status());
+  if (hello->version != wire::kProtocolVersion) {
+    return state.refuse(id_, peer_,
+                        makeError(ErrorCode::kInvalidUsage,
+                                  "protocol version %u is not supported (expected %u): all ranks must run the same "
+                                  "ferry version",
+                                  hello->version, wire::kProtocolVersion));
+  }
+  rankNonce_ = hello->nonce;
+  rootNonce_ = randomNonce();
+  stage_ = Stage::kAuth;
+  wire::Hello challenge;
+  challenge.nonce = rootNonce_;
+  state.sink().reply(id_, wire::encodeHello(challenge, wire::MsgType::kChallenge));
+}
+
+void ServerSession::onAuth(const std::vector<uint8_t>& payload, RootState& state, bool* jobActivity) {
+  auto auth = wire::decodeAuth(payload);
+  if (!auth.isOk()) return state.refuse(id_, peer_, auth.status());
+  const Digest expected = rankProof(state.secret(), rootNonce_, rankNonce_, auth->claim);
+  if (!digestsEqual(expected, auth->proof)) {
+    return state.refuse(id_, peer_,
+                        makeError(ErrorCode::kInvalidArgument,
+                                  "the proof of the job secret for rank %u of %u does not verify (all ranks of a job "
+                                  "must use the same unique id or FERRY_SECRET; a replayed or altered handshake "
+                                  "fails the same way)",
+                                  auth->claim.rank, auth->claim.size));
+  }
+  stage_ = Stage::kAuthenticated;
+  *jobActivity = true;
+  const Digest proof = rootProof(state.secret(), rootNonce_, rankNonce_, auth->claim);
+  state.hello(id_, peer_, auth->claim, wire::encodeWelcome(proof));
+}
+
 Status ServerSession::dispatch(wire::Frame frame, RootState& state, bool* jobActivity) {
+  // validate() lets through only what the stage allows: HELLO, then AUTH, then GATHER from a rank.
   if (frame.type == wire::MsgType::kHello) {
-    int rank = state.hello(id_, peer_, wire::decodeHello(frame.payload));
-    if (rank < 0) {
-      refused_ = true;
-    } else {
-      rank_ = rank;
-      *jobActivity = true;
-    }
+    onHello(frame.payload, state);
     return Status::ok();
   }
-  // validate() lets nothing but HELLO and GATHER through, and GATHER only from a rank.
+  if (frame.type == wire::MsgType::kAuth) {
+    onAuth(frame.payload, state, jobActivity);
+    return Status::ok();
+  }
   *jobActivity = true;
   auto request = wire::decodeGather(std::move(frame.payload));
   FERRY_TRY(request);

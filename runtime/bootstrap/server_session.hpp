@@ -2,10 +2,12 @@
 //
 // The root's poll loop owns the socket and the send queue; a ServerSession owns what the bytes
 // mean: it assembles frames, decides from each header alone whether the client may send it (a
-// stranger may only say HELLO, a registered rank only GATHER, nobody more than the limits in
-// wire.hpp), and hands complete frames to RootState. The loop receives straight into space() and
-// reports the count to received(); the store-server fuzzer (test/fuzz) feeds bytes the same way,
-// so what it finds is what a hostile peer on the port would find.
+// stranger may only say HELLO and then AUTH, a registered rank only GATHER, nobody more than the
+// limits in wire.hpp), runs the handshake (handshake.hpp: a fresh root nonce per connection, the
+// rank's proof checked, the root's proof returned) and hands authenticated claims and GATHERs to
+// RootState. The loop receives straight into space() and reports the count to received(); the
+// store-server fuzzer (test/fuzz) feeds bytes the same way, so what it finds is what a hostile
+// peer on the port would find.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +28,17 @@ class ServerSession {
   ServerSession& operator=(const ServerSession&) = delete;
 
   uint64_t id() const { return id_; }
-  /// The rank its HELLO registered, -1 before (or after a refused HELLO).
+  /// The rank it registered as, -1 before (or when refused).
   int rank() const { return rank_; }
+  /// It proved the job secret (it is registered, or parked until rank 0 sets the world size).
+  bool authenticated() const { return stage_ == Stage::kAuthenticated; }
+  /// RootState registered it as `rank`.
+  void admit(int rank) { rank_ = rank; }
+  /// RootState refused it.
+  void markRefused() { refused_ = true; }
   /// "127.0.0.1:41234", or "127.0.0.1:41234 (rank 2)" once registered.
   std::string who() const;
-  /// Its HELLO was refused: the ERROR is queued and nothing more is read from it.
+  /// It was refused: the ERROR is queued and nothing more is read from it.
   bool refused() const { return refused_; }
   /// Some bytes of an unfinished frame have arrived.
   bool midFrame() const { return reader_.started(); }
@@ -45,11 +53,19 @@ class ServerSession {
   Status received(size_t n, RootState& state, bool* jobActivity);
 
  private:
+  // Where the handshake stands: HELLO expected, AUTH expected, done.
+  enum class Stage : uint8_t { kHello, kAuth, kAuthenticated };
+
   Status validate(const wire::FrameHeader& h) const;
   Status dispatch(wire::Frame frame, RootState& state, bool* jobActivity);
+  void onHello(const std::vector<uint8_t>& payload, RootState& state);
+  void onAuth(const std::vector<uint8_t>& payload, RootState& state, bool* jobActivity);
 
   uint64_t id_;
   std::string peer_;
+  Stage stage_ = Stage::kHello;
+  Nonce rankNonce_{};
+  Nonce rootNonce_{};
   int rank_ = -1;
   bool refused_ = false;
   wire::FrameReader reader_;

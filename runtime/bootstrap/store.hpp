@@ -1,10 +1,11 @@
 // The TCP rendezvous store: how ranks of a job find each other before any transport exists.
 //
 // One process runs a StoreServer (the one that created the unique id, or rank 0 when ranks start from
-// the environment). Every rank connects a StoreClient, presents the job's 128-bit secret, and then
+// the environment). Every rank connects a StoreClient, proves it holds the job's 128-bit secret
+// without sending it (and checks the root's proof in return: handshake.hpp), and then
 // runs rounds of allGather (each rank contributes bytes, every rank receives all contributions) and
 // barrier. Frames are length-prefixed; the server validates magic, type and length before it
-// allocates anything, and drops (and logs) connections that fail the secret or send garbage.
+// allocates anything, and drops (and logs) connections that fail the proof or send garbage.
 #pragma once
 
 #include <sys/socket.h>
@@ -56,8 +57,11 @@ Result<RootInfo> decodeUniqueId(const uint8_t in[kUniqueIdBytes]);
 /// The rendezvous server. It serves one job on a background thread.
 class StoreServer {
  public:
-  /// Listen on `bind` (port 0 picks a free port) for ranks presenting `secret`.
-  static Result<std::unique_ptr<StoreServer>> start(const SocketAddress& bind, const Secret& secret);
+  /// Listen on `bind` (port 0 picks a free port) for ranks that prove they hold `secret`. The world
+  /// size is `worldSize` when rank 0 starts the root from its own configuration; 0 lets rank 0's
+  /// registration set it (a root started before the size is known, as for a unique id).
+  static Result<std::unique_ptr<StoreServer>> start(const SocketAddress& bind, const Secret& secret,
+                                                    int worldSize = 0);
   /// Keep serving in the background after the owner lets go, until every rank of the job has
   /// disconnected after its last round (or nothing happened for the configured timeout).
   static void detach(std::unique_ptr<StoreServer> server);

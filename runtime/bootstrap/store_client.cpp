@@ -5,11 +5,16 @@
 // any rank sent and names the missing ranks), so the client's own limit, the deadline plus a small
 // grace, only fires when the root itself is dead or hung; that error says so. Any failure of a
 // round is sticky: the job's rendezvous is broken and every later call returns the same error.
+//
+// The handshake (handshake.hpp) never sends the secret: the rank proves it over both nonces and its
+// claim, and sends no data until the root has proved the secret in return, so a process squatting
+// on the root's address learns nothing and receives nothing.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "runtime/base/log.hpp"
+#include "runtime/bootstrap/handshake.hpp"
 #include "runtime/bootstrap/socket.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
@@ -30,7 +35,8 @@ Clock::time_point withGrace(Deadline deadline) {
 
 struct StoreClient::Impl {
   Status send(const wire::OutFrame& frame, Clock::time_point until, const char* what);
-  Result<wire::Frame> receive(Clock::time_point until, const char* what, size_t maxOk);
+  Result<wire::Frame> receive(Clock::time_point until, const char* what, size_t maxOk, bool challenge = false);
+  Status handshake(const Secret& secret, Clock::time_point until);
   double secondsUntil(Clock::time_point until) const {
     return std::chrono::duration<double>(until - started).count();
   }
@@ -62,15 +68,18 @@ Status StoreClient::Impl::send(const wire::OutFrame& frame, Clock::time_point un
                    rank, root.c_str(), std::strerror(err));
 }
 
-Result<wire::Frame> StoreClient::Impl::receive(Clock::time_point until, const char* what, size_t maxOk) {
+Result<wire::Frame> StoreClient::Impl::receive(Clock::time_point until, const char* what, size_t maxOk,
+                                               bool challenge) {
   wire::FrameReader reader([&](const wire::FrameHeader& h) -> Status {
     size_t limit = 0;
-    if (h.type == static_cast<uint16_t>(wire::MsgType::kOk)) {
+    if (challenge && h.type == static_cast<uint16_t>(wire::MsgType::kChallenge)) {
+      limit = wire::kChallengeBytes;
+    } else if (!challenge && h.type == static_cast<uint16_t>(wire::MsgType::kOk)) {
       limit = maxOk;
     } else if (h.type == static_cast<uint16_t>(wire::MsgType::kError)) {
       limit = wire::kMaxErrorBytes;
     } else {
-      return makeError(ErrorCode::kRemoteError, "a %s frame, which the root never sends",
+      return makeError(ErrorCode::kRemoteError, "a %s frame, which the root does not send at this point",
                        wire::msgTypeName(h.type).c_str());
     }
     if (h.length > limit) {
@@ -94,8 +103,9 @@ Result<wire::Frame> StoreClient::Impl::receive(Clock::time_point until, const ch
     if (n == 0) {
       return makeError(ErrorCode::kRemoteError,
                        "rendezvous root at %s closed the connection while rank %d waited for the reply to its %s; "
-                       "the root process may have exited",
-                       root.c_str(), rank, what);
+                       "the root process may have exited%s",
+                       root.c_str(), rank, what,
+                       challenge ? " or run an older ferry that speaks another protocol version" : "");
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -124,6 +134,7 @@ Result<std::unique_ptr<StoreClient>> StoreClient::connect(const SocketAddress& r
                      rank, size, size - 1);
   }
   auto impl = std::make_unique<Impl>();
+  impl->size = size;
   impl->root = root.toString();
   impl->rank = rank;
   impl->size = size;
@@ -132,22 +143,54 @@ Result<std::unique_ptr<StoreClient>> StoreClient::connect(const SocketAddress& r
   FERRY_TRY(connected);
   impl->fd = std::move(connected.value());
 
-  wire::Hello hello;
-  hello.secret = secret;
-  hello.rank = static_cast<uint32_t>(rank);
-  hello.size = static_cast<uint32_t>(size);
-  const Clock::time_point until = withGrace(deadline);
-  FERRY_TRY(impl->send(wire::encodeHello(hello), until, "HELLO"));
-  auto reply = impl->receive(until, "HELLO", 0);
-  FERRY_TRY(reply);
-  if (reply->type == wire::MsgType::kError) {
-    Status why = wire::decodeError(reply->payload);
-    return makeError(why.code(), "rendezvous root at %s refused rank %d of %d: %s", impl->root.c_str(), rank, size,
-                     why.message().c_str());
-  }
+  FERRY_TRY(impl->handshake(secret, withGrace(deadline)));
   FERRY_INFO(log::kBootstrap, "rank %d of %d registered with the root at %s", rank, size,
              impl->root.c_str());
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
+}
+
+// HELLO with the rank's nonce, the root's CHALLENGE, AUTH with the rank's proof, the root's proof.
+Status StoreClient::Impl::handshake(const Secret& secret, Clock::time_point until) {
+  wire::Hello hello;
+  hello.nonce = randomNonce();
+  FERRY_TRY(send(wire::encodeHello(hello), until, "HELLO"));
+  auto challenge = receive(until, "HELLO", 0, true);
+  FERRY_TRY(challenge);
+  auto refused = [&](const std::vector<uint8_t>& payload) {
+    Status why = wire::decodeError(payload);
+    return makeError(why.code(), "rendezvous root at %s refused rank %d of %d: %s", root.c_str(), rank, size,
+                     why.message().c_str());
+  };
+  if (challenge->type == wire::MsgType::kError) return refused(challenge->payload);
+  auto rootHello = wire::decodeHello(challenge->payload);
+  if (!rootHello.isOk() || rootHello->version != wire::kProtocolVersion) {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "rendezvous root at %s speaks protocol version %u, rank %d speaks %u: all ranks and the root "
+                     "must run the same ferry version",
+                     root.c_str(), rootHello.isOk() ? rootHello->version : 0u, rank, wire::kProtocolVersion);
+  }
+  wire::Auth auth;
+  auth.claim.rank = static_cast<uint32_t>(rank);
+  auth.claim.size = static_cast<uint32_t>(size);
+  auth.proof = rankProof(secret, rootHello->nonce, hello.nonce, auth.claim);
+  FERRY_TRY(send(wire::encodeAuth(auth), until, "AUTH"));
+  auto reply = receive(until, "AUTH", wire::kWelcomeBytes);
+  if (!reply.isOk() && reply.status().code() == ErrorCode::kTimeout && rank != 0) {
+    // A root that was not told the world size holds every other rank until rank 0 registers.
+    return Status(ErrorCode::kTimeout, reply.status().message() +
+                                           "; or rank 0 never registered, and a root started without the world "
+                                           "size waits for rank 0 to set it");
+  }
+  FERRY_TRY(reply);
+  if (reply->type == wire::MsgType::kError) return refused(reply->payload);
+  auto proof = wire::decodeWelcome(reply->payload);
+  if (!proof.isOk() || !digestsEqual(*proof, rootProof(secret, rootHello->nonce, hello.nonce, auth.claim))) {
+    return makeError(ErrorCode::kRemoteError,
+                     "the process at %s could not prove it knows the job secret, so rank %d sends it nothing: "
+                     "something other than this job's rendezvous root listens there, or it uses another secret",
+                     root.c_str(), rank);
+  }
+  return Status::ok();
 }
 
 StoreClient::StoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -7,17 +7,28 @@
 // that breaks the protocol is dropped with a WARN naming its address and the reason. The rules of
 // the rendezvous itself live in RootState; this file only moves bytes and keeps time.
 //
+// Connections that have not proved the secret yet cost the root a descriptor each, so they are
+// bounded: at most kMaxUnauthPerSource from one address and kMaxUnauthTotal in all (fewer when the
+// descriptor limit is low), each with kHandshakeSeconds to finish the handshake. A new connection
+// over a limit evicts an unauthenticated one (one that has sent nothing first, then the one idle
+// longest), so a flood of idle connections costs the attacker its own connections, never the
+// root's ability to accept; when accept() itself runs out of descriptors, the root evicts the same
+// way and tries again. An authenticated connection is never evicted: only its own protocol errors
+// and stalls drop it.
+//
 // A detached server is owned by a process-global keeper. Its thread ends on its own once every rank
 // has left after its last round (or nothing happened for FERRY_TIMEOUT seconds), closes its sockets,
 // detaches itself from the keeper and frees its state, so nobody has to join it.
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -35,21 +46,29 @@
 namespace ferry::bootstrap {
 namespace {
 
-// Longest a connection may go without presenting a valid HELLO, or sit in a half-received frame.
+// Longest a registered rank may sit in a half-received frame.
 constexpr double kStallSeconds = 10.0;
-// Connections that have not yet presented the secret; more are closed as soon as they are accepted.
-constexpr size_t kMaxUnregistered = 1024;
+// Longest a connection may take from accept to a verified AUTH (two round trips for an honest rank).
+constexpr double kHandshakeSeconds = 3.0;
+// Unauthenticated connections held from one source address, and in all.
+constexpr size_t kMaxUnauthPerSource = 64;
+constexpr size_t kMaxUnauthTotal = 256;
+// Connections accepted per wake-up, so that those already accepted get read between batches.
+constexpr int kAcceptBatch = 64;
 // Per-connection read budget per wake-up, so one fast sender cannot starve the others.
 constexpr size_t kReadBudgetBytes = 1u << 20;
 constexpr int kMaxPollMs = 250;
 
 // One accepted connection: its socket and send queue here, what its bytes mean in `session`.
 struct Conn {
-  Conn(uint64_t id, Fd fd, std::string peer) : fd(std::move(fd)), session(id, std::move(peer)) {}
+  Conn(uint64_t id, Fd fd, std::string peer, std::string source)
+      : fd(std::move(fd)), session(id, std::move(peer)), source(std::move(source)) {}
   std::string who() const { return session.who(); }
 
   Fd fd;
   ServerSession session;
+  std::string source;  // the peer's address without its port: what the per-source limit counts
+  bool spoke = false;  // it has sent at least one byte
   std::deque<wire::OutFrame> out;
   size_t outOffset = 0;
   bool closing = false;  // refused: close as soon as `out` is sent
@@ -61,16 +80,20 @@ struct Conn {
 }  // namespace
 
 struct StoreServer::Impl final : ReplySink {
-  explicit Impl(const Secret& secret) : state_(secret, *this) {}
+  Impl(const Secret& secret, int worldSize) : state_(secret, worldSize, *this) {}
   ~Impl() override = default;
 
   void reply(uint64_t conn, wire::OutFrame frame) override;
+  void admit(uint64_t conn, int rank) override;
+  void refuse(uint64_t conn) override;
   static void threadMain(Impl* self);
   void loop();
   void acceptAll();
+  bool evictFor(const std::string& source);
   void readFrom(Conn& c);
   void flush(Conn& c);
   void drop(Conn& c, const std::string& why);
+  void dropStranger(Conn& c, const std::string& why);
   void checkStalls();
   void sweep();
   bool detachedWorkDone();
@@ -93,7 +116,10 @@ struct StoreServer::Impl final : ReplySink {
   Clock::time_point lastActivity_ = Clock::now();
   Clock::time_point acceptPausedUntil_{};
   double stallSeconds_ = kStallSeconds;
+  double handshakeSeconds_ = kHandshakeSeconds;
   double idleSeconds_ = 300;
+  size_t maxUnauthTotal_ = kMaxUnauthTotal;
+  uint64_t strangersDropped_ = 0;  // evicted or timed out before proving the secret
 };
 
 namespace {
@@ -214,29 +240,76 @@ bool StoreServer::Impl::detachedWorkDone() {
 }
 
 void StoreServer::Impl::acceptAll() {
-  for (;;) {
+  for (int accepted = 0; accepted < kAcceptBatch;) {
     SocketAddress peer;
     int err = 0;
     Fd fd = acceptOne(listenFd_.get(), &peer, &err);
     if (!fd.valid()) {
       if (err == EAGAIN || err == EWOULDBLOCK) return;
       if (err == EINTR || err == ECONNABORTED) continue;
-      // Out of descriptors or memory: the listen socket stays readable, so pause instead of spinning.
+      // Out of descriptors: free one held by a stranger and try again; with none to free, the
+      // listen socket stays readable, so pause instead of spinning.
+      if ((err == EMFILE || err == ENFILE) && evictFor("")) continue;
       FERRY_WARN(log::kBootstrap, "the root at %s cannot accept connections: %s; retrying in 100 ms",
                  bound_.toString().c_str(), std::strerror(err));
       acceptPausedUntil_ = Clock::now() + std::chrono::milliseconds(100);
       return;
     }
-    size_t unregistered = 0;
-    for (const auto& entry : conns_) unregistered += entry.second->session.rank() < 0 ? 1 : 0;
-    if (unregistered >= kMaxUnregistered) {
-      FERRY_WARN(log::kBootstrap, "dropping connection from %s: %zu connections have not presented "
-                 "the secret yet", peer.toString().c_str(), unregistered);
-      continue;
+    ++accepted;
+    std::string source = peer.toString();
+    source = source.substr(0, source.rfind(':'));
+    while (evictFor(source)) {
     }
     uint64_t id = nextId_++;
-    conns_.emplace(id, std::make_unique<Conn>(id, std::move(fd), peer.toString()));
+    auto conn = std::make_unique<Conn>(id, std::move(fd), peer.toString(), std::move(source));
+    Conn& c = *conn;
+    conns_.emplace(id, std::move(conn));
+    // An honest rank's HELLO is usually here already: reading it now moves the connection out of
+    // the first class of eviction candidates before the next accept.
+    readFrom(c);
   }
+}
+
+// Evicts one unauthenticated connection when `source` (every source for "") holds its share or
+// the total is at the limit; false when no eviction was needed or possible. Victims: connections
+// that never sent a byte before those that did, and among them the one idle longest.
+bool StoreServer::Impl::evictFor(const std::string& source) {
+  size_t total = 0;
+  size_t fromSource = 0;
+  Conn* victim = nullptr;
+  Conn* sourceVictim = nullptr;
+  auto worse = [](const Conn* a, const Conn* b) {
+    if (b == nullptr) return true;
+    if (a->spoke != b->spoke) return !a->spoke;
+    return a->lastProgress < b->lastProgress;
+  };
+  for (auto& entry : conns_) {
+    Conn* c = entry.second.get();
+    if (c->dead || c->session.authenticated()) continue;
+    ++total;
+    if (worse(c, victim)) victim = c;
+    if (c->source == source) {
+      ++fromSource;
+      if (worse(c, sourceVictim)) sourceVictim = c;
+    }
+  }
+  Conn* chosen = nullptr;
+  if (source.empty()) {
+    chosen = victim;
+  } else if (fromSource >= kMaxUnauthPerSource) {
+    chosen = sourceVictim;
+  } else if (total >= maxUnauthTotal_) {
+    chosen = victim;
+  }
+  if (chosen == nullptr) return false;
+  std::string why = source.empty() ? "the root is out of descriptors"
+                    : fromSource >= kMaxUnauthPerSource
+                        ? "its address holds " + std::to_string(fromSource) + " unauthenticated connections"
+                        : "the root holds " + std::to_string(total) + " unauthenticated connections";
+  dropStranger(*chosen, "evicted (" + why + "; it " +
+                            (chosen->spoke ? "is at " + chosen->session.progress() : std::string("sent nothing")) +
+                            ")");
+  return true;
 }
 
 void StoreServer::Impl::readFrom(Conn& c) {
@@ -247,6 +320,7 @@ void StoreServer::Impl::readFrom(Conn& c) {
     ssize_t n = ::recv(c.fd.get(), space.data(), want, 0);
     if (n > 0) {
       budget -= static_cast<size_t>(n);
+      c.spoke = true;
       c.lastProgress = Clock::now();
       bool activity = false;
       Status ok = c.session.received(static_cast<size_t>(n), state_, &activity);
@@ -267,6 +341,19 @@ void StoreServer::Impl::readFrom(Conn& c) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
     return drop(c, std::string("receiving failed: ") + std::strerror(errno));
   }
+}
+
+void StoreServer::Impl::admit(uint64_t conn, int rank) {
+  auto it = conns_.find(conn);
+  if (it != conns_.end()) it->second->session.admit(rank);
+}
+
+void StoreServer::Impl::refuse(uint64_t conn) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end()) return;
+  it->second->session.markRefused();
+  it->second->closing = true;
+  if (it->second->out.empty()) it->second->dead = true;
 }
 
 void StoreServer::Impl::reply(uint64_t conn, wire::OutFrame frame) {
@@ -303,17 +390,35 @@ void StoreServer::Impl::drop(Conn& c, const std::string& why) {
   c.dead = true;
 }
 
+void StoreServer::Impl::dropStranger(Conn& c, const std::string& why) {
+  ++strangersDropped_;
+  // A WARN at the 1st, 2nd, 4th, 8th... keeps a flood from flooding the log as well.
+  if ((strangersDropped_ & (strangersDropped_ - 1)) == 0) {
+    FERRY_WARN(log::kBootstrap, "dropping connection from %s, which has not proved the job secret: %s (%llu such "
+               "connections dropped so far)", c.who().c_str(), why.c_str(),
+               static_cast<unsigned long long>(strangersDropped_));
+  } else {
+    FERRY_INFO(log::kBootstrap, "dropping connection from %s, which has not proved the job secret: %s", c.who().c_str(),
+               why.c_str());
+  }
+  c.dead = true;
+  c.fd.reset();  // free the descriptor now: accept() may be waiting for one
+}
+
 void StoreServer::Impl::checkStalls() {
   const auto now = Clock::now();
   const auto limit = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stallSeconds_));
+  const auto handshakeLimit =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(handshakeSeconds_));
   for (auto& entry : conns_) {
     Conn& c = *entry.second;
     if (c.dead) continue;
     if (c.closing) {
       if (now - c.acceptedAt > limit) c.dead = true;  // it does not read its refusal; no matter
-    } else if (c.session.rank() < 0 && now - c.acceptedAt > limit) {
-      drop(c, "no valid HELLO within " + std::to_string(static_cast<int>(stallSeconds_)) + " s (" +
-                  c.session.progress() + ")");
+    } else if (!c.session.authenticated() && now - c.acceptedAt > handshakeLimit) {
+      char limitText[32];
+      std::snprintf(limitText, sizeof(limitText), "%.1f", handshakeSeconds_);
+      dropStranger(c, std::string("no valid handshake within ") + limitText + " s (" + c.session.progress() + ")");
     } else if (c.session.midFrame() && now - c.lastProgress > limit) {
       drop(c, "a frame made no progress for " + std::to_string(static_cast<int>(stallSeconds_)) + " s (" +
                   c.session.progress() + ")");
@@ -332,14 +437,23 @@ void StoreServer::Impl::sweep() {
       }
       std::unique_ptr<Conn> gone = std::move(it->second);
       it = conns_.erase(it);
-      if (gone->session.rank() >= 0) state_.disconnected(gone->session.rank());
+      if (gone->session.rank() >= 0) {
+        state_.disconnected(gone->session.rank());
+      } else if (gone->session.authenticated()) {
+        state_.forget(gone->session.id());
+      }
       again = true;
     }
   }
 }
 
-Result<std::unique_ptr<StoreServer>> StoreServer::start(const SocketAddress& bind, const Secret& secret) {
-  auto impl = std::make_unique<Impl>(secret);
+Result<std::unique_ptr<StoreServer>> StoreServer::start(const SocketAddress& bind, const Secret& secret,
+                                                        int worldSize) {
+  if (worldSize < 0 || worldSize > wire::kMaxWorldSize) {
+    return makeError(ErrorCode::kInvalidArgument, "world size %d for the rendezvous root is out of range (expected "
+                     "0, for rank 0's choice, or 1 to %d)", worldSize, wire::kMaxWorldSize);
+  }
+  auto impl = std::make_unique<Impl>(secret, worldSize);
   auto listening = listenOn(bind, &impl->bound_);
   FERRY_TRY(listening);
   impl->listenFd_ = std::move(listening.value());
@@ -351,6 +465,12 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const SocketAddress& bin
   double timeout = config().timeout > 0 ? config().timeout : 300.0;
   impl->idleSeconds_ = timeout;
   impl->stallSeconds_ = std::min(kStallSeconds, timeout);
+  impl->handshakeSeconds_ = std::min(kHandshakeSeconds, timeout);
+  // Strangers may hold at most a quarter of the descriptors this process may open.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    impl->maxUnauthTotal_ = std::clamp<size_t>(static_cast<size_t>(files.rlim_cur) / 4, 8, kMaxUnauthTotal);
+  }
   try {
     impl->thread_ = std::thread(&Impl::threadMain, impl.get());
   } catch (const std::system_error& e) {

@@ -55,27 +55,52 @@ std::string msgTypeName(uint16_t type) {
     case MsgType::kGather: return "GATHER";
     case MsgType::kOk: return "OK";
     case MsgType::kError: return "ERROR";
+    case MsgType::kChallenge: return "CHALLENGE";
+    case MsgType::kAuth: return "AUTH";
   }
   return "unknown type " + std::to_string(type);
 }
 
-OutFrame encodeHello(const Hello& hello) {
-  auto out = startFrame(MsgType::kHello, kHelloBytes);
-  out.insert(out.end(), hello.secret.bytes.begin(), hello.secret.bytes.end());
-  put32(out, hello.rank);
-  put32(out, hello.size);
+OutFrame encodeHello(const Hello& hello, MsgType type) {
+  auto out = startFrame(type, kHelloBytes);
   put32(out, hello.version);
+  out.insert(out.end(), hello.nonce.begin(), hello.nonce.end());
   return finish(std::move(out));
 }
 
-Hello decodeHello(const std::vector<uint8_t>& payload) {
+Result<Hello> decodeHello(const std::vector<uint8_t>& payload) {
   Hello h;
-  if (payload.size() != kHelloBytes) return h;  // the validator already refused such frames
-  std::memcpy(h.secret.bytes.data(), payload.data(), h.secret.bytes.size());
-  h.rank = get32(payload.data() + 16);
-  h.size = get32(payload.data() + 20);
-  h.version = get32(payload.data() + 24);
+  if (payload.size() == kLegacyHelloBytes && get32(payload.data() + 24) != kProtocolVersion) {
+    h.version = get32(payload.data() + 24);
+    return h;
+  }
+  if (payload.size() != kHelloBytes) {
+    return makeError(ErrorCode::kRemoteError, "HELLO body of %zu bytes (expected exactly %zu)", payload.size(),
+                     kHelloBytes);
+  }
+  h.version = get32(payload.data());
+  std::copy(payload.begin() + 4, payload.end(), h.nonce.begin());
   return h;
+}
+
+OutFrame encodeAuth(const Auth& auth) {
+  auto out = startFrame(MsgType::kAuth, kAuthBytes);
+  put32(out, auth.claim.rank);
+  put32(out, auth.claim.size);
+  out.insert(out.end(), auth.proof.begin(), auth.proof.end());
+  return finish(std::move(out));
+}
+
+Result<Auth> decodeAuth(const std::vector<uint8_t>& payload) {
+  if (payload.size() != kAuthBytes) {
+    return makeError(ErrorCode::kRemoteError, "AUTH body of %zu bytes (expected exactly %zu)", payload.size(),
+                     kAuthBytes);
+  }
+  Auth a;
+  a.claim.rank = get32(payload.data());
+  a.claim.size = get32(payload.data() + 4);
+  std::copy(payload.begin() + 8, payload.end(), a.proof.begin());
+  return a;
 }
 
 OutFrame encodeGather(uint64_t round, uint32_t deadlineMs, const std::vector<uint8_t>& data) {
@@ -99,7 +124,21 @@ Result<GatherRequest> decodeGather(std::vector<uint8_t> payload) {
   return g;
 }
 
-OutFrame encodeWelcome() { return finish(startFrame(MsgType::kOk, 0)); }
+OutFrame encodeWelcome(const Digest& rootProof) {
+  auto out = startFrame(MsgType::kOk, kWelcomeBytes);
+  out.insert(out.end(), rootProof.begin(), rootProof.end());
+  return finish(std::move(out));
+}
+
+Result<Digest> decodeWelcome(const std::vector<uint8_t>& payload) {
+  if (payload.size() != kWelcomeBytes) {
+    return makeError(ErrorCode::kRemoteError, "the root accepted the AUTH with %zu bytes instead of its %zu-byte proof",
+                     payload.size(), kWelcomeBytes);
+  }
+  Digest d;
+  std::copy(payload.begin(), payload.end(), d.begin());
+  return d;
+}
 
 OutFrame encodeGatherReply(uint64_t round, const std::vector<std::vector<uint8_t>>& all) {
   size_t bytes = 12;

@@ -5,11 +5,16 @@
 // payload; all integers are big-endian. The reader hands the header to a validator before it
 // allocates the payload, so a peer that announces 4 GiB costs nothing but a log line.
 //
-// Messages (client -> server: HELLO, GATHER; server -> client: OK, ERROR):
-//   HELLO   secret[16] u32 rank  u32 size  u32 protocol version                 (exactly 28 bytes)
-//   GATHER  u64 round  u32 remaining deadline in ms (kNoDeadline: none)  data   (data <= 1 MiB)
-//   OK      reply to HELLO: empty; reply to GATHER: u64 round u32 count {u32 length, data} x count
-//   ERROR   u32 ErrorCode, then a message (UTF-8, no terminator)
+// Messages (client -> server: HELLO, AUTH, GATHER; server -> client: CHALLENGE, OK, ERROR). The
+// handshake is HELLO, CHALLENGE, AUTH, OK; its proofs are described in handshake.hpp:
+//   HELLO      u32 protocol version  rank nonce[32]                           (exactly 36 bytes)
+//   CHALLENGE  u32 protocol version  root nonce[32]                           (exactly 36 bytes)
+//   AUTH       u32 rank  u32 size  rank proof[32]                             (exactly 40 bytes)
+//   GATHER     u64 round  u32 remaining deadline in ms (kNoDeadline: none)  data   (data <= 1 MiB)
+//   OK         reply to AUTH: root proof[32]; reply to GATHER: u64 round u32 count {u32 length, data} x count
+//   ERROR      u32 ErrorCode, then a message (UTF-8, no terminator)
+// Protocol version 1 sent the secret itself in a 28-byte HELLO {secret[16], rank, size, version};
+// the root recognises that shape only to refuse it with a message naming both versions.
 #pragma once
 
 #include <cstdint>
@@ -20,14 +25,19 @@
 #include <vector>
 
 #include "ferry/status.hpp"
+#include "runtime/bootstrap/handshake.hpp"
 #include "runtime/bootstrap/store.hpp"
 
 namespace ferry::bootstrap::wire {
 
 inline constexpr uint32_t kMagic = 0x46525259;            ///< "FRRY"
-inline constexpr uint32_t kProtocolVersion = 1;           ///< sent in HELLO; the root refuses others
+inline constexpr uint32_t kProtocolVersion = 2;           ///< sent in HELLO and CHALLENGE; others refused
 inline constexpr size_t kHeaderBytes = 12;                ///< magic, type, reserved, length
-inline constexpr size_t kHelloBytes = 28;                 ///< secret, rank, size, version
+inline constexpr size_t kHelloBytes = 36;                 ///< version, rank nonce
+inline constexpr size_t kLegacyHelloBytes = 28;           ///< protocol 1: secret, rank, size, version
+inline constexpr size_t kChallengeBytes = 36;             ///< version, root nonce
+inline constexpr size_t kAuthBytes = 40;                  ///< rank, size, rank proof
+inline constexpr size_t kWelcomeBytes = 32;               ///< root proof
 inline constexpr size_t kGatherPrefixBytes = 12;          ///< round + deadline before the data
 inline constexpr size_t kMaxContributionBytes = 1u << 20; ///< per rank and round
 inline constexpr size_t kMaxRoundBytes = 256u << 20;      ///< all ranks of one round together
@@ -36,7 +46,7 @@ inline constexpr size_t kMaxErrorBytes = 4096;            ///< ERROR body, code 
 inline constexpr uint32_t kNoDeadline = 0xFFFFFFFFu;      ///< GATHER from a rank that waits forever
 
 /// Message types. Anything else on the wire is garbage.
-enum class MsgType : uint16_t { kHello = 1, kGather = 2, kOk = 3, kError = 4 };
+enum class MsgType : uint16_t { kHello = 1, kGather = 2, kOk = 3, kError = 4, kChallenge = 5, kAuth = 6 };
 
 /// "HELLO", or "unknown type 77".
 std::string msgTypeName(uint16_t type);
@@ -58,12 +68,16 @@ struct Frame {
 /// A frame ready to send: header and payload in one buffer, shareable between connections.
 using OutFrame = std::shared_ptr<const std::vector<uint8_t>>;
 
-/// HELLO body.
+/// HELLO and CHALLENGE body: the sender's protocol version and its nonce for this connection.
 struct Hello {
-  Secret secret;
-  uint32_t rank = 0;
-  uint32_t size = 0;
   uint32_t version = kProtocolVersion;
+  Nonce nonce{};
+};
+
+/// AUTH body: what the rank claims and its proof of the secret over both nonces and the claim.
+struct Auth {
+  Claim claim;
+  Digest proof{};
 };
 
 /// GATHER body.
@@ -73,18 +87,26 @@ struct GatherRequest {
   std::vector<uint8_t> data;
 };
 
-/// A HELLO frame.
-OutFrame encodeHello(const Hello& hello);
-/// The payload must be exactly kHelloBytes (the reader's validator enforces it).
-Hello decodeHello(const std::vector<uint8_t>& payload);
+/// A HELLO frame (rank to root) or, with kChallenge, the CHALLENGE (root to rank).
+OutFrame encodeHello(const Hello& hello, MsgType type = MsgType::kHello);
+/// HELLO or CHALLENGE body; fails unless it is kHelloBytes long. A protocol-1 HELLO
+/// (kLegacyHelloBytes, another version) decodes to its version field alone, to be refused by number.
+Result<Hello> decodeHello(const std::vector<uint8_t>& payload);
+
+/// An AUTH frame.
+OutFrame encodeAuth(const Auth& auth);
+/// AUTH body; fails unless it is exactly kAuthBytes.
+Result<Auth> decodeAuth(const std::vector<uint8_t>& payload);
 
 /// A GATHER frame with the rank's remaining wait in ms (kNoDeadline: none).
 OutFrame encodeGather(uint64_t round, uint32_t deadlineMs, const std::vector<uint8_t>& data);
 /// Takes the payload apart; fails when it is shorter than the fixed prefix.
 Result<GatherRequest> decodeGather(std::vector<uint8_t> payload);
 
-/// The empty OK that accepts a HELLO.
-OutFrame encodeWelcome();
+/// The OK that accepts an AUTH, carrying the root's proof.
+OutFrame encodeWelcome(const Digest& rootProof);
+/// The root's proof from the OK that answers an AUTH; fails unless it is exactly kWelcomeBytes.
+Result<Digest> decodeWelcome(const std::vector<uint8_t>& payload);
 /// OK for a completed round: every contribution, indexed by rank.
 OutFrame encodeGatherReply(uint64_t round, const std::vector<std::vector<uint8_t>>& all);
 /// Parse a round's OK and check that it is round `round` with `count` contributions.

@@ -15,14 +15,15 @@ namespace {
 
 constexpr unsigned kConfigMagic = 0xcafebeef;
 
-// Rank 0 of a job whose id came from NCCL_COMM_ID hosts the rendezvous there, as NCCL's does.
-Status startEnvironmentRoot(const UniqueId& id) {
+// Rank 0 of a job whose id came from NCCL_COMM_ID hosts the rendezvous there, as NCCL's does, for
+// the world size it was given.
+Status startEnvironmentRoot(const UniqueId& id, int size) {
   if (config().addr.empty()) return Status::ok();
   auto env = bootstrap::SocketAddress::parse(config().addr);
   FERRY_TRY(env);
   auto info = bootstrap::decodeUniqueId(id.bytes);
   if (!info.isOk() || info->addr.toString() != env->toString()) return Status::ok();  // an id made elsewhere
-  auto server = bootstrap::StoreServer::start(*env, info->secret);
+  auto server = bootstrap::StoreServer::start(*env, info->secret, size);
   if (!server.isOk()) {
     return makeError(server.status().code(), "rank 0 cannot host the rendezvous at NCCL_COMM_ID/FERRY_ADDR=%s: %s",
                      config().addr.c_str(), server.status().message().c_str());
@@ -50,7 +51,7 @@ Result<UniqueId> makeUniqueId() {
 
 Status runInit(const InitRequest& r) {
   reportEnvironment();
-  Status root = r.rank == 0 ? startEnvironmentRoot(r.id) : Status::ok();
+  Status root = r.rank == 0 ? startEnvironmentRoot(r.id, r.size) : Status::ok();
   // With a GPU the rank drives its handle's device (ncclCommInitRank: the caller's current device;
   // ncclCommInitAll: devlist); without one it stays on the host.
   const int device = cuda::deviceCount() > 0 ? r.handle->device : -1;

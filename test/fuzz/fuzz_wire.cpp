@@ -14,8 +14,13 @@ using namespace ferry::bootstrap;
 
 namespace {
 
-// The client's validator (store_client.cpp): OK up to the largest reply, ERROR up to its limit.
+// The client's validators (store_client.cpp): CHALLENGE of its size, OK up to the largest reply,
+// ERROR up to its limit.
 Status clientLimits(const wire::FrameHeader& h, int size) {
+  if (h.type == static_cast<uint16_t>(wire::MsgType::kChallenge)) {
+    if (h.length > wire::kChallengeBytes) return makeError(ErrorCode::kRemoteError, "CHALLENGE too long");
+    return Status::ok();
+  }
   if (h.type == static_cast<uint16_t>(wire::MsgType::kOk)) {
     if (h.length > wire::maxGatherReplyBytes(size)) return makeError(ErrorCode::kRemoteError, "OK too long");
     return Status::ok();
@@ -53,9 +58,27 @@ void checkBodies(const wire::Frame& f, int size) {
   } else {
     FERRY_FUZZ_CHECK(p.size() < wire::kGatherPrefixBytes);
   }
-  wire::Hello h = wire::decodeHello(p);
-  if (p.size() == wire::kHelloBytes) {
-    auto again = wire::encodeHello(h);
+  // HELLO and CHALLENGE share a body; a protocol-1 HELLO decodes to its version alone.
+  auto h = wire::decodeHello(p);
+  FERRY_FUZZ_CHECK(h.isOk() == (p.size() == wire::kHelloBytes || (p.size() == wire::kLegacyHelloBytes &&
+                                                                    h.isOk() && h->version != wire::kProtocolVersion)));
+  if (h.isOk() && p.size() == wire::kHelloBytes) {
+    auto again = wire::encodeHello(*h, f.type == wire::MsgType::kChallenge ? wire::MsgType::kChallenge
+                                                                          : wire::MsgType::kHello);
+    FERRY_FUZZ_CHECK(std::memcmp(again->data() + wire::kHeaderBytes, p.data(), p.size()) == 0);
+  } else if (h.isOk()) {
+    FERRY_FUZZ_CHECK(h->version != wire::kProtocolVersion);
+  }
+  auto a = wire::decodeAuth(p);
+  FERRY_FUZZ_CHECK(a.isOk() == (p.size() == wire::kAuthBytes));
+  if (a.isOk()) {
+    auto again = wire::encodeAuth(*a);
+    FERRY_FUZZ_CHECK(std::memcmp(again->data() + wire::kHeaderBytes, p.data(), p.size()) == 0);
+  }
+  auto w = wire::decodeWelcome(p);
+  FERRY_FUZZ_CHECK(w.isOk() == (p.size() == wire::kWelcomeBytes));
+  if (w.isOk()) {
+    auto again = wire::encodeWelcome(*w);
     FERRY_FUZZ_CHECK(std::memcmp(again->data() + wire::kHeaderBytes, p.data(), p.size()) == 0);
   }
 }
@@ -86,7 +109,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FERRY_FUZZ_CHECK(!reader.progress().empty());
     if (reader.complete()) {
       wire::Frame f = reader.take();
-      FERRY_FUZZ_CHECK(f.type == wire::MsgType::kOk || f.type == wire::MsgType::kError);
+      FERRY_FUZZ_CHECK(f.type == wire::MsgType::kOk || f.type == wire::MsgType::kError ||
+                       f.type == wire::MsgType::kChallenge);
       checkBodies(f, world);
     }
   }

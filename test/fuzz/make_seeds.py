@@ -14,8 +14,18 @@ def frame(kind, payload):
     return struct.pack(">IHHI", MAGIC, kind, 0, len(payload)) + payload
 
 
-def hello(secret, rank, size, version=1):
+def legacy_hello(secret, rank, size, version=1):
+    """Protocol 1's HELLO, which carried the secret itself; the root refuses it by version."""
     return frame(1, secret + struct.pack(">III", rank, size, version))
+
+
+def hello(nonce, version=2, kind=1):
+    """HELLO (kind 1) or CHALLENGE (kind 5): version and a 32-byte nonce."""
+    return frame(kind, struct.pack(">I", version) + nonce)
+
+
+def auth(rank, size, proof):
+    return frame(6, struct.pack(">II", rank, size) + proof)
 
 
 def gather(round_, data, deadline=0xFFFFFFFF):
@@ -41,12 +51,15 @@ def write(fuzzer, name, data):
 
 
 # wire: world size byte, receive-size seed byte, then what the root sends a rank.
-write("wire", "welcome", bytes([1, 7]) + frame(3, b""))
+write("wire", "welcome", bytes([1, 7]) + frame(3, bytes(range(32))))
+write("wire", "challenge-then-welcome", bytes([2, 5]) + hello(bytes([7]) * 32, kind=5) + frame(3, bytes(32)))
+write("wire", "challenge-then-error", bytes([1, 11]) + hello(bytes(32), kind=5) + error(4, b"proof does not verify"))
 write("wire", "reply-2-ranks", bytes([1, 3]) + reply(0, [b"ab", b""]))
 write("wire", "reply-then-error", bytes([2, 9]) + reply(5, [b"x", b"yz", b"123"]) + error(7, b"rank 1 timed out"))
 write("wire", "gather-body", bytes([0, 1]) + frame(3, struct.pack(">QI", 1, 500) + b"data"))
 
-# store_server: op bytes (see fuzz_store_server.cpp). 7|conn<<3: HELLO with the secret.
+# store_server: the root's configured world size (0: rank 0's registration sets it), then op
+# bytes (see fuzz_store_server.cpp). 7|conn<<3, rank, size, flags: the handshake with the secret.
 def data(conn, payload):
     out = b""
     for i in range(0, len(payload), 255):
@@ -55,16 +68,28 @@ def data(conn, payload):
     return out
 
 
-two_ranks = bytes([7 | 0 << 3, 0, 2, 7 | 1 << 3, 1, 2])
+def handshake(conn, rank, size, flags=0):
+    return bytes([7 | conn << 3, rank, size, flags])
+
+
+two_ranks = bytes([0]) + handshake(0, 0, 2) + handshake(1, 1, 2)
 two_ranks += data(0, gather(0, b"hello")) + data(1, gather(0, b"world"))
 two_ranks += data(0, gather(1, b"")) + data(1, gather(1, b""))
 write("store_server", "two-ranks-two-rounds", two_ranks)
-write("store_server", "raw-hello-and-leave",
-      data(2, hello(SECRET, 0, 3)) + data(3, hello(SECRET, 1, 3)) + data(2, gather(0, b"q")) + bytes([5 | 3 << 3, 6]))
-write("store_server", "wrong-secret", data(0, hello(b"\x01" * 16, 0, 2)) + data(1, hello(SECRET, 5, 2)))
+parked = bytes([0]) + handshake(1, 1, 3) + handshake(2, 2, 5) + handshake(3, 2, 3) + handshake(0, 0, 3)
+parked += data(0, gather(0, b"a")) + data(1, gather(0, b"b")) + data(3, gather(0, b"c")) + bytes([5 | 1 << 3, 6])
+write("store_server", "parked-until-rank-0", parked)
+write("store_server", "configured-size",
+      bytes([3]) + handshake(1, 1, 5) + handshake(2, 1, 3) + handshake(0, 0, 3) + data(0, gather(0, b"q")))
+write("store_server", "bad-proofs", bytes([2]) + handshake(0, 0, 2, 2) + handshake(1, 1, 2, 4) + handshake(2, 1, 2, 1))
+write("store_server", "legacy-hello",
+      bytes([0]) + data(0, legacy_hello(SECRET, 0, 2)) + data(1, legacy_hello(SECRET, 1, 2, 2)))
+write("store_server", "replayed-auth",
+      bytes([0]) + data(1, hello(bytes(32))) + data(1, auth(0, 2, bytes(32))) + data(2, auth(0, 2, bytes(32))))
 write("store_server", "oversized-and-truncated",
-      data(0, struct.pack(">IHHI", MAGIC, 1, 0, 0xFFFFFFFF)) + data(1, hello(SECRET, 0, 2)[:20]) + bytes([5 | 1 << 3]))
-write("store_server", "garbage", data(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+      bytes([0]) + data(0, struct.pack(">IHHI", MAGIC, 1, 0, 0xFFFFFFFF)) + data(1, hello(bytes(32))[:20]) +
+      bytes([5 | 1 << 3]))
+write("store_server", "garbage", bytes([1]) + data(0, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 
 # unique_id: selector byte, then the value.
 uid = struct.pack(">IHHH", 0x46524944, 1, 4, 29500) + b"\0\0" + bytes([127, 0, 0, 1]) + bytes(12) + bytes(4) + SECRET

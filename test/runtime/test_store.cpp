@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/bootstrap/handshake.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
 #include "test/runtime/raw_frames.hpp"
@@ -80,8 +81,10 @@ Bytes contribution(int rank, int round) {
   return b;
 }
 
-std::unique_ptr<StoreServer> startServer() {
-  auto server = StoreServer::start(SocketAddress::loopback(0), kSecret);
+// A root for `size` ranks, as rank 0 starts it from its configuration; 0: the size comes from
+// rank 0's registration, and other ranks wait for it (as with a unique id).
+std::unique_ptr<StoreServer> startServer(int size = 0) {
+  auto server = StoreServer::start(SocketAddress::loopback(0), kSecret, size);
   REQUIRE(server.isOk());
   return std::move(server.value());
 }
@@ -148,8 +151,32 @@ class RawPeer {
     }
     return false;
   }
-  // The root's reply to a HELLO, rendered as "OK" or the ERROR's message.
+  // The whole handshake as `rank` of `size` with `secret`: "OK", or the ERROR's message.
+  std::string handshake(const Secret& secret, uint32_t rank, uint32_t size) {
+    wire::Hello hello;
+    hello.nonce = randomNonce();
+    send(*wire::encodeHello(hello));
+    wire::Frame challenge;
+    std::string got = readFrame(&challenge);
+    if (!got.empty()) return got;
+    if (challenge.type != wire::MsgType::kChallenge) return "(no challenge)";
+    auto rootHello = wire::decodeHello(challenge.payload);
+    if (!rootHello.isOk()) return rootHello.status().message();
+    wire::Auth auth;
+    auth.claim = Claim{rank, size};
+    auth.proof = rankProof(secret, rootHello->nonce, hello.nonce, auth.claim);
+    send(*wire::encodeAuth(auth));
+    return readReply();
+  }
+  // The root's reply, rendered as "OK" or the ERROR's message.
   std::string readReply() {
+    wire::Frame f;
+    std::string got = readFrame(&f);
+    if (!got.empty()) return got;
+    return f.type == wire::MsgType::kOk ? "OK" : wire::decodeError(f.payload).message();
+  }
+  // One frame from the root into *f; "" or what went wrong.
+  std::string readFrame(wire::Frame* f) {
     wire::FrameReader reader([](const wire::FrameHeader&) { return Status::ok(); });
     Deadline d = Deadline::after(2.0);
     while (!reader.complete() && !d.expired()) {
@@ -161,21 +188,13 @@ class RawPeer {
       if (!reader.commit(static_cast<size_t>(n)).isOk()) return "(bad frame)";
     }
     if (!reader.complete()) return "(no reply)";
-    wire::Frame f = reader.take();
-    return f.type == wire::MsgType::kOk ? "OK" : wire::decodeError(f.payload).message();
+    *f = reader.take();
+    return "";
   }
 
  private:
   int fd_;
 };
-
-Bytes helloFrame(const Secret& secret, uint32_t rank, uint32_t size) {
-  wire::Hello h;
-  h.secret = secret;
-  h.rank = rank;
-  h.size = size;
-  return *wire::encodeHello(h);
-}
 
 TEST_CASE("allGather and barrier deliver every rank's data, round after round", "[store]") {
   for (int size : {1, 2, 3, 8}) {
@@ -198,7 +217,8 @@ TEST_CASE("a rank with the wrong secret is refused and the honest ranks still fi
   stranger.join();
   CHECK(reports == std::vector<std::string>{"", ""});
   INFO(refused);
-  CHECK(refused.find("refused rank 0 of 2: the job secret does not match") != std::string::npos);
+  CHECK(refused.find("refused rank 0 of 2: the proof of the job secret for rank 0 of 2 does not verify") !=
+        std::string::npos);
   CHECK(refused.find(server->address().toString()) != std::string::npos);
 }
 
@@ -246,10 +266,9 @@ TEST_CASE("malformed frames are dropped without stalling honest ranks or allocat
 }
 
 TEST_CASE("an oversized GATHER from a registered rank drops it and the others learn which rank", "[store]") {
-  auto server = startServer();
+  auto server = startServer(3);
   RawPeer rogue(server->address());
-  rogue.send(helloFrame(kSecret, 2, 3));
-  REQUIRE(rogue.readReply() == "OK");
+  REQUIRE(rogue.handshake(kSecret, 2, 3) == "OK");
   gLargestAlloc = 0;
   rogue.send(header(wire::kMagic, 2, 0xFFFFFFF0u));
   CHECK(rogue.closedWithin(2.0));
@@ -261,8 +280,7 @@ TEST_CASE("an oversized GATHER from a registered rank drops it and the others le
 TEST_CASE("a registered rank stalled mid-frame is dropped after the stall limit", "[store]") {
   auto server = startServer();
   RawPeer rogue(server->address());
-  rogue.send(helloFrame(kSecret, 0, 2));
-  REQUIRE(rogue.readReply() == "OK");
+  REQUIRE(rogue.handshake(kSecret, 0, 2) == "OK");
   Bytes partial = header(wire::kMagic, 2, 100);
   partial.resize(partial.size() + 20, 0);  // 20 of the 100 announced bytes, then silence
   rogue.send(partial);
@@ -274,7 +292,7 @@ TEST_CASE("a registered rank stalled mid-frame is dropped after the stall limit"
 TEST_CASE("a rank that never arrives fails the round within the deadline, naming it", "[store]") {
   for (bool connects : {false, true}) {
     DYNAMIC_SECTION((connects ? "rank 2 connects but never gathers" : "rank 2 never connects")) {
-      auto server = startServer();
+      auto server = startServer(3);
       std::unique_ptr<StoreClient> idle;
       if (connects) idle = std::move(StoreClient::connect(server->address(), kSecret, 2, 3, Deadline::after(2.0)).value());
       std::vector<Status> got(2);
@@ -306,7 +324,7 @@ TEST_CASE("a rank that never arrives fails the round within the deadline, naming
 }
 
 TEST_CASE("a rank that disconnects mid-round fails the others at once, naming it", "[store]") {
-  auto server = startServer();
+  auto server = startServer(3);
   auto quitter = StoreClient::connect(server->address(), kSecret, 2, 3, Deadline::after(2.0));
   REQUIRE(quitter.isOk());
   std::thread leave([&] {
@@ -338,15 +356,14 @@ TEST_CASE("registration errors name the value and the expected one", "[store]") 
   CHECK(dup.status().message().find("rank 0 is already registered by 127.0.0.1:") != std::string::npos);
   auto size = StoreClient::connect(server->address(), kSecret, 1, 3, Deadline::after(2.0));
   REQUIRE(!size.isOk());
-  CHECK(size.status().message().find("rank 1 says the world size is 3 but rank 0") != std::string::npos);
-  CHECK(size.status().message().find("registered it as 2; expected 2") != std::string::npos);
+  CHECK(size.status().message().find("rank 1 says the world size is 3 but rank 0's configuration says it is 2; "
+                                     "expected 2") != std::string::npos);
   auto local = StoreClient::connect(server->address(), kSecret, 5, 2, Deadline::after(2.0));
   REQUIRE(!local.isOk());
   CHECK(local.status().code() == ErrorCode::kInvalidArgument);
   CHECK(local.status().message() == "rank 5 is out of range for world size 2 (expected 0 to 1)");
   RawPeer raw(server->address());  // the root checks too, for clients that skip the local check
-  raw.send(helloFrame(kSecret, 2, 2));
-  CHECK(raw.readReply() == "rank 2 is out of range for world size 2 (expected 0 to 1)");
+  CHECK(raw.handshake(kSecret, 2, 2) == "rank 2 is out of range for world size 2 (expected 0 to 1)");
   // The honest job is unaffected by all of this.
   auto second = StoreClient::connect(server->address(), kSecret, 1, 2, Deadline::after(2.0));
   REQUIRE(second.isOk());
@@ -357,6 +374,59 @@ TEST_CASE("registration errors name the value and the expected one", "[store]") 
   CHECK(firstBarrier.isOk());
   auto big = (*second)->allGather(Bytes(wire::kMaxContributionBytes + 1), Deadline::after(1.0));
   CHECK(big.status().code() == ErrorCode::kInvalidArgument);
+}
+
+// Plays a root of another ferry version for one rank: reads its HELLO, then either answers with a
+// CHALLENGE of `version` or, as a protocol-1 root does with a HELLO it cannot parse, closes.
+std::string againstOtherRoot(uint32_t version) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  SocketAddress where = SocketAddress::loopback(0);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&where.storage), where.length) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  where.length = sizeof(where.storage);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&where.storage), &where.length);
+  std::string saw;
+  std::thread rank([&] {
+    auto c = StoreClient::connect(where, kSecret, 0, 2, Deadline::after(1.0));
+    saw = c.isOk() ? "OK" : c.status().message();
+  });
+  int fd = ::accept(listener, nullptr, nullptr);
+  uint8_t hello[wire::kHeaderBytes + wire::kHelloBytes];
+  size_t got = 0;
+  while (fd >= 0 && got < sizeof(hello)) {
+    ssize_t n = ::recv(fd, hello + got, sizeof(hello) - got, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (version > 1) {
+    wire::Hello challenge;
+    challenge.version = version;
+    auto frame = wire::encodeHello(challenge, wire::MsgType::kChallenge);
+    (void)!::send(fd, frame->data(), frame->size(), MSG_NOSIGNAL);
+  }
+  if (version > 1) rank.join();
+  ::close(fd);
+  if (version <= 1) rank.join();
+  ::close(listener);
+  return saw;
+}
+
+TEST_CASE("ranks and roots of different protocol versions name both versions", "[store]") {
+  auto server = startServer();
+  RawPeer old(server->address());
+  Bytes legacy = header(wire::kMagic, 1, wire::kLegacyHelloBytes);
+  legacy.insert(legacy.end(), kSecret.bytes.begin(), kSecret.bytes.end());
+  legacy.insert(legacy.end(), {0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1});  // rank 0 of 2, protocol 1
+  old.send(legacy);
+  CHECK(old.readReply() ==
+        "protocol version 1 is not supported (expected 2): all ranks must run the same ferry version");
+  const std::string newer = againstOtherRoot(3);
+  INFO(newer);
+  CHECK(newer.find("speaks protocol version 3, rank 0 speaks 2") != std::string::npos);
+  const std::string older = againstOtherRoot(1);
+  INFO(older);
+  CHECK(older.find("closed the connection") != std::string::npos);
+  CHECK(older.find("older ferry") != std::string::npos);
 }
 
 TEST_CASE("connecting where nobody listens fails at the deadline, naming the address", "[store]") {

@@ -1,6 +1,6 @@
 // A live rendezvous under attack: while honest ranks run round after round of allGather, strangers
-// send garbage, a HELLO with the wrong secret, a frame announcing 4 GiB, and a truncated frame to
-// the root's port. Every honest round must complete with exact data, every stranger must be
+// send garbage, a protocol-1 HELLO (an older ferry's, which carried the secret itself), a frame
+// announcing 4 GiB, and a truncated frame to the root's port. Every honest round must complete with exact data, every stranger must be
 // disconnected, and the root must log each one at WARN with its address and what it did wrong.
 //
 // The log goes to a file (FERRY_DEBUG_FILE, set before ferry first reads its configuration, as is
@@ -126,17 +126,17 @@ TEST_CASE("strangers on a live rendezvous are logged at WARN and dropped; honest
   REQUIRE(server.isOk());
   const SocketAddress root = (*server)->address();
 
-  wire::Hello wrong;
-  wrong.secret = Secret::fromString("a guess");
-  wrong.rank = 0;
-  wrong.size = kRanks;
+  // A protocol-1 HELLO, which carried the secret itself: refused by its version number.
+  Bytes legacy = header(wire::kMagic, 1, wire::kLegacyHelloBytes);
+  legacy.resize(legacy.size() + wire::kLegacyHelloBytes - 4, 0x33);  // secret, rank, size
+  legacy.insert(legacy.end(), {0, 0, 0, 1});                           // version 1
   Bytes truncated = header(wire::kMagic, 1, wire::kHelloBytes);
   truncated.resize(truncated.size() + 9, 0x5A);  // 9 of the 28 announced bytes, then the stranger leaves
   Bytes garbage;
   for (int i = 0; i < 64; ++i) garbage.push_back(static_cast<uint8_t>(i * 37 + 11));
   std::vector<Stranger> strangers = {
       {"garbage", garbage, false, "WARN BOOTSTRAP: dropping connection from", 0, 0},
-      {"wrong secret", *wire::encodeHello(wrong), false, "WARN BOOTSTRAP: refusing connection from", 0, 0},
+      {"protocol 1", legacy, false, "WARN BOOTSTRAP: refusing connection from", 0, 0},
       {"oversized length", header(wire::kMagic, 1, 0xFFFFFFFFu), false,
        "WARN BOOTSTRAP: dropping connection from", 0, 0},
       {"truncated frame", truncated, true, "WARN BOOTSTRAP: dropping connection from", 0, 0},
@@ -167,9 +167,9 @@ TEST_CASE("strangers on a live rendezvous are logged at WARN and dropped; honest
     CHECK(line.find(s.logged) != std::string::npos);
   }
   CHECK(lineFor(log, strangers[0].port).find("bad frame magic") != std::string::npos);
-  CHECK(lineFor(log, strangers[1].port).find("the job secret does not match") != std::string::npos);
+  CHECK(lineFor(log, strangers[1].port).find("protocol version 1 is not supported (expected 2)") != std::string::npos);
   CHECK(lineFor(log, strangers[2].port).find("HELLO frame announces 4294967295 bytes") != std::string::npos);
-  CHECK(lineFor(log, strangers[3].port).find("closed the connection mid-frame (9 of 28 payload bytes)") !=
+  CHECK(lineFor(log, strangers[3].port).find("closed the connection mid-frame (9 of 36 payload bytes)") !=
         std::string::npos);
   for (Stranger& s : strangers) ::close(s.fd);
   ::unlink(gLogPath.c_str());
