@@ -130,8 +130,9 @@ Status checkCall(const char* fn, const CallArgs& a, int rank, int size) {
     if (p == 0) return bad(std::string(which) + " buffer is null with count " + std::to_string(a.count));
     if (p > ceiling || bytes > ceiling - p) {
       char text[160];
-      std::snprintf(text, sizeof(text), "%s buffer 0x%" PRIxPTR " + %zu bytes ends beyond the address space (0x%" PRIxPTR
-                    ")", which, p, bytes, ceiling);
+      std::snprintf(text, sizeof(text),
+                    "%s buffer 0x%" PRIxPTR " + %zu bytes ends beyond the address space (0x%" PRIxPTR ")", which, p,
+                    bytes, ceiling);
       return bad(text);
     }
     if (a.hostBuffers && bytes >= kProbeBytes && (!pageMapped(p) || !pageMapped(p + bytes - 1))) {

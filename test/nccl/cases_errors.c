@@ -34,7 +34,8 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
   CHECK_NCCL(ncclCommAbort(NULL));
 
   /* Bad data type, reduction, root, peer, count and buffers. */
-  CHECK_FAILS(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument, "type 42 is not a data type");
+  CHECK_FAILS(ncclAllReduce(buf, buf, 4, (ncclDataType_t)42, ncclSum, comm, NULL), ncclInvalidArgument,
+              "type 42 is not a data type");
   CHECK_FAILS(ncclAllGather(buf, buf, 4, (ncclDataType_t)-1, comm, NULL), ncclInvalidArgument, "type -1");
   CHECK_FAILS(ncclAllReduce(buf, buf, 4, ncclFloat32, (ncclRedOp_t)99, comm, NULL), ncclInvalidArgument, "op 99");
   CHECK_FAILS(ncclBroadcast(buf, buf, 4, ncclFloat32, n, comm, NULL), ncclInvalidArgument, "root");

@@ -173,26 +173,27 @@ TEST_CASE("the C++ API refuses each bad argument on every rank and stays usable"
   using ferry::RedOp;
   std::vector<std::vector<uint8_t>> in(n, std::vector<uint8_t>(4096, 1)), out(n, std::vector<uint8_t>(4096 * n));
   using Call = std::function<Status(ferry::Comm&, uint8_t*, uint8_t*)>;
+  using C = ferry::Comm;
   const std::vector<std::pair<const char*, Call>> calls = {
       {"allReduce count 2^62",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, size_t{1} << 62, DataType::kUint8, RedOp::kSum); }},
+       [](C& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, size_t{1} << 62, DataType::kUint8, RedOp::kSum); }},
       {"allReduce count SIZE_MAX",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, SIZE_MAX, DataType::kUint8, RedOp::kSum); }},
+       [](C& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, SIZE_MAX, DataType::kUint8, RedOp::kSum); }},
       {"broadcast count 2^62",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.broadcast(s, r, size_t{1} << 62, DataType::kInt8, 0); }},
+       [](C& c, uint8_t* s, uint8_t* r) { return c.broadcast(s, r, size_t{1} << 62, DataType::kInt8, 0); }},
       {"allGather count 2^62",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.allGather(s, r, size_t{1} << 62, DataType::kUint8); }},
+       [](C& c, uint8_t* s, uint8_t* r) { return c.allGather(s, r, size_t{1} << 62, DataType::kUint8); }},
       {"broadcast root INT_MIN",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.broadcast(s, r, 16, DataType::kUint8, INT_MIN); }},
+       [](C& c, uint8_t* s, uint8_t* r) { return c.broadcast(s, r, 16, DataType::kUint8, INT_MIN); }},
       {"reduce root INT_MIN",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.reduce(s, r, 16, DataType::kUint8, RedOp::kSum, INT_MIN); }},
+       [](C& c, uint8_t* s, uint8_t* r) { return c.reduce(s, r, 16, DataType::kUint8, RedOp::kSum, INT_MIN); }},
       {"allReduce op -1",
-       [](ferry::Comm& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, 16, DataType::kUint8, static_cast<RedOp>(-1)); }},
-      {"allReduce op INT_MIN", [](ferry::Comm& c, uint8_t* s, uint8_t* r) {
+       [](C& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, 16, DataType::kUint8, static_cast<RedOp>(-1)); }},
+      {"allReduce op INT_MIN", [](C& c, uint8_t* s, uint8_t* r) {
          return c.allReduce(s, r, 16, DataType::kUint8, static_cast<RedOp>(INT_MIN));
        }},
       {"allReduce shifted by one element",
-       [](ferry::Comm& c, uint8_t* s, uint8_t*) { return c.allReduce(s, s + 4, 1024, DataType::kFloat32, RedOp::kSum); }},
+       [](C& c, uint8_t* s, uint8_t*) { return c.allReduce(s, s + 4, 1024, DataType::kFloat32, RedOp::kSum); }},
   };
   for (const auto& [name, call] : calls) {
     INFO(name);

@@ -1,7 +1,8 @@
 // A live rendezvous under attack: while honest ranks run round after round of allGather, strangers
 // send garbage, a protocol-1 HELLO (an older ferry's, which carried the secret itself), a frame
-// announcing 4 GiB, and a truncated frame to the root's port. Every honest round must complete with exact data, every stranger must be
-// disconnected, and the root must log each one at WARN with its address and what it did wrong.
+// announcing 4 GiB, and a truncated frame to the root's port. Every honest round must complete
+// with exact data, every stranger must be disconnected, and the root must log each one at WARN
+// with its address and what it did wrong.
 //
 // The log goes to a file (FERRY_DEBUG_FILE, set before ferry first reads its configuration, as is
 // FERRY_TIMEOUT, which bounds how long the root tolerates a half-sent frame) so the test can read
