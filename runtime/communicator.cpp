@@ -563,7 +563,14 @@ Status checkRankSize(const char* fn, int rank, int size) {
     return makeError(ErrorCode::kInvalidArgument, "%s: rank %d is out of range (expected 0 <= rank < size = %d)", fn,
                      rank, size);
   }
-  return configStatus();
+  FERRY_TRY(configStatus());
+  // Said once per process, before the first wait: with no deadline a missing peer is a hang.
+  static std::atomic<bool> warned{false};
+  if (config().timeout == kNoTimeout && !warned.exchange(true)) {
+    FERRY_WARN(log::kInit, "rank %d: FERRY_TIMEOUT=none: waits have no deadline; a peer that never arrives or "
+               "answers makes this rank wait forever", rank);
+  }
+  return Status::ok();
 }
 
 class SoloRendezvous final : public Rendezvous {

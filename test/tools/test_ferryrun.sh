@@ -141,6 +141,20 @@ expect_rc 137 "signal"
 expect_fast 2000 "signal, --report-seconds 0.2"
 expect_line err '^ferryrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopping the other 2 ranks$' "signal"
 
+# 0 stops the others at once (it once meant "never": the job waited for their sleep).
+run -n 3 --report-seconds 0 sh -c 'if [ "$FERRY_RANK" = 1 ]; then exit 6; fi; sleep 60'
+expect_rc 6 "--report-seconds 0"
+expect_fast 4000 "--report-seconds 0: the others are stopped at once"
+
+# Limits too large for a deadline are refused, not taken as no limit.
+for bad in 1e300 inf nan -1 0; do
+  run -n 1 --timeout "$bad" true
+  expect_rc 2 "--timeout $bad"
+  expect_line err "invalid value '$bad' for --timeout: expected a number of seconds" "--timeout $bad"
+done
+run -n 1 --report-seconds 1e300 true
+expect_rc 2 "--report-seconds 1e300"
+
 # --keep-going: a death is reported and the others run to their end.
 run --keep-going -n 3 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; fi; sleep 0.5; echo done $FERRY_RANK'
 expect_rc 0 "--keep-going: the survivors exited 0"
