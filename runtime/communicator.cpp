@@ -322,6 +322,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     to.streams = static_cast<int>(config().socketStreams);
     to.congestion = config().socketCongestion;
     to.spinUs = static_cast<long>(config().socketSpinUs);
+    to.poolBytes = config().socketPoolBytes;
     to.connectSeconds = config().timeout;
     for (const PeerInfo& p : peers) to.sameHost.push_back(p.hostId == me.hostId);
     return transport::tcp::createTcpTransport(to);
