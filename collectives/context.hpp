@@ -155,7 +155,7 @@ struct Context {
 /// deadline, naming the operation, phase, step and peer in every error.
 class Exec {
  public:
-  /// The call fails with kTimeout when a wait blocks longer than `timeoutSeconds` (<= 0: never)
+  /// The call fails with kTimeout when a wait blocks longer than `timeoutSeconds` (infinite, FERRY_TIMEOUT=none: never)
   /// past the call's first wait that blocks: calls that never block read no clock.
   Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds);
   ~Exec();

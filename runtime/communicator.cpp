@@ -310,6 +310,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     to.streams = static_cast<int>(config().socketStreams);
     to.congestion = config().socketCongestion;
     to.spinUs = static_cast<long>(config().socketSpinUs);
+    to.poolBytes = config().socketPoolBytes;
     to.connectSeconds = config().timeout;
     for (const PeerInfo& p : peers) to.sameHost.push_back(p.hostId == me.hostId);
     return transport::tcp::createTcpTransport(to);
@@ -551,7 +552,14 @@ Status checkRankSize(const char* fn, int rank, int size) {
     return makeError(ErrorCode::kInvalidArgument, "%s: rank %d is out of range (expected 0 <= rank < size = %d)", fn,
                      rank, size);
   }
-  return configStatus();
+  FERRY_TRY(configStatus());
+  // Said once per process, before the first wait: with no deadline a missing peer is a hang.
+  static std::atomic<bool> warned{false};
+  if (config().timeout == kNoTimeout && !warned.exchange(true)) {
+    FERRY_WARN(log::kInit, "rank %d: FERRY_TIMEOUT=none: waits have no deadline; a peer that never arrives or "
+               "answers makes this rank wait forever", rank);
+  }
+  return Status::ok();
 }
 
 class SoloRendezvous final : public Rendezvous {

@@ -43,6 +43,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -163,12 +164,17 @@ void checkRankRange(Options& o) {
   if (!shared.isOk()) usageError(shared.message());
 }
 
-// A number of seconds >= 0 (positive with `positive`), or nullopt.
+// Longest --timeout or --report-seconds (3 years), inside what a Deadline holds (1e9 s; it never
+// expires past that, which would turn a huge value into no limit at all).
+constexpr double kMaxSeconds = 1e8;
+
+// A number of seconds in [0, kMaxSeconds] (positive with `positive`), or nullopt.
 std::optional<double> parseSeconds(const std::string& value, bool positive) {
   char* end = nullptr;
   errno = 0;
   double t = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(t) || t < 0 || (positive && t == 0)) {
+  if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(t) || t < 0 || (positive && t == 0) ||
+      t > kMaxSeconds) {
     return std::nullopt;
   }
   return t;
@@ -180,7 +186,7 @@ Options parseArgs(int argc, char** argv) {
     auto t = parseSeconds(env, false);
     if (!t) {
       usageError(std::string("invalid value '") + env + "' for " + kReportVariable +
-                 ": expected a number of seconds >= 0");
+                 ": expected a number of seconds >= 0 and <= 1e8");
     }
     o.reportSeconds = *t;
   }
@@ -228,11 +234,13 @@ Options parseArgs(int argc, char** argv) {
       }
     } else if (flag == "--timeout") {
       auto t = parseSeconds(value, true);
-      if (!t) usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0");
+      if (!t) usageError("invalid value '" + value + "' for --timeout: expected a number of seconds > 0 and <= 1e8");
       o.timeout = *t;
     } else if (flag == "--report-seconds") {
       auto t = parseSeconds(value, false);
-      if (!t) usageError("invalid value '" + value + "' for --report-seconds: expected a number of seconds >= 0");
+      if (!t) {
+        usageError("invalid value '" + value + "' for --report-seconds: expected a number of seconds >= 0 and <= 1e8");
+      }
       o.reportSeconds = *t;
     } else if (flag == "--world-size" || flag == "--first-rank") {
       const bool world = flag == "--world-size";
@@ -442,7 +450,8 @@ void Job::onExit(Rank& rank, int status) {
         WCOREDUMP(status) ? ", core dumped" : "", stopping.c_str());
   }
   state_ = State::kDraining;
-  killAt_ = ferry::Deadline::after(o_.reportSeconds);
+  // 0 stops the others at once: Deadline::after(0) would never expire.
+  killAt_ = ferry::Deadline::after(std::max(o_.reportSeconds, 1e-6));
 }
 
 void Job::reap() {

@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -18,11 +19,15 @@ bool parseValue(const char* text, int64_t* out) {
   return true;
 }
 
+// Seconds: a finite number in [kMinTimeoutSeconds, kMaxTimeoutSeconds], or "none" for no deadline.
+// Anything else (0, negatives, nan, inf, an underflow) is refused rather than read as "never".
 bool parseValue(const char* text, double* out) {
+  if (strcasecmp(text, "none") == 0) return (*out = kNoTimeout, true);
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(text, &end);
-  if (errno != 0 || end == text || *end != '\0') return false;
+  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(v)) return false;
+  if (v < kMinTimeoutSeconds || v > kMaxTimeoutSeconds) return false;
   *out = v;
   return true;
 }
@@ -46,6 +51,7 @@ bool parseValue(const char* text, std::string* out) {
 
 std::string render(int64_t v) { return std::to_string(v); }
 std::string render(double v) {
+  if (v == kNoTimeout) return "none";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%g", v);
   return buf;
@@ -54,14 +60,19 @@ std::string render(bool v) { return v ? "1" : "0"; }
 std::string render(const std::string& v) { return v; }
 
 const char* kindName(int64_t*) { return "int"; }
-const char* kindName(double*) { return "double"; }
+const char* kindName(double*) { return "seconds"; }
 const char* kindName(bool*) { return "bool"; }
 const char* kindName(std::string*) { return "string"; }
 
-const char* expectation(int64_t*) { return "an integer"; }
-const char* expectation(double*) { return "a number"; }
-const char* expectation(bool*) { return "one of 1/0, true/false, yes/no, on/off"; }
-const char* expectation(std::string*) { return "a string"; }
+std::string expectation(int64_t*) { return "an integer"; }
+std::string expectation(double*) {
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "a number of seconds from %g to %g, or 'none' for no deadline", kMinTimeoutSeconds,
+                kMaxTimeoutSeconds);
+  return buf;
+}
+std::string expectation(bool*) { return "one of 1/0, true/false, yes/no, on/off"; }
+std::string expectation(std::string*) { return "a string"; }
 
 // Reads one knob: the FERRY_ name wins over the NCCL_ alias.
 template <typename T>

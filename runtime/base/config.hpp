@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,19 @@
 
 namespace ferry {
 
+/// A Seconds knob set to "none": no deadline. Every user of FERRY_TIMEOUT handles it (Deadline::after
+/// never expires for it; GPU waits take timeoutNs 0).
+inline constexpr double kNoTimeout = std::numeric_limits<double>::infinity();
+/// Shortest Seconds value: waits poll and the rendezvous wire count whole milliseconds.
+inline constexpr double kMinTimeoutSeconds = 0.001;
+/// Longest Seconds value (11.6 days): fits poll()'s int milliseconds (24.8 days), the rendezvous wire's
+/// u32 milliseconds (49.7 days) and the GPU's u64 nanoseconds; longer waits are asked for with "none".
+inline constexpr double kMaxTimeoutSeconds = 1e6;
+
 /// Parsed values of every knob in knobs.def.
 struct Config {
 #define FERRY_KNOB_TYPE_Int int64_t
-#define FERRY_KNOB_TYPE_Double double
+#define FERRY_KNOB_TYPE_Seconds double
 #define FERRY_KNOB_TYPE_Bool bool
 #define FERRY_KNOB_TYPE_String std::string
 #define FERRY_KNOB(field, kind, name, alias, def, desc) FERRY_KNOB_TYPE_##kind field = def;
@@ -30,7 +40,7 @@ struct Config {
 struct KnobInfo {
   std::string name;
   std::string alias;  ///< NCCL_* alias, empty when none
-  std::string kind;   ///< "int", "double", "bool" or "string"
+  std::string kind;   ///< "int", "seconds", "bool" or "string"
   std::string defaultValue;
   std::string value;   ///< value in force, rendered as text
   std::string source;  ///< "default", or the variable it came from

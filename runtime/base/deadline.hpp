@@ -18,6 +18,9 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   Deadline() : at_(Clock::time_point::max()) {}
+  /// Expires `seconds` from now. Seconds outside (0, 1e9), infinity (FERRY_TIMEOUT=none) and NaN
+  /// included, never expire: 1e9 s is 1e18 ns, the most the clock's int64 nanoseconds hold with room
+  /// for now(). User input is checked before it gets here (config.cpp's Seconds knobs).
   static Deadline after(double seconds) {
     Deadline d;
     if (seconds > 0 && seconds < 1e9) {

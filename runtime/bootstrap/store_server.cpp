@@ -462,7 +462,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::start(const SocketAddress& bin
     return makeError(ErrorCode::kSystemError, "cannot create the wake-up eventfd of the root at %s: %s",
                      impl->bound_.toString().c_str(), std::strerror(errno));
   }
-  double timeout = config().timeout > 0 ? config().timeout : 300.0;
+  const double timeout = config().timeout;  // kNoTimeout (none): a detached root idles until every rank left
   impl->idleSeconds_ = timeout;
   impl->stallSeconds_ = std::min(kStallSeconds, timeout);
   impl->handshakeSeconds_ = std::min(kHandshakeSeconds, timeout);

@@ -250,7 +250,8 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
     ctx->config_.llSlots = static_cast<int>(sizes->llSlots);
     ctx->config_.llSlotBytes = static_cast<size_t>(sizes->llSlotBytes);
     ctx->threads_ = sizes->threads;
-    ctx->config_.timeoutNs = static_cast<uint64_t>(std::max(config().timeout, 0.001) * 1e9);
+    // FERRY_TIMEOUT is at most kMaxTimeoutSeconds (1e15 ns fits); none is the kernels' 0, no deadline.
+    ctx->config_.timeoutNs = config().timeout == kNoTimeout ? 0 : static_cast<uint64_t>(config().timeout * 1e9);
     std::vector<int> peerDevices;
     std::vector<std::vector<uint8_t>> uuids;
     bool oneDevice = true;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/base/config.hpp"
+#include "runtime/base/deadline.hpp"
 #include "runtime/base/log.hpp"
 
 using namespace ferry;
@@ -64,7 +65,7 @@ TEST_CASE("typed values parse and bad ones are named", "[config]") {
                   &errors, nullptr);
   REQUIRE(errors.size() == 3);
   CHECK(errors[0].find("FERRY_TIMEOUT='soon'") != std::string::npos);
-  CHECK(errors[0].find("expected a number") != std::string::npos);
+  CHECK(errors[0].find("expected a number of seconds") != std::string::npos);
   CHECK(c.timeout == 300.0);  // the default stays
   bool sawBool = false, sawInt = false;
   for (const auto& e : errors) {
@@ -73,6 +74,47 @@ TEST_CASE("typed values parse and bad ones are named", "[config]") {
   }
   CHECK(sawBool);
   CHECK(sawInt);
+}
+
+TEST_CASE("FERRY_TIMEOUT takes finite positive seconds or none, nothing else", "[config]") {
+  // Each of these was once read as "no deadline": a missing peer then hung the job.
+  for (const char* bad :
+       {"-1", "0", "nan", "NaN", "inf", "-inf", "1e300", "", "abc", "1e-400", "0.0001", "2e6", "5s", "none2"}) {
+    INFO("FERRY_TIMEOUT='" << bad << "'");
+    std::vector<std::string> errors;
+    std::vector<KnobInfo> infos;
+    Config c = parseConfig(fakeEnv({{"FERRY_TIMEOUT", bad}}), &errors, &infos);
+    CHECK(errors.size() == 1);
+    if (errors.size() != 1) continue;
+    CHECK(errors[0].find("FERRY_TIMEOUT='" + std::string(bad) + "'") != std::string::npos);
+    CHECK(errors[0].find("'none'") != std::string::npos);  // the expected forms are named
+    CHECK(c.timeout == 300.0);
+  }
+  std::vector<std::string> errors;
+  std::vector<KnobInfo> infos;
+  for (const char* none : {"none", "NONE"}) {
+    Config c = parseConfig(fakeEnv({{"FERRY_TIMEOUT", none}}), &errors, &infos);
+    CHECK(errors.empty());
+    CHECK(c.timeout == kNoTimeout);
+    CHECK_FALSE(Deadline::after(c.timeout).expired());
+    CHECK(Deadline::after(c.timeout).at() == Clock::time_point::max());
+  }
+  bool rendered = false;
+  for (const auto& k : infos) {
+    if (k.name != "FERRY_TIMEOUT") continue;
+    rendered = k.value == "none" && k.kind == "seconds" && k.source == "FERRY_TIMEOUT";
+  }
+  CHECK(rendered);
+  for (auto [text, value] : {std::pair{"0.001", 0.001}, {"1", 1.0}, {"4", 4.0}, {"60.5", 60.5}, {"1e6", 1e6}}) {
+    errors.clear();
+    Config c = parseConfig(fakeEnv({{"FERRY_TIMEOUT", text}}), &errors, nullptr);
+    CHECK(errors.empty());
+    CHECK(c.timeout == value);
+    Deadline d = Deadline::after(c.timeout);
+    CHECK(d.at() != Clock::time_point::max());
+    CHECK(d.remainingMs() > 0);
+    CHECK(d.remainingMs() <= static_cast<int>(value * 1000) + 1);
+  }
 }
 
 TEST_CASE("log levels and subsystem lists parse", "[log]") {

@@ -94,6 +94,22 @@ if [[ -n $FERRY_PERF ]]; then
   expect_line out '^\[0\] +4096 +1024 +float +sum ' "two launchers, one job: rank 0 reports the size"
   expect_line out '^\[0\] # Out of bounds values : 0 OK' "two launchers, one job: results checked"
   expect_line out '^\[0\] #  Rank  2 .*' "two launchers, one job: rank 2 joined"
+
+  # FERRY_TIMEOUT: a value that is no deadline fails every rank's init with the value named (these
+  # were once taken as "wait forever"); none is the one way to ask for that, and init says so.
+  for bad in 0 nan inf 1e300; do
+    FERRY_TIMEOUT=$bad run -n 2 --timeout 60 "$FERRY_PERF" all_reduce -b 4K -e 4K -n 1 -w 0
+    expect_rc 1 "FERRY_TIMEOUT=$bad"
+    for r in 0 1; do
+      expect_line err \
+        "^\[$r\] .*FERRY_TIMEOUT='$bad' is not valid: expected a number of seconds from 0.001 to 1e\+06, or 'none'" \
+        "FERRY_TIMEOUT=$bad, rank $r"
+    done
+  done
+  FERRY_TIMEOUT=none run -n 2 --timeout 60 "$FERRY_PERF" all_reduce -b 4K -e 4K -n 1 -w 0
+  expect_rc 0 "FERRY_TIMEOUT=none"
+  expect_line err '^\[1\] .*WARN INIT: rank 1: FERRY_TIMEOUT=none: waits have no deadline' \
+    "FERRY_TIMEOUT=none: said at init"
 fi
 
 # --- output: stdout and stderr apart, prefixed, whole lines -------------------------------------
@@ -140,6 +156,20 @@ run -n 3 --report-seconds 0.2 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; 
 expect_rc 137 "signal"
 expect_fast 2000 "signal, --report-seconds 0.2"
 expect_line err '^ferryrun: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); stopping the other 2 ranks$' "signal"
+
+# 0 stops the others at once (it once meant "never": the job waited for their sleep).
+run -n 3 --report-seconds 0 sh -c 'if [ "$FERRY_RANK" = 1 ]; then exit 6; fi; sleep 60'
+expect_rc 6 "--report-seconds 0"
+expect_fast 4000 "--report-seconds 0: the others are stopped at once"
+
+# Limits too large for a deadline are refused, not taken as no limit.
+for bad in 1e300 inf nan -1 0; do
+  run -n 1 --timeout "$bad" true
+  expect_rc 2 "--timeout $bad"
+  expect_line err "invalid value '$bad' for --timeout: expected a number of seconds" "--timeout $bad"
+done
+run -n 1 --report-seconds 1e300 true
+expect_rc 2 "--report-seconds 1e300"
 
 # --keep-going: a death is reported and the others run to their end.
 run --keep-going -n 3 sh -c 'if [ "$FERRY_RANK" = 1 ]; then kill -9 $$; fi; sleep 0.5; echo done $FERRY_RANK'

@@ -674,7 +674,7 @@ class TcpTransport final : public Transport {
   const TcpOptions options_;
   int listenFd_ = -1;
   const TcpAddress self_;
-  BufferPool pool_{size_t{128} << 20};  // before the messages whose memory it lends
+  BufferPool pool_{static_cast<size_t>(options_.poolBytes)};  // before the messages whose memory it lends
   std::vector<Peer> peers_;
   std::list<Posted> posted_;      // receives no message matched yet, in posting order
   std::list<InMsg*> unexpected_;  // messages no receive matched yet, in arrival order
@@ -697,6 +697,11 @@ Result<std::unique_ptr<Transport>> createTcpTransport(const TcpOptions& options)
   if (options.spinUs < 0 || options.spinUs > kMaxSpinUs) {
     return makeError(ErrorCode::kInvalidArgument, "FERRY_SOCKET_SPIN_US=%ld on rank %d is out of range (expected 0..%ld)",
                      options.spinUs, options.rank, kMaxSpinUs);
+  }
+  if (options.poolBytes < 0 || options.poolBytes > kMaxPoolBytes) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "FERRY_SOCKET_POOL_BYTES=%lld on rank %d is out of range (expected 0..%lld)",
+                     static_cast<long long>(options.poolBytes), options.rank, static_cast<long long>(kMaxPoolBytes));
   }
   TcpAddress self;
   auto fd = listenTcp(options.bind, options.bindLength, options.congestion, &self.addr, &self.length);

@@ -22,6 +22,8 @@ namespace ferry::transport::tcp {
 
 /// The longest spin window TcpOptions::spinUs may ask for (a second).
 inline constexpr long kMaxSpinUs = 1000L * 1000;
+/// The most freed memory TcpOptions::poolBytes may keep (1 GiB).
+inline constexpr int64_t kMaxPoolBytes = int64_t{1} << 30;
 
 /// How to set up the transport.
 struct TcpOptions {
@@ -44,6 +46,9 @@ struct TcpOptions {
   /// polling the sockets, yielding the core between polls, before they block in poll()
   /// (FERRY_SOCKET_SPIN_US, 0..kMaxSpinUs; 0: block at once).
   long spinUs = 0;
+  /// Most bytes of freed memory of unexpected messages kept for the next ones (buffer_pool.hpp;
+  /// FERRY_SOCKET_POOL_BYTES, 0..kMaxPoolBytes): what the transport holds between calls.
+  int64_t poolBytes = int64_t{8} << 20;
 };
 
 /// A listening socket now; connect() joins the streams.
