@@ -22,12 +22,11 @@ Status chainBroadcast(Exec& ex, const void* in, void* out, size_t count, DataTyp
   const int prev = ringMod(r - 1, n), next = ringMod(r + 1, n);
   ex.setPhase("broadcast", pos, n - 1);
   // Over messages alone the root learns from the last rank's acknowledgement that every rank
-  // took it for the root (Context::acks); on one host the call log tells (Exec::finish).
+  // took it for the root (Context::acks); on one host the call log tells (Exec::finish). The
+  // guard goes before the data (Context::kEagerAckBytes).
   const bool ack = ex.context().arena == nullptr;
   if (pos == 0) {
-    // Posted before the data goes: a rank that also took itself for the root may send a large
-    // message that completes only once received (UCX's rendezvous), and it lands here.
-    if (ack) FERRY_TRY(ex.expectAck(prev));
+    if (ack) FERRY_TRY(ex.expectAck(prev, count * es));
     FERRY_TRY(sendSlices(ex, next, static_cast<const uint8_t*>(in), count, type));
     return ex.waitAll();
   }
@@ -37,7 +36,7 @@ Status chainBroadcast(Exec& ex, const void* in, void* out, size_t count, DataTyp
     tasks.push_back({o + sliceBegin(k, se) * es, sliceLength(count, k, se), pos < n - 1, pos - 1});
   }
   FERRY_TRY(recvForward(ex, prev, next, tasks, type, "broadcast", n - 1));
-  if (ack && pos == n - 1) FERRY_TRY(ex.send(next, nullptr, 0).status());
+  if (ack && pos == n - 1) FERRY_TRY(ex.oweAck(next, count * es));
   return ex.waitAll();
 }
 
@@ -52,16 +51,17 @@ Status chainReduce(Exec& ex, const void* in, void* out, size_t count, DataType t
   const int prev = ringMod(r - 1, n), next = ringMod(r + 1, n);
   const auto* src = static_cast<const uint8_t*>(in);
   ex.setPhase("reduce", pos, n - 1);
-  // Over messages alone the root acknowledges the call to the head of the chain first (see
-  // chainBroadcast): two ranks that each take themselves for the root receive each other's.
+  // Over messages alone the root acknowledges the call to the head of the chain (see
+  // chainBroadcast), before its receives: two ranks that each take themselves for the root of a
+  // large reduce then receive each other's acknowledgement in place of data.
   const bool ack = ex.context().arena == nullptr;
   if (pos == 0) {
-    if (ack) FERRY_TRY(ex.expectAck(prev));
+    if (ack) FERRY_TRY(ex.expectAck(prev, count * es));
     FERRY_TRY(sendSlices(ex, next, src, count, type));
     return ex.waitAll();
   }
   const bool isRoot = pos == n - 1;
-  if (ack && isRoot) FERRY_TRY(ex.send(next, nullptr, 0).status());
+  if (ack && isRoot) FERRY_TRY(ex.oweAck(next, count * es));
   uint8_t* dst = static_cast<uint8_t*>(out);
   if (!isRoot) {
     dst = static_cast<uint8_t*>(ex.context().scratch->get(count * es));

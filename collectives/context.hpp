@@ -23,6 +23,13 @@ class WaitHooks {
   virtual ~WaitHooks() = default;
   /// Ok to keep waiting on `peer`; otherwise the reason to stop.
   virtual Status poll(int peer) = 0;
+  /// A wait in call #seq has blocked long: ask the other ranks for their calls (without waiting)
+  /// and, at later calls, return kMismatch naming those whose answer shows another call #seq.
+  virtual Status probeCalls(uint64_t seq, const OpDesc& mine) {
+    (void)seq;
+    (void)mine;
+    return Status::ok();
+  }
 };
 
 /// Where the call in progress stands, for state dumps from another thread (kill -USR1). Written
@@ -133,23 +140,42 @@ struct Context {
     size_t head = 0;  // oldest
     size_t size = 0;
   };
-  std::vector<UncheckedRing> unchecked;
+  std::vector<UncheckedRing> unchecked;  // entries: a power of two (the arena's ring depth)
   size_t uncheckedCount = 0;
-  /// Over messages, the last rank of a broadcast's chain sends the root an empty acknowledgement
-  /// (a reduce's root sends one to the head of its chain), which is received lazily
-  /// (Exec::expectAck; checked by Exec::finish, and waited for by Exec::begin when another call
-  /// comes): a rank that took itself for the root receives another rank's data in its place,
-  /// named as a mismatch. A stream of the same broadcast waits only beyond kMaxAcks outstanding.
+  OpDesc lastUnchecked;  // the latest call kept
+  /// Over messages, the last rank of a broadcast's chain acknowledges the call to the root with
+  /// an empty message, and a reduce's root acknowledges it to the head of its chain; the receiving
+  /// side posts a receive for it (a "guard"). A rank that took itself for the root receives another
+  /// rank's data in its guard and names the disagreement. For calls of a few bytes one
+  /// acknowledgement covers a stream of the same call: it is sent and its guard posted every
+  /// kAckEvery calls and before any other call (Exec::begin), so a disagreement is named at the
+  /// latest in the next different call. From kEagerAckBytes, every call is acknowledged, its guard
+  /// posted before its data moves (a message that completes only once received would otherwise
+  /// wait forever on a rank that took itself for the root too).
   struct PendingAck {
     transport::Request request;
     uint64_t seq;
     OpDesc desc;
   };
-  static constexpr size_t kMaxAcks = 64;
-  std::deque<PendingAck> acks;
+  struct AckDue {
+    bool due = false;
+    int peer = -1;
+    uint64_t seq = 0;
+    OpDesc desc;
+  };
+  static constexpr uint64_t kAckEvery = 64;
+  static constexpr size_t kEagerAckBytes = 256 * 1024;
+  AckDue ackToSend;    // this rank owes `peer` an acknowledgement of call `seq`
+  AckDue ackToExpect;  // this rank has yet to post the guard for `peer`'s acknowledgement
+  std::deque<PendingAck> acks;              // posted guards, oldest first
+  std::deque<transport::Request> ackSends;  // acknowledgements in flight, retired once sent
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.
   std::vector<std::unique_ptr<std::deque<transport::Request>>> graveyard;
 };
+
+/// Post the acknowledgement this rank still owes (Context::ackToSend), if any: Exec::begin sends
+/// it before a different call, and the communicator before it closes its transport.
+Status sendOwedAck(Context& ctx);
 
 /// One call in progress: posts messages tagged for this call and waits for them with the call's
 /// deadline, naming the operation, phase, step and peer in every error.
@@ -242,15 +268,18 @@ class Exec {
   /// on none), compare it with the call log of every peer that has noted the same call, and keep
   /// the others for later calls; compare what earlier calls kept. kMismatch names both calls.
   Status finish() {
-    if (compared_ && ctx_.uncheckedCount == 0 && ctx_.acks.empty()) return Status::ok();
-    FERRY_TRY(checkAcks(false));
+    if (!ctx_.acks.empty()) FERRY_TRY(checkAcks(false));
+    if (compared_ && ctx_.uncheckedCount == 0) return Status::ok();
     return checkUnchecked();
   }
-  /// Before the call runs (after the Exec is made): where acknowledgements are outstanding and
-  /// this call is not the broadcast that left them, wait for them and check them.
+  /// Before the call runs (after the Exec is made and, on one host, its phase 0 posted): where a
+  /// stream of calls that waited on nobody ends (unchecked calls, outstanding acknowledgements),
+  /// wait for the peers' side of them and compare.
   Status begin();
-  /// Post the receive of `peer`'s empty acknowledgement of this call (see Context::acks).
-  Status expectAck(int peer);
+  /// The root of a chain's acknowledgement (see Context::acks): this rank expects one from
+  /// `peer` for this call of `bytes`, or owes one to `peer`.
+  Status expectAck(int peer, size_t bytes);
+  Status oweAck(int peer, size_t bytes);
   /// Copy `bytes` at address `remote` of `peer`'s process into `local`.
   Status readPeer(int peer, uint64_t remote, void* local, size_t bytes);
   /// Where [remote, remote + bytes) of `peer` is mapped here (it lies in memory the peer
@@ -282,7 +311,10 @@ class Exec {
   Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
   Status checkUnchecked();
+  Status compareUnchecked();
   Status checkAcks(bool all);
+  Status sendAck();
+  Status postGuard();
   /// Start the call's clock and deadline, at its first wait that blocks: a stream of small calls
   /// that never block then reads no clock (two reads were a quarter of a small broadcast's time
   /// on a virtual machine where one takes 56 ns).

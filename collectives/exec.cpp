@@ -5,6 +5,7 @@
 // every few milliseconds checks the deadline and the runtime's hooks (abort, dead peers, errors
 // reported by other ranks). A failed call cancels what it posted; requests UCX may still touch are
 // parked in the context's graveyard rather than freed.
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,6 +16,9 @@
 namespace ferry::coll {
 
 using transport::Request;
+
+// A message wait blocked this long asks the other ranks for their calls (WaitHooks::probeCalls).
+constexpr double kStallSeconds = 1.0;
 
 void* Scratch::get(size_t bytes) {
   if (bytes > size_) {
@@ -287,28 +291,64 @@ Result<const uint8_t*> Exec::awaitLine(int peer) {
   return reinterpret_cast<const uint8_t*>(h + 1);
 }
 
-Status Exec::expectAck(int peer) {
+Status Exec::expectAck(int peer, size_t bytes) {
+  ctx_.ackToExpect = {true, peer, seq_, desc_};
+  return bytes >= Context::kEagerAckBytes || seq_ % Context::kAckEvery == 0 ? postGuard() : Status::ok();
+}
+
+Status Exec::oweAck(int peer, size_t bytes) {
+  ctx_.ackToSend = {true, peer, seq_, desc_};
+  return bytes >= Context::kEagerAckBytes || seq_ % Context::kAckEvery == 0 ? sendAck() : Status::ok();
+}
+
+Status Exec::postGuard() {
+  Context::AckDue& due = ctx_.ackToExpect;
+  due.due = false;
   Context::PendingAck& a = ctx_.acks.emplace_back();
-  a.seq = seq_;
-  a.desc = desc_;
-  FERRY_TRY(ctx_.transport->postRecv(peer, tag_, kClassMask, nullptr, 0, &a.request));
-  return Status::ok();
+  a.seq = due.seq;
+  a.desc = due.desc;
+  return ctx_.transport->postRecv(due.peer, makeTag(TagClass::kCollective, due.seq, fingerprint(due.desc)),
+                                  kClassMask, nullptr, 0, &a.request);
+}
+
+Status Exec::sendAck() { return sendOwedAck(ctx_); }
+
+Status sendOwedAck(Context& ctx) {
+  while (!ctx.ackSends.empty() && !ctx.ackSends.front().pending()) ctx.ackSends.pop_front();
+  Context::AckDue& due = ctx.ackToSend;
+  if (!due.due) return Status::ok();
+  due.due = false;
+  return ctx.transport->postSend(due.peer, makeTag(TagClass::kCollective, due.seq, fingerprint(due.desc)), nullptr,
+                                 0, &ctx.ackSends.emplace_back());
 }
 
 Status Exec::begin() {
+  const bool collective = tagClass_ == TagClass::kCollective;
+  if (collective && ctx_.uncheckedCount > 0 && ctx_.arena != nullptr && ctx_.checkMismatch) {
+    // A stream of calls that waited on nobody ends: before this call goes on, every peer enters
+    // it (having noted the calls before) and those calls are compared, so that no rank gets
+    // through another call before a disagreement is named.
+    if (!sameCall(ctx_.lastUnchecked, desc_)) {
+      for (size_t p = 0; p < ctx_.unchecked.size(); ++p) {
+        if (ctx_.unchecked[p].size > 0) FERRY_TRY(awaitCounter(static_cast<int>(p), seq_ << kPhaseBits));
+      }
+      FERRY_TRY(compareUnchecked());
+    }
+  }
+  if (ctx_.ackToSend.due && !(collective && sameCall(ctx_.ackToSend.desc, desc_))) FERRY_TRY(sendAck());
+  if (ctx_.ackToExpect.due && !(collective && sameCall(ctx_.ackToExpect.desc, desc_))) FERRY_TRY(postGuard());
   if (ctx_.acks.empty()) return Status::ok();
-  // A stream of the same broadcast leaves its acknowledgements outstanding; any other call first
-  // takes them all, so that no rank gets through another call before a disagreement is named.
-  const bool same = tagClass_ == TagClass::kCollective && sameCall(ctx_.acks.back().desc, desc_);
-  return checkAcks(!same);
+  // A stream of the same call leaves its guards outstanding; any other call first takes them all,
+  // so that no rank gets through another call before a disagreement is named.
+  return checkAcks(!(collective && sameCall(ctx_.acks.back().desc, desc_)));
 }
 
 Status Exec::checkAcks(bool all) {
   while (!ctx_.acks.empty()) {
     Context::PendingAck& a = ctx_.acks.front();
     if (a.request.pending()) {
-      if (!all && ctx_.acks.size() <= Context::kMaxAcks) return Status::ok();
-      // Too many outstanding, or another call comes: wait for the oldest, under this call's deadline.
+      if (!all) return Status::ok();
+      // Another call comes: wait for the oldest, under this call's deadline.
       startClock();
       Backoff backoff;
       while (a.request.pending()) {
@@ -360,24 +400,38 @@ Status Exec::checkUnchecked() {
   if (ctx_.arena == nullptr || !ctx_.checkMismatch || !announced_ || tagClass_ != TagClass::kCollective) {
     return Status::ok();
   }
-  const size_t depth = ctx_.arena->ringDepth();
-  if (ctx_.unchecked.size() != n) {
-    ctx_.unchecked.assign(n, {});
-    for (auto& q : ctx_.unchecked) q.entries.resize(depth);
-  }
-  for (size_t p = 0; p < n; ++p) {
-    if (static_cast<int>(p) == ctx_.rank) continue;
-    Context::UncheckedRing& q = ctx_.unchecked[p];
-    if (!compared_) {
+  if (!compared_) {
+    const size_t depth = std::bit_floor(ctx_.arena->ringDepth()), mask = depth - 1;
+    if (ctx_.unchecked.size() != n) {
+      ctx_.unchecked.assign(n, {});
+      for (auto& q : ctx_.unchecked) q.entries.resize(depth);
+    }
+    for (size_t p = 0; p < n; ++p) {
+      if (static_cast<int>(p) == ctx_.rank) continue;
+      Context::UncheckedRing& q = ctx_.unchecked[p];
       if (q.size == depth) {  // the oldest can no longer be in the peer's log
-        q.head = (q.head + 1) % depth;
+        q.head = (q.head + 1) & mask;
         --q.size;
         --ctx_.uncheckedCount;
       }
-      q.entries[(q.head + q.size) % depth] = {seq_, digest_, desc_};
+      q.entries[(q.head + q.size) & mask] = {seq_, digest_, desc_};
       ++q.size;
       ++ctx_.uncheckedCount;
     }
+    ctx_.lastUnchecked = desc_;
+  }
+  // A stream of calls that wait on nobody compares every kAckEvery calls (a few stores a call
+  // otherwise); any call that waited on a peer compares everything kept.
+  if (!compared_ && seq_ % Context::kAckEvery != 0) return Status::ok();
+  return compareUnchecked();
+}
+
+Status Exec::compareUnchecked() {
+  const size_t n = ctx_.unchecked.size();
+  const size_t mask = std::bit_floor(ctx_.arena->ringDepth()) - 1;
+  for (size_t p = 0; p < n; ++p) {
+    if (static_cast<int>(p) == ctx_.rank) continue;
+    Context::UncheckedRing& q = ctx_.unchecked[p];
     while (q.size > 0) {
       const Context::Unchecked& u = q.entries[q.head];
       uint32_t bits = 0, theirs = 0;
@@ -385,7 +439,19 @@ Status Exec::checkUnchecked() {
       if (theirs != u.digest) {
         const int peer = static_cast<int>(p);
         // The peer's header still holds that call while it has not run two more: name its fields.
-        if (u.seq == seq_) FERRY_TRY(checkPeerCall(peer));
+        const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(u.seq & 1));
+        if (h.seq.load(std::memory_order_acquire) == u.seq) {
+          OpDesc theirs{static_cast<OpKind>(h.kind), h.count, static_cast<DataType>(h.type),
+                        static_cast<RedOp>(h.op), h.root};
+          std::atomic_thread_fence(std::memory_order_acquire);
+          if (h.seq.load(std::memory_order_relaxed) == u.seq && !sameCall(theirs, u.desc)) {
+            return failure(peer, false,
+                           makeError(ErrorCode::kMismatch,
+                                     "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s",
+                                     peer, describe(theirs).c_str(), static_cast<unsigned long long>(u.seq),
+                                     ctx_.rank, describe(u.desc).c_str()));
+          }
+        }
         return failure(peer, false,
                        makeError(ErrorCode::kMismatch,
                                  "collective mismatch: rank %d's call #%llu differs from rank %d's %s (in the "
@@ -393,7 +459,7 @@ Status Exec::checkUnchecked() {
                                  peer, static_cast<unsigned long long>(u.seq), ctx_.rank, describe(u.desc).c_str(),
                                  static_cast<unsigned long long>(seq_)));
       }
-      q.head = (q.head + 1) % depth;
+      q.head = (q.head + 1) & mask;
       --q.size;
       --ctx_.uncheckedCount;
     }
@@ -589,6 +655,12 @@ Status Exec::wait(Request* req) {
         // A send that completes only once received waits forever on a rank that took itself for
         // the root too: its data in this rank's acknowledgement receive says so.
         if (!ctx_.acks.empty()) FERRY_TRY(checkAcks(false));
+        // Blocked for long: ranks waiting on each other over calls that differ (two roots of one
+        // reduce) are named from the other ranks' answers, well before the deadline.
+        if (tagClass_ == TagClass::kCollective && ctx_.hooks != nullptr && secondsSince(start_) >= kStallSeconds) {
+          Status m = ctx_.hooks->probeCalls(seq_, desc_);
+          if (!m.isOk()) return failure(req, m);
+        }
       }
     }
     backoff.pause([&](long ns) { return ctx_.transport->waitForWork(ns); });

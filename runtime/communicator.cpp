@@ -82,6 +82,8 @@ struct Comm::Impl {
     // The transport goes first: requests it may still complete (the control receive, those
     // parked by failed calls) must outlive it.
     if (watchdog) watchdog->stop();
+    // A root may still wait for this rank's acknowledgement of its last broadcasts.
+    if (transport && error.isOk()) (void)coll::sendOwedAck(ctx);
     if (transport) transport->close(1.0, !error.isOk());
     transport.reset();
     arena.reset();
@@ -157,12 +159,13 @@ struct Comm::Impl {
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
                 coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
     coll::Exec ex(ctx, desc, s, cls, config().timeout);
-    // Outstanding acknowledgements of earlier broadcasts are taken first (Exec::begin).
+    // "Entered this call": what claimMailbox() waits for before a rank reuses a mailbox, and
+    // what Exec::begin may wait for on the peers.
+    if (arena && cls == coll::TagClass::kCollective) ex.post(0);
+    // Earlier calls that waited on nobody are compared first (Exec::begin).
     Status st = ex.begin();
     if (st.isOk() && cls == coll::TagClass::kCollective) {
       const Plan p = choice.plan;
-      // "Entered this call": what claimMailbox() waits for before a rank reuses a mailbox.
-      if (arena) ex.post(0);
       if (p.protocol == coll::Protocol::kMessages) {
         // Announced even when the data goes by messages, so a peer that chose differently (or
         // runs another call) is named at once by whichever side waits.

@@ -111,11 +111,9 @@ void Watchdog::checkStatus() {
                              statusBuffer_.size(), &status_);
 }
 
-std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch) {
-  *mismatch = false;
-  if (transport_ == nullptr || trace_ == nullptr) return "";
+void Watchdog::askAll(uint64_t seq, std::vector<bool>* asked) {
   const int n = static_cast<int>(peers_.size());
-  std::vector<bool> asked(static_cast<size_t>(n), false);
+  asked->assign(static_cast<size_t>(n), false);
   for (int r = 0; r < n; ++r) {
     if (r == rank_ || !transport_->peerError(r).isOk()) continue;
     std::string payload(kStatusHead, '\0');
@@ -125,11 +123,40 @@ std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDe
     Outgoing& o = statusSends_.back();
     o.payload = std::move(payload);
     if (transport_->postSend(r, kStatusTag, o.payload.data(), o.payload.size(), &o.request).isOk()) {
-      asked[static_cast<size_t>(r)] = true;
+      (*asked)[static_cast<size_t>(r)] = true;
     } else {
       statusSends_.pop_back();
     }
   }
+}
+
+Status Watchdog::probeCalls(uint64_t seq, const coll::OpDesc& mine) {
+  if (transport_ == nullptr || trace_ == nullptr) return Status::ok();
+  if (probedSeq_ != seq) {
+    probedSeq_ = seq;
+    std::vector<bool> asked;
+    askAll(seq, &asked);
+    return Status::ok();
+  }
+  checkStatus();
+  std::string differ;
+  for (size_t r = 0; r < answers_.size(); ++r) {
+    const Answer& a = answers_[r];
+    if (a.seq == seq && a.at == seq && a.active && a.hasCall && !coll::sameCall(a.call, mine)) {
+      differ += "; rank " + std::to_string(r) + " runs " + coll::describe(a.call);
+    }
+  }
+  if (differ.empty()) return Status::ok();
+  return makeError(ErrorCode::kMismatch, "collective mismatch at call #%llu: rank %d runs %s%s",
+                   static_cast<unsigned long long>(seq), rank_, coll::describe(mine).c_str(), differ.c_str());
+}
+
+std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch) {
+  *mismatch = false;
+  if (transport_ == nullptr || trace_ == nullptr) return "";
+  const int n = static_cast<int>(peers_.size());
+  std::vector<bool> asked;
+  askAll(seq, &asked);
   auto answered = [&](int r) { return answers_[static_cast<size_t>(r)].seq == seq; };
   Deadline deadline = Deadline::after(seconds);
   Backoff backoff;

@@ -45,6 +45,7 @@ class Watchdog final : public coll::WaitHooks {
   /// Retire the control receive; the watchdog no longer touches the transport afterwards.
   void stop();
   Status poll(int peer) override;
+  Status probeCalls(uint64_t seq, const coll::OpDesc& mine) override;
   /// The waits of a sub-communicator (runtime/hierarchy.hpp) also stop for `parent`'s abort and
   /// for the errors the parent's other ranks report. `parent` must outlive this watchdog.
   void setParent(Watchdog* parent) { parent_ = parent; }
@@ -108,6 +109,9 @@ class Watchdog final : public coll::WaitHooks {
     coll::OpDesc call;
   };
   std::vector<Answer> answers_;  // by rank; seq 0: none yet
+  uint64_t probedSeq_ = 0;       // the call probeCalls() asked about
+  /// Send a status query about call #seq to every other rank; (*asked)[r]: it went out.
+  void askAll(uint64_t seq, std::vector<bool>* asked);
 };
 
 }  // namespace ferry
