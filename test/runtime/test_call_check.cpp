@@ -13,6 +13,7 @@
 
 #include "ferry/comm.hpp"
 #include "runtime/base/call_check.hpp"
+#include "test/common/rank_threads.hpp"
 
 using ferry::CallArgs;
 using ferry::CallKind;
@@ -156,11 +157,7 @@ TEST_CASE("null buffers a rank needs are refused; zero counts need none") {
 namespace {
 
 std::vector<Status> onThreads(int n, const std::function<Status(int)>& body) {
-  std::vector<Status> st(static_cast<size_t>(n));
-  std::vector<std::jthread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = body(r); });
-  threads.clear();
-  return st;
+  return ferry::test::onRankThreads<Status>(n, body);
 }
 
 }  // namespace

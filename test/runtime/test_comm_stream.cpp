@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
+#include "test/common/rank_threads.hpp"
 
 using ferry::Comm;
 using ferry::DataType;
@@ -27,11 +28,7 @@ std::vector<std::unique_ptr<Comm>> hostComms(int n) {
 
 // Run body(rank) on one thread per rank; returns each rank's status.
 std::vector<Status> onThreads(int n, const std::function<Status(int)>& body) {
-  std::vector<Status> st(static_cast<size_t>(n));
-  std::vector<std::jthread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { st[r] = body(r); });
-  threads.clear();
-  return st;
+  return ferry::test::onRankThreads<Status>(n, body);
 }
 
 void requireAllOk(const std::vector<Status>& st) {

@@ -28,6 +28,7 @@
 #include "runtime/bootstrap/handshake.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
+#include "test/common/rank_threads.hpp"
 #include "test/runtime/raw_frames.hpp"
 
 // Every allocation in the process goes through here so a test can assert that no frame made the
@@ -91,11 +92,7 @@ std::unique_ptr<StoreServer> startServer(int size = 0) {
 
 // Runs body(rank) on `size` threads; returns each rank's report ("" when it succeeded).
 std::vector<std::string> runRanks(int size, const std::function<std::string(int)>& body) {
-  std::vector<std::string> reports(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { reports[static_cast<size_t>(r)] = body(r); });
-  for (auto& t : threads) t.join();
-  return reports;
+  return ferry::test::onRankThreads<std::string>(size, body);
 }
 
 // `rounds` allGathers plus a barrier each, checking every byte; "" on success.

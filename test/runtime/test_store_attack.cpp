@@ -28,6 +28,7 @@
 
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/bootstrap/wire.hpp"
+#include "test/common/rank_threads.hpp"
 #include "test/runtime/raw_frames.hpp"
 
 // Runs during static initialisation, before any test reads the configuration (parsed once, lazily).
@@ -69,11 +70,7 @@ std::string honestRank(const SocketAddress& root, int rank, int size, int rounds
 }
 
 std::vector<std::string> runRanks(int size, const std::function<std::string(int)>& body) {
-  std::vector<std::string> reports(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { reports[static_cast<size_t>(r)] = body(r); });
-  for (auto& t : threads) t.join();
-  return reports;
+  return ferry::test::onRankThreads<std::string>(size, body);
 }
 
 std::unique_ptr<StoreServer> startServer() {
