@@ -107,23 +107,20 @@ Status checkCall(const char* fn, const CallArgs& a, int rank, int size) {
   const bool useRecv = needs(rule.recv, isRoot) && a.count > 0;
   const size_t es = dataTypeSize(static_cast<DataType>(a.type));
   const uintptr_t ceiling = addressCeiling();
-  // Bytes of one buffer, or 0 with `error` set when it cannot exist.
-  auto bytesOf = [&](bool perRank, const char* which, std::string* error) -> size_t {
-    const size_t multiple = perRank ? static_cast<size_t>(size) : 1;
-    if (a.count > ceiling / es / multiple) {
-      *error = "count " + std::to_string(a.count) + " of " + dataTypeName(static_cast<DataType>(a.type)) +
-               (perRank ? " x " + std::to_string(size) + " ranks" : std::string()) + " makes the " + which +
-               " buffer larger than the address space (expected count <= " + std::to_string(ceiling / es / multiple) +
-               ")";
-      return 0;
-    }
-    return a.count * es * multiple;
-  };
-  std::string error;
-  const size_t sendBytes = bytesOf(rule.sendPerRank, "send", &error);
-  if (!error.empty()) return bad(error);
-  const size_t recvBytes = bytesOf(rule.recvPerRank, "receive", &error);
-  if (!error.empty()) return bad(error);
+  // Bytes of each buffer: a multiplication checked for overflow (this runs on every call).
+  const size_t sendMultiple = rule.sendPerRank ? static_cast<size_t>(size) : 1;
+  const size_t recvMultiple = rule.recvPerRank ? static_cast<size_t>(size) : 1;
+  size_t sendBytes = 0, recvBytes = 0;
+  const bool sendTooBig = __builtin_mul_overflow(a.count, es * sendMultiple, &sendBytes) || sendBytes > ceiling;
+  const bool recvTooBig = __builtin_mul_overflow(a.count, es * recvMultiple, &recvBytes) || recvBytes > ceiling;
+  if (sendTooBig || recvTooBig) [[unlikely]] {
+    const bool perRank = sendTooBig ? rule.sendPerRank : rule.recvPerRank;
+    const size_t multiple = sendTooBig ? sendMultiple : recvMultiple;
+    return bad("count " + std::to_string(a.count) + " of " + dataTypeName(static_cast<DataType>(a.type)) +
+               (perRank ? " x " + std::to_string(size) + " ranks" : std::string()) + " makes the " +
+               (sendTooBig ? "send" : "receive") + " buffer larger than the address space (expected count <= " +
+               std::to_string(ceiling / es / multiple) + ")");
+  }
   const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
   auto checkRange = [&](bool used, uintptr_t p, size_t bytes, const char* which) -> Status {
     if (!used) return Status::ok();
