@@ -142,7 +142,8 @@ struct Context {
   };
   std::vector<UncheckedRing> unchecked;  // entries: a power of two (the arena's ring depth)
   size_t uncheckedCount = 0;
-  OpDesc lastUnchecked;  // the latest call kept
+  OpDesc lastUnchecked;       // the latest call kept
+  size_t uncheckedDepth = 0;  // entries of each ring
   /// Over messages, the last rank of a broadcast's chain acknowledges the call to the root with
   /// an empty message, and a reduce's root acknowledges it to the head of its chain; the receiving
   /// side posts a receive for it (a "guard"). A rank that took itself for the root receives another

@@ -143,17 +143,14 @@ bool reduces(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduce 
 // A 32-bit digest of everything ranks must agree on in a call: equal calls give equal digests,
 // and two that differ in any field collide with probability 2^-32.
 uint32_t callDigest(const OpDesc& d, uint32_t algorithm, uint32_t protocol) {
-  uint64_t x = static_cast<uint64_t>(d.kind) | static_cast<uint64_t>(d.type) << 8 |
-               static_cast<uint64_t>(reduces(d.kind) ? static_cast<uint32_t>(d.op) : 0u) << 16 |
-               static_cast<uint64_t>(algorithm & 0xFF) << 24 | static_cast<uint64_t>(protocol & 0xFF) << 32;
-  x ^= d.count * 0x9E3779B97F4A7C15ull;
-  x ^= static_cast<uint64_t>(static_cast<uint32_t>(d.root)) * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 32;
-  return static_cast<uint32_t>(x);
+  const uint64_t fields = static_cast<uint64_t>(d.kind) | static_cast<uint64_t>(d.type) << 8 |
+                          static_cast<uint64_t>(reduces(d.kind) ? static_cast<uint32_t>(d.op) : 0u) << 16 |
+                          static_cast<uint64_t>(algorithm & 0xFF) << 24 | static_cast<uint64_t>(protocol & 0xFF) << 32 |
+                          static_cast<uint64_t>(static_cast<uint16_t>(d.root)) << 40;
+  // Two odd multipliers mixed by the top half: any single field change flips about half the bits.
+  const uint64_t x = (fields * 0x9E3779B97F4A7C15ull) ^ (d.count * 0xC2B2AE3D27D4EB4Full) ^
+                     static_cast<uint64_t>(static_cast<uint32_t>(d.root)) * 0xD6E8FEB86659FD93ull;
+  return static_cast<uint32_t>(x >> 32) ^ static_cast<uint32_t>(x);
 }
 
 }  // namespace
@@ -401,7 +398,8 @@ Status Exec::checkUnchecked() {
     return Status::ok();
   }
   if (!compared_) {
-    const size_t depth = std::bit_floor(ctx_.arena->ringDepth()), mask = depth - 1;
+    if (ctx_.unchecked.size() != n) ctx_.uncheckedDepth = std::bit_floor(ctx_.arena->ringDepth());
+    const size_t depth = ctx_.uncheckedDepth, mask = depth - 1;
     if (ctx_.unchecked.size() != n) {
       ctx_.unchecked.assign(n, {});
       for (auto& q : ctx_.unchecked) q.entries.resize(depth);
@@ -428,7 +426,7 @@ Status Exec::checkUnchecked() {
 
 Status Exec::compareUnchecked() {
   const size_t n = ctx_.unchecked.size();
-  const size_t mask = std::bit_floor(ctx_.arena->ringDepth()) - 1;
+  const size_t mask = ctx_.uncheckedDepth - 1;
   for (size_t p = 0; p < n; ++p) {
     if (static_cast<int>(p) == ctx_.rank) continue;
     Context::UncheckedRing& q = ctx_.unchecked[p];

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdint>
@@ -68,6 +69,18 @@ uintptr_t addressCeiling() {
   return ceiling;
 }
 
+// Read once when the library loads: checkCall() runs on every call.
+const uintptr_t gCeiling = addressCeiling();
+
+// Element sizes by type value, from the type table.
+const auto gElementBytes = [] {
+  std::array<uint8_t, kNumDataTypes> sizes{};
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    sizes[static_cast<size_t>(t)] = static_cast<uint8_t>(dataTypeSize(static_cast<DataType>(t)));
+  }
+  return sizes;
+}();
+
 bool pageMapped(uintptr_t addr) {
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   unsigned char resident = 0;
@@ -83,7 +96,48 @@ bool needs(Need n, bool isRoot) { return n == Need::kAlways || (n == Need::kAtRo
 
 const char* callKindName(CallKind kind) { return kRules[static_cast<size_t>(kind)].name; }
 
+namespace {
+
+// The checks of explainCall() as one expression, without a message: every call runs it, so it
+// builds nothing and leaves the page probes of large host buffers to explainCall().
+bool plainlyValid(const CallArgs& a, int rank, int size) {
+  const Rule& rule = kRules[static_cast<size_t>(a.kind)];
+  if (static_cast<unsigned>(a.type) >= static_cast<unsigned>(kNumDataTypes)) return false;
+  if (rule.reduces && static_cast<unsigned>(a.op) >= static_cast<unsigned>(kNumRedOps)) return false;
+  if (rule.root != Root::kNone && static_cast<unsigned>(a.root) >= static_cast<unsigned>(size)) return false;
+  if (rule.root == Root::kPeer && a.root == rank && !a.peerMayBeSelf) return false;
+  if (a.count == 0) return true;
+  const bool isRoot = a.root == rank;
+  const bool useSend = needs(rule.send, isRoot), useRecv = needs(rule.recv, isRoot);
+  const size_t es = gElementBytes[static_cast<size_t>(a.type)];
+  const uintptr_t ceiling = gCeiling;
+  size_t sendBytes = 0, recvBytes = 0;
+  if (__builtin_mul_overflow(a.count, es * (rule.sendPerRank ? static_cast<size_t>(size) : 1), &sendBytes) ||
+      __builtin_mul_overflow(a.count, es * (rule.recvPerRank ? static_cast<size_t>(size) : 1), &recvBytes)) {
+    return false;
+  }
+  const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
+  auto fits = [&](uintptr_t p, size_t bytes) {
+    return p != 0 && p <= ceiling && bytes <= ceiling - p && !(a.hostBuffers && bytes >= kProbeBytes);
+  };
+  if (useSend && !fits(s, sendBytes)) return false;
+  if (useRecv && !fits(r, recvBytes)) return false;
+  // Overlap is rare: explainCall() decides whether it is exactly in place.
+  return !(useSend && useRecv && s < r + recvBytes && r < s + sendBytes);
+}
+
+Status explainCall(const char* fn, const CallArgs& a, int rank, int size);
+
+}  // namespace
+
 Status checkCall(const char* fn, const CallArgs& a, int rank, int size) {
+  if (plainlyValid(a, rank, size)) [[likely]] return Status::ok();
+  return explainCall(fn, a, rank, size);
+}
+
+namespace {
+
+Status explainCall(const char* fn, const CallArgs& a, int rank, int size) {
   auto bad = [&](const std::string& what) {
     return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank, what.c_str());
   };
@@ -171,5 +225,7 @@ Status checkCall(const char* fn, const CallArgs& a, int rank, int size) {
   }
   return Status::ok();
 }
+
+}  // namespace
 
 }  // namespace ferry
