@@ -126,12 +126,14 @@ struct Context {
   /// in memory its peers map (ferry::hostAlloc). Every rank looks in the same calls at the same
   /// headers, so every rank holds the same value: the tuner may choose by it.
   bool peersShared = false;
-  /// Calls of this rank that no peer's call was compared with yet, per peer, oldest first: a rank
-  /// whose part waits on no peer (a small broadcast's root, a small reduce's senders) compares its
-  /// call with each peer's call log once that peer noted the same call (Exec::finish). A ring of
-  /// the arena's ring depth per peer: a peer's log holds no older calls.
-  struct Unchecked {
-    uint64_t seq;
+  /// Calls of this rank that no peer's call was compared with yet, per peer, oldest first, a run
+  /// of the same call as one entry: a rank whose part waits on no peer (a small broadcast's root,
+  /// a small reduce's senders) compares its call with each peer's call log once that peer noted
+  /// the same call (Exec::finish). Calls older than the arena's ring depth are skipped: a peer's
+  /// log may no longer hold them.
+  struct Unchecked {  // calls first..last, all with this digest and description
+    uint64_t first;
+    uint64_t last;
     uint32_t digest;
     OpDesc desc;
   };
@@ -313,6 +315,7 @@ class Exec {
   Status checkReceive(transport::Request* req);
   Status checkUnchecked();
   Status compareUnchecked();
+  Status uncheckedMismatch(int peer, uint64_t seq, const OpDesc& mine);
   Status checkAcks(bool all);
   Status sendAck();
   Status postGuard();

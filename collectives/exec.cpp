@@ -5,6 +5,7 @@
 // every few milliseconds checks the deadline and the runtime's hooks (abort, dead peers, errors
 // reported by other ranks). A failed call cancels what it posted; requests UCX may still touch are
 // parked in the context's graveyard rather than freed.
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -407,12 +408,20 @@ Status Exec::checkUnchecked() {
     for (size_t p = 0; p < n; ++p) {
       if (static_cast<int>(p) == ctx_.rank) continue;
       Context::UncheckedRing& q = ctx_.unchecked[p];
+      if (q.size > 0) {
+        // A stream of the same call extends the newest run: a compare and an increment a call.
+        Context::Unchecked& back = q.entries[(q.head + q.size - 1) & mask];
+        if (back.last + 1 == seq_ && back.digest == digest_) {
+          back.last = seq_;
+          continue;
+        }
+      }
       if (q.size == depth) {  // the oldest can no longer be in the peer's log
         q.head = (q.head + 1) & mask;
         --q.size;
         --ctx_.uncheckedCount;
       }
-      q.entries[(q.head + q.size) & mask] = {seq_, digest_, desc_};
+      q.entries[(q.head + q.size) & mask] = {seq_, seq_, digest_, desc_};
       ++q.size;
       ++ctx_.uncheckedCount;
     }
@@ -424,6 +433,29 @@ Status Exec::checkUnchecked() {
   return compareUnchecked();
 }
 
+Status Exec::uncheckedMismatch(int peer, uint64_t seq, const OpDesc& mine) {
+  // The peer's header still holds that call while it has not run two more: name its fields.
+  const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(seq & 1));
+  if (h.seq.load(std::memory_order_acquire) == seq) {
+    OpDesc theirs{static_cast<OpKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op),
+                  h.root};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (h.seq.load(std::memory_order_relaxed) == seq && !sameCall(theirs, mine)) {
+      return failure(peer, false,
+                     makeError(ErrorCode::kMismatch,
+                               "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s", peer,
+                               describe(theirs).c_str(), static_cast<unsigned long long>(seq), ctx_.rank,
+                               describe(mine).c_str()));
+    }
+  }
+  return failure(peer, false,
+                 makeError(ErrorCode::kMismatch,
+                           "collective mismatch: rank %d's call #%llu differs from rank %d's %s (in the collective, "
+                           "count, type, op, root or FERRY_ALGO/FERRY_PROTO; found at call #%llu)",
+                           peer, static_cast<unsigned long long>(seq), ctx_.rank, describe(mine).c_str(),
+                           static_cast<unsigned long long>(seq_)));
+}
+
 Status Exec::compareUnchecked() {
   const size_t n = ctx_.unchecked.size();
   const size_t mask = ctx_.uncheckedDepth - 1;
@@ -431,32 +463,17 @@ Status Exec::compareUnchecked() {
     if (static_cast<int>(p) == ctx_.rank) continue;
     Context::UncheckedRing& q = ctx_.unchecked[p];
     while (q.size > 0) {
-      const Context::Unchecked& u = q.entries[q.head];
-      uint32_t bits = 0, theirs = 0;
-      if (!ctx_.arena->callBits(static_cast<int>(p), u.seq, &bits, &theirs)) break;  // not there yet
-      if (theirs != u.digest) {
-        const int peer = static_cast<int>(p);
-        // The peer's header still holds that call while it has not run two more: name its fields.
-        const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(u.seq & 1));
-        if (h.seq.load(std::memory_order_acquire) == u.seq) {
-          OpDesc theirs{static_cast<OpKind>(h.kind), h.count, static_cast<DataType>(h.type),
-                        static_cast<RedOp>(h.op), h.root};
-          std::atomic_thread_fence(std::memory_order_acquire);
-          if (h.seq.load(std::memory_order_relaxed) == u.seq && !sameCall(theirs, u.desc)) {
-            return failure(peer, false,
-                           makeError(ErrorCode::kMismatch,
-                                     "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s",
-                                     peer, describe(theirs).c_str(), static_cast<unsigned long long>(u.seq),
-                                     ctx_.rank, describe(u.desc).c_str()));
-          }
-        }
-        return failure(peer, false,
-                       makeError(ErrorCode::kMismatch,
-                                 "collective mismatch: rank %d's call #%llu differs from rank %d's %s (in the "
-                                 "collective, count, type, op, root or FERRY_ALGO/FERRY_PROTO; found at call #%llu)",
-                                 peer, static_cast<unsigned long long>(u.seq), ctx_.rank, describe(u.desc).c_str(),
-                                 static_cast<unsigned long long>(seq_)));
+      Context::Unchecked& u = q.entries[q.head];
+      const int peer = static_cast<int>(p);
+      // Calls older than the peer's log holds cannot be compared any more: skip them.
+      if (seq_ > u.first + ctx_.uncheckedDepth) u.first = std::min(u.last + 1, seq_ - ctx_.uncheckedDepth);
+      while (u.first <= u.last) {
+        uint32_t bits = 0, theirs = 0;
+        if (!ctx_.arena->callBits(peer, u.first, &bits, &theirs)) break;  // not there yet
+        if (theirs != u.digest) return uncheckedMismatch(peer, u.first, u.desc);
+        ++u.first;
       }
+      if (u.first <= u.last) break;
       q.head = (q.head + 1) & mask;
       --q.size;
       --ctx_.uncheckedCount;

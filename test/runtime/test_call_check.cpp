@@ -192,8 +192,9 @@ TEST_CASE("the C++ API refuses each bad argument on every rank and stays usable"
       {"allReduce shifted by one element",
        [](C& c, uint8_t* s, uint8_t*) { return c.allReduce(s, s + 4, 1024, DataType::kFloat32, RedOp::kSum); }},
   };
-  for (const auto& [name, call] : calls) {
-    INFO(name);
+  for (const auto& entry : calls) {
+    const Call& call = entry.second;  // clang 14 cannot capture a structured binding
+    INFO(entry.first);
     auto st = onThreads(n, [&](int r) { return call(*(*comms)[r], in[r].data(), out[r].data()); });
     for (int r = 0; r < n; ++r) {
       INFO("rank " << r << ": " << st[r].message());
