@@ -46,21 +46,13 @@ class FerryBackend final : public ferry::perf::Backend {
 
   ferry::Status run(const Call& c) override {
     ferry::Comm& comm = *comm_;
-    switch (c.coll) {
-      case Coll::kAllReduce: return withCode(comm.allReduce(c.send, c.recv, c.count, c.type, c.op));
-      case Coll::kReduceScatter: return withCode(comm.reduceScatter(c.send, c.recv, c.count, c.type, c.op));
-      case Coll::kAllGather: return withCode(comm.allGather(c.send, c.recv, c.count, c.type));
-      case Coll::kAllToAll: return withCode(comm.allToAll(c.send, c.recv, c.count, c.type));
-      case Coll::kBroadcast: return withCode(comm.broadcast(c.send, c.recv, c.count, c.type, c.root));
-      case Coll::kReduce: return withCode(comm.reduce(c.send, c.recv, c.count, c.type, c.op, c.root));
-      case Coll::kSendRecv: {
-        // Every rank sends to the next and receives from the previous, both in one batch.
-        const int n = comm.size(), r = comm.rank();
-        return withCode(comm.sendRecv({ferry::P2pOp::send(c.send, c.count, c.type, (r + 1) % n),
-                                       ferry::P2pOp::recv(c.recv, c.count, c.type, (r + n - 1) % n)}));
-      }
+    if (c.coll == Coll::kSend) {
+      // Every rank sends to the next and receives from the previous, both in one batch.
+      const int n = comm.size(), r = comm.rank();
+      return withCode(comm.sendRecv({ferry::P2pOp::send(c.send, c.count, c.type, (r + 1) % n),
+                                     ferry::P2pOp::recv(c.recv, c.count, c.type, (r + n - 1) % n)}));
     }
-    return ferry::Status(ferry::ErrorCode::kInternalError, "unknown collective");
+    return withCode(comm.collective(ferry::Call{c.coll, c.send, c.recv, c.count, c.type, c.op, c.root, {}, nullptr}));
   }
 
   ferry::Status barrier() override { return withCode(comm_->barrier()); }

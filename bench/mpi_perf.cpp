@@ -145,7 +145,7 @@ class MpiBackend final : public ferry::perf::Backend {
         return mpiStatus(MPI_Reduce(inPlace && rank_ == c.root ? MPI_IN_PLACE : c.send, c.recv, count, dt, mpiOp(c.op),
                                     c.root, MPI_COMM_WORLD),
                          "MPI_Reduce");
-      case Coll::kSendRecv: {
+      case Coll::kSend: {
         const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
         if (inPlace) {
           return mpiStatus(MPI_Sendrecv_replace(c.recv, count, dt, next, 0, prev, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),

@@ -23,20 +23,15 @@ enum class Algorithm : uint8_t {
   kTwoShot = 5,   ///< single host: rank r reduces segment r from every rank, then all gather
   kDirect = 6,    ///< single host: every rank reads what it needs straight from its peers
   kDoubling = 7,  ///< recursive doubling over the transport (all-reduce): log2(n) exchanges
-  kHierarchical = 8,  ///< several hosts: within each host, then across hosts (runtime/hierarchy.hpp)
+  kHierarchical = 8,  ///< several hosts: within each host, then across hosts (TwoLevels, table.hpp)
+  kBruck = 9,         ///< Bruck all-gather over the transport: log2(n) exchanges
 };
 /// Where the data of a single-host algorithm passes (transport algorithms: kMessages).
 enum class Protocol : uint8_t {
   kMessages = 1,  ///< tagged messages of the transport
-  kShm = 2,       ///< copied into the sender's shared mailbox, copied out by readers (two copies)
+  kMailbox = 2,   ///< copied into the sender's shared mailbox, copied out by readers (two copies)
   kCma = 3,       ///< read straight from the owner's buffer by cross-memory attach (one copy)
 };
-/// "ring", "oneshot", ...; nullptr for an unknown value.
-const char* algorithmName(Algorithm a);
-/// "messages", "shm", "cma"; nullptr for an unknown value.
-const char* protocolName(Protocol p);
-
-/// What the tuner chose for one call.
 /// How single-host algorithms store into the caller's output. Streaming (non-temporal) stores skip
 /// reading each output line from memory before writing it, a third of a copy's memory traffic
 /// when the output is not cached; when it is (a buffer reused call after call), they evict it.
@@ -46,11 +41,15 @@ enum class Stores : uint8_t {
   kCached,     ///< never
 };
 
+struct AlgorithmRow;
+
+/// What the tuner chose for one call.
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;
   Protocol protocol = Protocol::kMessages;
   size_t chunkBytes = 0;  ///< single-host algorithms: bytes per read-and-reduce chunk (0: default)
   Stores stores = Stores::kAuto;
+  const AlgorithmRow* row = nullptr;  ///< the table's row of (algorithm, protocol); null: looked up
 };
 
 /// Ring all-reduce: ring reduce-scatter of `count` elements into segments, then ring all-gather.
@@ -69,6 +68,9 @@ Status ringReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, 
 
 /// Ring all-gather: out holds every rank's `sendCount` elements, in rank order.
 Status ringAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type);
+
+/// Bruck all-gather: as ringAllGather, in ceil(log2 n) exchanges (bruck.cpp).
+Status bruckAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type);
 
 /// Pairwise all-to-all: block j of rank i's input becomes block i of rank j's output.
 Status pairwiseAllToAll(Exec& ex, const void* in, void* out, size_t count, DataType type);
@@ -100,7 +102,7 @@ Status batchSendRecv(Exec& ex, const std::vector<P2pItem>& items);
 // Single-host algorithms over the arena (direct.cpp). Every rank runs the same plan; each starts
 // with every rank announcing itself (Exec::announce, post phase 1) and waiting for all others.
 
-/// All-reduce with plan.algorithm kOneShot (kShm; bytes <= mailbox) or kTwoShot (kShm or kCma).
+/// All-reduce with plan.algorithm kOneShot (kMailbox; bytes <= mailbox) or kTwoShot (kMailbox or kCma).
 Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, RedOp op);
 Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
                           RedOp op);

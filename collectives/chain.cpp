@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "collectives/pipeline.hpp"
 #include "collectives/ring_math.hpp"
 #include "kernels/host/reduce.hpp"
@@ -75,5 +76,19 @@ Status chainReduce(Exec& ex, const void* in, void* out, size_t count, DataType t
   FERRY_TRY(recvReduceForward(ex, prev, next, tasks, type, op, static_cast<uint32_t>(n), "reduce", n - 1));
   return ex.waitAll();
 }
+
+// Rows of the algorithm table (table.hpp): priced over messages between hosts only (one host has
+// the arena's rows).
+extern const AlgorithmRow kChainBroadcast{
+    CallKind::kBroadcast, Algorithm::kChain, Protocol::kMessages, [](const Pricing&) { return true; },
+    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat(p.chain(p.n, p.B)); },
+    [](Exec& ex, const Plan&, const Call& c) { return chainBroadcast(ex, c.send, c.recv, c.count, c.type, c.root); }};
+
+extern const AlgorithmRow kChainReduce{
+    CallKind::kReduce, Algorithm::kChain, Protocol::kMessages, [](const Pricing&) { return true; },
+    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat(p.chain(p.n, p.B)); },
+    [](Exec& ex, const Plan&, const Call& c) {
+      return chainReduce(ex, c.send, c.recv, c.count, c.type, c.op, c.root);
+    }};
 
 }  // namespace ferry::coll

@@ -53,7 +53,7 @@ inline uint64_t packDesc(const OpDesc& d) {
          (static_cast<uint64_t>(d.op) & 0xFF) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(d.root)) << 32;
 }
 inline OpDesc unpackDesc(uint64_t v, size_t count) {
-  return OpDesc{static_cast<OpKind>(v & 0xFF), count, static_cast<DataType>((v >> 8) & 0xFF),
+  return OpDesc{static_cast<CallKind>(v & 0xFF), count, static_cast<DataType>((v >> 8) & 0xFF),
                 static_cast<RedOp>((v >> 16) & 0xFF), static_cast<int>(static_cast<uint32_t>(v >> 32))};
 }
 
@@ -83,6 +83,8 @@ class Scratch {
   size_t size_ = 0;
 };
 
+class TwoLevels;
+
 /// The communicator's side: long-lived, shared by every call.
 struct Context {
   transport::Transport* transport = nullptr;
@@ -95,8 +97,9 @@ struct Context {
   int depth = 8;                   ///< receives posted ahead per ring
   bool checkMismatch = true;
   CallTrace* trace = nullptr;  ///< optional: the runtime's view of the call in progress
+  TwoLevels* levels = nullptr;  ///< the two levels of a communicator spanning hosts (table.hpp), or null
   /// The ranks' shared memory when every rank is on this host (null otherwise): the single-host
-  /// algorithms (direct.cpp) run over it, and every collective announces itself in it so that a
+  /// algorithms (arena_algorithms.cpp) run over it, and every collective announces itself in it so that a
   /// peer running something else is named within milliseconds whatever algorithm either runs.
   transport::Arena* arena = nullptr;
   size_t chunkBytes = 256 * 1024;  ///< single-host algorithms: bytes per read-and-reduce chunk

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "collectives/context.hpp"
 #include "runtime/base/log.hpp"
 
@@ -55,7 +56,7 @@ Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, do
       requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
-    t->call.store(opKindName(desc.kind), std::memory_order_relaxed);
+    t->call.store(callKindName(desc.kind), std::memory_order_relaxed);
     t->count.store(desc.count, std::memory_order_relaxed);
     t->desc.store(packDesc(desc), std::memory_order_relaxed);
     t->phase.store("", std::memory_order_relaxed);
@@ -139,7 +140,7 @@ Status Exec::failure(int peer, bool sending, Status why) {
 
 namespace {
 
-bool reduces(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter; }
+bool reduces(CallKind k) { return k == CallKind::kAllReduce || k == CallKind::kReduce || k == CallKind::kReduceScatter; }
 
 // A 32-bit digest of everything ranks must agree on in a call: equal calls give equal digests,
 // and two that differ in any field collide with probability 2^-32.
@@ -190,7 +191,7 @@ Status Exec::checkPeerCall(int peer) {
   if (ctx_.arena == nullptr || !ctx_.checkMismatch) return Status::ok();
   const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(seq_ & 1));
   if (h.seq.load(std::memory_order_acquire) != seq_) return Status::ok();  // not announced yet
-  OpDesc theirs{static_cast<OpKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op), h.root};
+  OpDesc theirs{static_cast<CallKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op), h.root};
   uint32_t algorithm = h.algorithm, protocol = h.protocol;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.seq.load(std::memory_order_relaxed) != seq_) return Status::ok();  // rewritten while read
@@ -235,7 +236,7 @@ namespace {
 // A line slot's call description: kind, type, op (reductions only), algorithm and protocol in 4
 // bits each, the count in 12 (lineBytes() is well below 4096 elements of any type).
 uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol) {
-  const bool reduces = d.kind == OpKind::kAllReduce || d.kind == OpKind::kReduce || d.kind == OpKind::kReduceScatter;
+  const bool reduces = d.kind == CallKind::kAllReduce || d.kind == CallKind::kReduce || d.kind == CallKind::kReduceScatter;
   return (static_cast<uint32_t>(d.kind) & 15u) | (static_cast<uint32_t>(d.type) & 15u) << 4 |
          (reduces ? static_cast<uint32_t>(d.op) & 15u : 0u) << 8 | (algorithm & 15u) << 12 | (protocol & 15u) << 16 |
          static_cast<uint32_t>(d.count & 4095u) << 20;
@@ -277,7 +278,7 @@ Result<const uint8_t*> Exec::awaitLine(int peer) {
   }
   if (ctx_.checkMismatch && (h->call != packLineCall(desc_, algorithm_, protocol_) || h->root != desc_.root)) {
     const uint32_t c = h->call;
-    OpDesc theirs{static_cast<OpKind>(c & 15u), c >> 20, static_cast<DataType>((c >> 4) & 15u),
+    OpDesc theirs{static_cast<CallKind>(c & 15u), c >> 20, static_cast<DataType>((c >> 4) & 15u),
                   static_cast<RedOp>((c >> 8) & 15u), h->root};
     FERRY_TRY(compareCall(peer, theirs, (c >> 12) & 15u, (c >> 16) & 15u));
     // Packed fields agree but the words differ: counts that agree mod 4096 cannot reach here
@@ -437,7 +438,7 @@ Status Exec::uncheckedMismatch(int peer, uint64_t seq, const OpDesc& mine) {
   // The peer's header still holds that call while it has not run two more: name its fields.
   const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(seq & 1));
   if (h.seq.load(std::memory_order_acquire) == seq) {
-    OpDesc theirs{static_cast<OpKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op),
+    OpDesc theirs{static_cast<CallKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op),
                   h.root};
     std::atomic_thread_fence(std::memory_order_acquire);
     if (h.seq.load(std::memory_order_relaxed) == seq && !sameCall(theirs, mine)) {

@@ -4,23 +4,9 @@
 
 namespace ferry::coll {
 
-const char* opKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce: return "allReduce";
-    case OpKind::kReduceScatter: return "reduceScatter";
-    case OpKind::kAllGather: return "allGather";
-    case OpKind::kAllToAll: return "allToAll";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kSend: return "send/recv";
-  }
-  return "unknown";
-}
-
 namespace {
-bool hasOp(OpKind k) { return k == OpKind::kAllReduce || k == OpKind::kReduceScatter || k == OpKind::kReduce; }
-bool hasRoot(OpKind k) { return k == OpKind::kBroadcast || k == OpKind::kReduce; }
+bool hasOp(CallKind k) { return k == CallKind::kAllReduce || k == CallKind::kReduceScatter || k == CallKind::kReduce; }
+bool hasRoot(CallKind k) { return k == CallKind::kBroadcast || k == CallKind::kReduce; }
 
 uint32_t hash13(uint64_t count, int root) {
   // root + 1 in 64 bits: a peer's call header may carry any root, INT_MAX included.
@@ -34,23 +20,23 @@ uint32_t hash13(uint64_t count, int root) {
 
 uint32_t fingerprint(const OpDesc& d) {
   uint32_t kind = static_cast<uint32_t>(d.kind) & 0xF;
-  uint32_t type = d.kind == OpKind::kBarrier ? 0 : static_cast<uint32_t>(d.type) & 0xF;
+  uint32_t type = d.kind == CallKind::kBarrier ? 0 : static_cast<uint32_t>(d.type) & 0xF;
   uint32_t op = hasOp(d.kind) ? static_cast<uint32_t>(d.op) & 0x7 : 0;
-  uint32_t h = d.kind == OpKind::kBarrier ? 0 : hash13(d.count, hasRoot(d.kind) ? d.root : -1);
+  uint32_t h = d.kind == CallKind::kBarrier ? 0 : hash13(d.count, hasRoot(d.kind) ? d.root : -1);
   return (kind << 20) | (type << 16) | (op << 13) | h;
 }
 
 std::string describe(const OpDesc& d) {
   char buf[320];
-  if (d.kind == OpKind::kBarrier) return "barrier()";
-  if (d.kind == OpKind::kAllReduce && d.root == kTunerAgreementRoot) {
+  if (d.kind == CallKind::kBarrier) return "barrier()";
+  if (d.kind == CallKind::kAllReduce && d.root == kTunerAgreementRoot) {
     std::snprintf(buf, sizeof(buf),
                   "the tuner's agreement on trial times (an internal allReduce(count=%zu, %s, %s) that every rank runs "
                   "before the call that ends a measured trial; the calls before it differed)",
                   d.count, dataTypeName(d.type), redOpName(d.op));
     return buf;
   }
-  int n = std::snprintf(buf, sizeof(buf), "%s(count=%zu, %s", opKindName(d.kind), d.count, dataTypeName(d.type));
+  int n = std::snprintf(buf, sizeof(buf), "%s(count=%zu, %s", callKindName(d.kind), d.count, dataTypeName(d.type));
   if (hasOp(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", %s", redOpName(d.op));
   if (hasRoot(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", root=%d", d.root);
   std::snprintf(buf + n, sizeof(buf) - n, ")");
@@ -66,7 +52,7 @@ std::string explainMismatch(const OpDesc& mine, uint32_t theirs, int size) {
   uint32_t ours = fingerprint(mine);
   uint32_t kind = theirs >> 20;
   if (kind != (ours >> 20)) {
-    if (kind >= 1 && kind <= 8) return std::string("runs ") + opKindName(static_cast<OpKind>(kind));
+    if (kind >= 1 && kind <= static_cast<uint32_t>(CallKind::kSend)) return std::string("runs ") + callKindName(static_cast<CallKind>(kind));
     return "runs an unknown operation (kind " + std::to_string(kind) + ")";
   }
   uint32_t type = (theirs >> 16) & 0xF;

@@ -13,24 +13,10 @@
 
 namespace ferry::coll {
 
-/// The collectives (and point-to-point) ferry runs. Numbering is part of the wire fingerprint.
-enum class OpKind : uint8_t {
-  kAllReduce = 1,
-  kReduceScatter = 2,
-  kAllGather = 3,
-  kAllToAll = 4,
-  kBroadcast = 5,
-  kReduce = 6,
-  kBarrier = 7,
-  kSend = 8,  ///< point-to-point; its receive side fingerprints as kSend too
-};
-
-/// "allReduce", "broadcast", ...
-const char* opKindName(OpKind kind);
 
 /// One call's arguments as the peers must agree on them.
 struct OpDesc {
-  OpKind kind = OpKind::kBarrier;
+  CallKind kind = CallKind::kBarrier;  ///< point-to-point calls fingerprint as kSend on both sides
   size_t count = 0;  ///< elements as the API takes them (per rank for allGather/reduceScatter/allToAll)
   DataType type = DataType::kUint8;
   RedOp op = RedOp::kSum;  ///< for reductions only

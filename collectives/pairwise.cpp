@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "collectives/ring_math.hpp"
 
 namespace ferry::coll {
@@ -107,5 +108,22 @@ Status recvFrom(Exec& ex, void* buf, size_t bytes, int peer) {
   FERRY_TRY(r);
   return ex.wait(*r);
 }
+
+// Rows of the algorithm table (table.hpp).
+// All-to-all: of a host's L ranks each sends n - L blocks through the host's link.
+extern const AlgorithmRow kPairwiseAllToAll{
+    CallKind::kAllToAll, Algorithm::kPairwise, Protocol::kMessages, [](const Pricing&) { return true; },
+    [](const Pricing& p) {
+      return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.in.net.alpha + p.L * (p.n - p.L) * p.B * p.in.net.beta);
+    },
+    [](Exec& ex, const Plan&, const Call& c) { return pairwiseAllToAll(ex, c.send, c.recv, c.count, c.type); }};
+
+extern const AlgorithmRow kDisseminationBarrier{
+    CallKind::kBarrier, Algorithm::kPairwise, Protocol::kMessages, [](const Pricing& p) { return !p.arena; },
+    [](const Pricing&) { return 0.0; }, [](Exec& ex, const Plan&, const Call&) { return disseminationBarrier(ex); }};
+
+extern const AlgorithmRow kRingPresence{
+    CallKind::kBarrier, Algorithm::kPairwise, Protocol::kMessages, [](const Pricing& p) { return !p.arena; },
+    [](const Pricing&) { return 0.0; }, [](Exec& ex, const Plan&, const Call&) { return ringPresence(ex); }};
 
 }  // namespace ferry::coll

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "collectives/pipeline.hpp"
 #include "collectives/ring_math.hpp"
 #include "kernels/host/reduce.hpp"
@@ -106,5 +107,27 @@ Status ringAllGather(Exec& ex, const void* in, void* out, size_t sendCount, Data
   if (ex.size() == 1 || sendCount == 0) return Status::ok();
   return allGatherCore(ex, Segments{sendCount * ex.size(), ex.size(), sendCount}, o, type);
 }
+
+// Rows of the algorithm table (table.hpp). Over messages a ring step moves one of n blocks per
+// rank; on one host the arena's rows move fewer bytes with fewer hand-offs, so the ring is not
+// priced there.
+namespace {
+bool always(const Pricing&) { return true; }
+}  // namespace
+
+extern const AlgorithmRow kRingAllReduce{
+    CallKind::kAllReduce, Algorithm::kRing, Protocol::kMessages, always,
+    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat(2 * (p.n - 1) * p.msg(p.B / p.n, 1)); },
+    [](Exec& ex, const Plan&, const Call& c) { return ringAllReduce(ex, c.send, c.recv, c.count, c.type, c.op); }};
+
+extern const AlgorithmRow kRingReduceScatter{
+    CallKind::kReduceScatter, Algorithm::kRing, Protocol::kMessages, always,
+    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1)); },
+    [](Exec& ex, const Plan&, const Call& c) { return ringReduceScatter(ex, c.send, c.recv, c.count, c.type, c.op); }};
+
+extern const AlgorithmRow kRingAllGather{
+    CallKind::kAllGather, Algorithm::kRing, Protocol::kMessages, always,
+    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1)); },
+    [](Exec& ex, const Plan&, const Call& c) { return ringAllGather(ex, c.send, c.recv, c.count, c.type); }};
 
 }  // namespace ferry::coll

@@ -409,6 +409,7 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
     log::setRank(m.rank);
     FERRY_TRY(h);
     m.hier = std::move(*h);
+    m.ctx.levels = m.hier.get();
     // Across hosts the cross communicator's ranks are one per host, on the same network.
     Tuner& crossTuner = *m.hier->cross().impl_->tuner;
     TunerInputs ci = crossTuner.inputs();
@@ -422,7 +423,7 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
     m.levelTuner = std::make_unique<Tuner>(std::move(*level));
     const Tuner* localTuner = m.levelTuner.get();
     ti.hierarchy = true;
-    ti.localCost = [localTuner](coll::OpKind k, size_t b) { return localTuner->predict(k, b); };
+    ti.localCost = [localTuner](CallKind k, size_t b) { return localTuner->predict(k, b); };
     ti.localCopyBw = localTuner->inputs().arena ? localTuner->inputs().model.copyBw : 0;
     auto chunk = hierChunkBytes(m.rank, *net, ti.localCopyBw);
     FERRY_TRY(chunk);

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "ferry/comm.hpp"
 #include "runtime/base/call_check.hpp"
 #include "runtime/base/config.hpp"
@@ -37,12 +37,9 @@
 #include "transports/tcp/tcp_transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
-
 namespace ferry {
 
-
 using coll::OpDesc;
-using coll::OpKind;
 using coll::Plan;
 
 /// Rounds of every communicator's init (3 for the host, 2 for the GPU half); split() runs them on
@@ -110,10 +107,13 @@ struct Comm::Impl {
   /// of this call's kind are complete, the ranks first agree on their times (an internal all-reduce
   /// with its own sequence number, at the same call on every rank: their tuners run in step).
   Result<Tuner::Choice> plan(const OpDesc& desc) {
-    if (desc.kind == OpKind::kBarrier || desc.count == 0) {
+    if (desc.kind == CallKind::kBarrier || desc.count == 0) {
+      static const coll::AlgorithmRow* const kNetworkBarrier =
+          coll::findRow(CallKind::kBarrier, coll::Algorithm::kPairwise, coll::Protocol::kMessages);
+      const coll::AlgorithmRow& row =
+          desc.kind == CallKind::kBarrier && !arena ? *kNetworkBarrier : coll::emptyCallRow(arena != nullptr);
       Tuner::Choice c;
-      c.plan = arena ? Plan{coll::Algorithm::kDirect, coll::Protocol::kShm, 0}
-                     : Plan{coll::Algorithm::kPairwise, coll::Protocol::kMessages, 0};
+      c.plan = Plan{row.algorithm, row.protocol, 0, coll::Stores::kAuto, &row};
       return c;
     }
     Tuner::Choice c = tuner->select(desc, ctx.peersShared);
@@ -133,17 +133,31 @@ struct Comm::Impl {
   /// v = the element-wise max of every rank's v: through the arena (one-shot: a few bytes), or
   /// by recursive doubling over the transport.
   Status agreeMax(std::vector<int64_t>& v) {
-    OpDesc d{OpKind::kAllReduce, v.size(), DataType::kInt64, RedOp::kMax, coll::kTunerAgreementRoot};
+    OpDesc d{CallKind::kAllReduce, v.size(), DataType::kInt64, RedOp::kMax, coll::kTunerAgreementRoot};
     coll::Exec ex(ctx, d, ++seq, coll::TagClass::kCollective, config().timeout);
-    Status st;
-    if (arena) {
-      ex.post(0);
-      st = coll::arenaAllReduce(ex, Plan{coll::Algorithm::kOneShot, coll::Protocol::kShm, 0}, v.data(), v.data(),
-                                v.size(), DataType::kInt64, RedOp::kMax);
-    } else {
-      st = coll::doublingAllReduce(ex, v.data(), v.data(), v.size(), DataType::kInt64, RedOp::kMax);
-    }
+    static const coll::AlgorithmRow* const kOnHost =
+        coll::findRow(CallKind::kAllReduce, coll::Algorithm::kOneShot, coll::Protocol::kMailbox);
+    static const coll::AlgorithmRow* const kOverNetwork =
+        coll::findRow(CallKind::kAllReduce, coll::Algorithm::kDoubling, coll::Protocol::kMessages);
+    const coll::AlgorithmRow& row = arena ? *kOnHost : *kOverNetwork;
+    if (arena) ex.post(0);
+    Status st = row.run(ex, Plan{row.algorithm, row.protocol, 0, coll::Stores::kAuto, &row},
+                        Call::allReduce(v.data(), v.data(), v.size(), DataType::kInt64, RedOp::kMax));
     return st.isOk() ? st : fail(ex, st);
+  }
+
+  /// Run a validated collective call through the row of the algorithm its plan chose.
+  Status runCollective(const Call& call) {
+    const bool rooted = call.kind == CallKind::kBroadcast || call.kind == CallKind::kReduce;
+    const OpDesc desc{call.kind, call.count, call.type, call.op, rooted ? call.root : -1};
+    return run(desc, coll::TagClass::kCollective, [&](coll::Exec& ex, const Plan& p) -> Status {
+      const coll::AlgorithmRow* row = p.row != nullptr ? p.row : coll::findRow(call.kind, p.algorithm, p.protocol);
+      if (row == nullptr) {
+        return makeError(ErrorCode::kInternalError, "%s on rank %d: the algorithm table has no row %s/%s", call.name(),
+                         rank, coll::algorithmName(p.algorithm), coll::protocolName(p.protocol));
+      }
+      return row->run(ex, p, call);
+    });
   }
 
   /// Run one call: `body(ex, plan)` under the communicator's deadline, with a sticky error, a
@@ -175,21 +189,16 @@ struct Comm::Impl {
         // runs another call) is named at once by whichever side waits.
         ex.announce(static_cast<uint32_t>(p.algorithm), static_cast<uint32_t>(p.protocol), nullptr, nullptr);
       }
-      if (desc.kind == OpKind::kBarrier || desc.count == 0) {
-        st = arena ? coll::arenaBarrier(ex) : desc.kind == OpKind::kBarrier ? coll::disseminationBarrier(ex)
-                                                                          : coll::ringPresence(ex);
-      } else {
-        // A two-level plan under trial is timed with its levels' kept (or modelled) plans: their
-        // own trials, run in the same calls, would be charged to it (Tuner::holdTrials).
-        const bool hold = choice.trial >= 0 && p.algorithm == coll::Algorithm::kHierarchical && hier;
-        if (hold) holdLevelTrials(true);
-        st = body(ex, p);
-        if (hold) holdLevelTrials(false);
-        if (!st.isOk() && p.algorithm == coll::Algorithm::kHierarchical) {
-          // The levels' calls have numbers and counts of their own: name the caller's call first.
-          st = makeError(st.code(), "%s #%llu on rank %d: %s", coll::describe(desc).c_str(),
-                         static_cast<unsigned long long>(s), rank, st.message().c_str());
-        }
+      // A two-level plan under trial is timed with its levels' kept (or modelled) plans: their
+      // own trials, run in the same calls, would be charged to it (Tuner::holdTrials).
+      const bool hold = choice.trial >= 0 && p.algorithm == coll::Algorithm::kHierarchical && hier;
+      if (hold) holdLevelTrials(true);
+      st = body(ex, p);
+      if (hold) holdLevelTrials(false);
+      if (!st.isOk() && p.algorithm == coll::Algorithm::kHierarchical) {
+        // The levels' calls have numbers and counts of their own: name the caller's call first.
+        st = makeError(st.code(), "%s #%llu on rank %d: %s", coll::describe(desc).c_str(),
+                       static_cast<unsigned long long>(s), rank, st.message().c_str());
       }
       // A rank that waited on no peer compares its call with theirs (call logs, acknowledgements).
       if (st.isOk()) st = ex.finish();

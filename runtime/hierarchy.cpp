@@ -119,6 +119,19 @@ void Hierarchy::permute(const uint8_t* from, Order fromOrder, uint8_t* to, Order
   }
 }
 
+Status Hierarchy::run(const Call& c) {
+  switch (c.kind) {
+    case CallKind::kAllReduce: return allReduce(c.send, c.recv, c.count, c.type, c.op);
+    case CallKind::kReduceScatter: return reduceScatter(c.send, c.recv, c.count, c.type, c.op);
+    case CallKind::kAllGather: return allGather(c.send, c.recv, c.count, c.type);
+    case CallKind::kAllToAll: return allToAll(c.send, c.recv, c.count, c.type);
+    case CallKind::kBroadcast: return broadcast(c.send, c.recv, c.count, c.type, c.root);
+    case CallKind::kReduce: return reduce(c.send, c.recv, c.count, c.type, c.op, c.root);
+    default: break;
+  }
+  return makeError(ErrorCode::kInternalError, "%s: the two levels run no such collective", c.name());
+}
+
 Status Hierarchy::allReduce(const void* in, void* out, size_t count, DataType type, RedOp op) {
   const size_t es = dataTypeSize(type);
   const int L = localSize();

@@ -33,12 +33,13 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
+#include "collectives/table.hpp"
 #include "runtime/group_exchange.hpp"
 #include "runtime/host_layout.hpp"
 
 namespace ferry {
 
-class Hierarchy {
+class Hierarchy final : public coll::TwoLevels {
  public:
   /// Builds a sub-communicator of `size` ranks through `rv` (this rank is `rank` there).
   using Factory = std::function<Result<std::unique_ptr<Comm>>(Rendezvous& rv, int rank, int size)>;
@@ -66,6 +67,9 @@ class Hierarchy {
   size_t streamChunkBytes() const { return streamChunkBytes_; }
 
   /// The schedules (see above); buffers and counts as Comm's collectives, already validated.
+  /// The hierarchical rows of the algorithm table run here: the call's collective, below.
+  Status run(const Call& call) override;
+
   Status allReduce(const void* in, void* out, size_t count, DataType type, RedOp op);
   Status reduceScatter(const void* in, void* out, size_t recvCount, DataType type, RedOp op);
   Status allGather(const void* in, void* out, size_t sendCount, DataType type);

@@ -1,37 +1,19 @@
-// The tuner: which algorithm, protocol and chunk size each call uses.
+// The tuner: which row of the algorithm table (collectives/table.hpp), with which chunk size and
+// kind of store, each call uses.
 //
-// An alpha-beta-gamma model over the measured host constants (host_model.hpp): each candidate's
-// time is its synchronisations times the flag hand-off latency, plus the bytes each rank copies,
-// reads across processes and reduces, divided by the measured rates, with a penalty per
-// cross-memory call; when ranks outnumber cores the per-rank work is multiplied by ranks/cores and
-// hand-offs cost a kernel wake-up. Where the ranks' buffers are shared memory (ferry::hostAlloc),
-// reading a peer's buffer costs a copy at the memory rate and reducing from it nothing extra.
-// The cheapest allowed candidate wins. Choices are cached per
-// (collective, bytes) and, with FERRY_DEBUG_SUBSYS=TUNE, logged once each with every candidate's
-// predicted time. Every rank computes the same plan from the same inputs (rank 0's model).
+// The model: every row of the call's collective prices the call (collectives/cost_model.hpp); the
+// cheapest that applies and that FERRY_ALGO / FERRY_PROTO allow wins. Choices are cached per
+// (collective, bytes, shared buffers) and logged once each with FERRY_DEBUG_SUBSYS=TUNE. Every
+// rank computes the same plan from the same inputs (rank 0's host model).
 //
-// Measured selection (select()): a model of a few constants cannot know where a host's caches,
-// its scheduler and other processes put the crossover between plans (on a 2-core VM it was off
-// by 2-7x between 64 KiB and 4 MiB with four ranks). So calls on one host moving from 64 KiB to
-// FERRY_TUNE_MEASURE_BYTES are measured: the first calls of each (collective, bytes, type,
-// shared) run every candidate the model puts within kPrune of its best, each for
-// FERRY_TUNE_TRIALS + 1 calls in a row; then the ranks agree on what they saw and keep the
-// fastest. A trial is the interval between two consecutive calls' ends on the last rank to finish
-// them (the ranks of one host share one monotonic clock): the time a stream of such calls takes
-// per call, with the overlap a plan allows between one call and the next, and not charged for a
-// rank that came late. The first call of each run of calls only starts the clock, so it absorbs
-// the switch from the previous plan. A candidate's time is its best trial (other processes only
-// ever add time). All ranks call the same collectives in the same order, so every rank's tuner
+// Measured selection (select()): calls moving from 64 KiB to FERRY_TUNE_MEASURE_BYTES, on one host
+// or across hosts with two levels, run every candidate the model puts within kPrune of its best for
+// FERRY_TUNE_TRIALS + 1 calls in a row; then the ranks agree on what they saw (an internal
+// all-reduce of the calls' end times) and keep the fastest. A few constants cannot place a host's
+// crossovers between plans, so they are measured (docs/ARCHITECTURE.md, "The tuner"). Every rank
 // runs the same trials at the same calls and settles at the same call: there is no plan to
-// disagree on. Results do not depend on the plan (every reduction combines ranks in the same
-// order), so trials change nothing but time.
-//
-// Beyond FERRY_TUNE_MEASURE_BYTES the kind of store follows the largest measured call of the same
-// collective: if streaming stores won there, larger outputs stream too (the larger the output,
-// the less of it a cache keeps for its reader); otherwise the default rule (coll::Stores::kAuto)
-// stands. Without it, a 2-rank all-gather of 64 MiB on a VM whose reported last-level cache (260
-// MiB) exceeds its real share wrote with cached stores, 30% slower than at 32 and 128 MiB.
-// Every rank settles the same trials at the same call, so every rank extrapolates alike.
+// disagree on, and results do not depend on the plan (every reduction combines ranks in the same
+// order). Beyond the measured sizes the kind of store follows the largest measured call.
 #pragma once
 
 #include <cstddef>
@@ -48,28 +30,8 @@
 
 namespace ferry {
 
-struct TunerInputs {
-  int ranks = 1;
-  bool arena = false;       ///< every rank on this host, shared memory attached
-  bool cma = false;         ///< single-copy reads work between every pair
-  size_t mailboxBytes = 0;  ///< bytes of one mailbox
-  size_t sharedMinBytes = size_t{32} << 20;  ///< FERRY_SHARED_MIN_BYTES (coll::Context::sharedMinBytes)
-  int ranksOnHost = 1;
-  HostModel model;
-  int trials = 0;               ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
-  size_t measureMaxBytes = 0;   ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
-  // Communicators over the network (no arena).
-  NetLevel net;                 ///< measured between hosts; unmeasured: the transport algorithms are not modelled
-  int ranksPerHost = 1;         ///< ranks sharing a host's link (the most on any host)
-  size_t sliceBytes = 256 * 1024;  ///< FERRY_SLICE_BYTES: the pipelined chains' slices
-  // Communicators spanning hosts with the two levels of runtime/hierarchy.hpp built.
-  bool hierarchy = false;
-  int hosts = 1;
-  bool evenHosts = false;       ///< every host has as many ranks
-  /// Predicted seconds of one call of (kind, bytes) on this rank's intra-host communicator.
-  std::function<double(coll::OpKind, size_t)> localCost;
-  double localCopyBw = 0;       ///< memcpy bytes per second on this host (blocks permuted between levels)
-};
+/// What the tuner prices calls with (collectives/cost_model.hpp).
+using TunerInputs = coll::ModelInputs;
 
 class Tuner {
  public:
@@ -118,10 +80,10 @@ class Tuner {
     double seconds;  ///< predicted; infinity when not applicable
     bool allowed;
   };
-  std::vector<Candidate> candidates(coll::OpKind kind, size_t bytes, bool shared = false) const;
+  std::vector<Candidate> candidates(CallKind kind, size_t bytes, bool shared = false) const;
   /// The best allowed candidate's predicted seconds for (kind, bytes): what a call on this
   /// communicator costs, for the tuner of a communicator built on top of it.
-  double predict(coll::OpKind kind, size_t bytes) const;
+  double predict(CallKind kind, size_t bytes) const;
   /// New inputs (the network measured, the two levels built): forgets every choice made so far.
   /// Every rank must call it at the same point, with the same inputs.
   void update(const TunerInputs& in);
@@ -131,10 +93,7 @@ class Tuner {
 
  private:
   Tuner() = default;
-  bool allowed(coll::OpKind kind, coll::Algorithm a, coll::Protocol p) const;
-  /// candidates() of a communicator without an arena: the transport algorithms by the measured
-  /// network (runtime/host_model.hpp NetLevel), and the two-level schedules where they exist.
-  std::vector<Candidate> networkCandidates(coll::OpKind kind, size_t bytes) const;
+  bool allowed(CallKind kind, coll::Algorithm a, coll::Protocol p) const;
 
   TunerInputs in_;
   size_t chunk_ = 0;
@@ -163,7 +122,7 @@ struct Tuner::Trials {
   bool settled = false;
   coll::Plan chosen;
   std::string what;                ///< "allReduce of 1048576 B on 4 ranks", for the log
-  int kind = 0;                    ///< the collective (coll::OpKind)
+  int kind = 0;                    ///< the collective (CallKind)
   size_t output = 0;               ///< each rank's output bytes where stores were tried; 0: not tried
   size_t moved = 0;                ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
 };

@@ -154,18 +154,11 @@ Status GpuRunner::issueOne(int rank, const Spec& s, size_t iter) {
   const Pointers p = pointers(g, rank, s, iter);
   const size_t n = s.counts.paramCount;
   const int size = static_cast<int>(ranks_.size());
-  switch (s.coll) {
-    case Coll::kAllReduce: return c.allReduce(p.send, p.recv, n, s.type, s.op, g.stream);
-    case Coll::kReduceScatter: return c.reduceScatter(p.send, p.recv, n, s.type, s.op, g.stream);
-    case Coll::kAllGather: return c.allGather(p.send, p.recv, n, s.type, g.stream);
-    case Coll::kAllToAll: return c.allToAll(p.send, p.recv, n, s.type, g.stream);
-    case Coll::kBroadcast: return c.broadcast(p.send, p.recv, n, s.type, s.root, g.stream);
-    case Coll::kReduce: return c.reduce(p.send, p.recv, n, s.type, s.op, s.root, g.stream);
-    case Coll::kSendRecv:
-      FERRY_TRY(c.send(p.send, n, s.type, (rank + 1) % size, g.stream));
-      return c.recv(p.recv, n, s.type, (rank + size - 1) % size, g.stream);
+  if (s.coll == Coll::kSend) {
+    FERRY_TRY(c.send(p.send, n, s.type, (rank + 1) % size, g.stream));
+    return c.recv(p.recv, n, s.type, (rank + size - 1) % size, g.stream);
   }
-  return Status(ErrorCode::kInternalError, "unknown collective");
+  return c.collective(Call{s.coll, p.send, p.recv, n, s.type, s.op, s.root, {}, nullptr}.on(g.stream));
 }
 
 Status GpuRunner::issue(const Spec& s, size_t iter) {
@@ -200,7 +193,7 @@ Status GpuRunner::issueRange(const Spec& s, size_t first, int count) {
   // group on their thread, so neither waits for the other.
   return perRank([&](int r) {
     for (int i = 0; i < count; ++i) {
-      const bool pair = s.coll == Coll::kSendRecv;
+      const bool pair = s.coll == Coll::kSend;
       if (pair) FERRY_TRY(groupStart());
       const Status st = issueOne(r, s, first + static_cast<size_t>(i));
       if (pair) FERRY_TRY(groupEnd());

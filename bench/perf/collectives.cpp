@@ -16,11 +16,11 @@ constexpr CollInfo kColls[kNumColls] = {
     {Coll::kReduce, "reduce", true, true, true, true},
     // nccl-tests' sendrecv names the op in its table although it reduces nothing; in place, a
     // rank sends from the buffer it receives into, so the result is not defined.
-    {Coll::kSendRecv, "sendrecv", false, true, false, false},
+    {Coll::kSend, "sendrecv", false, true, false, false},
 };
 
 constexpr Coll kAllColls[kNumColls] = {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather, Coll::kAllToAll,
-                                       Coll::kBroadcast, Coll::kReduce,        Coll::kSendRecv};
+                                       Coll::kBroadcast, Coll::kReduce,        Coll::kSend};
 
 // The per-rank share of `count`, rounded down to a multiple of 16 bytes.
 size_t alignedShare(size_t count, size_t eltSize, int nranks) {
@@ -31,7 +31,12 @@ size_t alignedShare(size_t count, size_t eltSize, int nranks) {
 
 }  // namespace
 
-const CollInfo& collInfo(Coll coll) { return kColls[static_cast<int>(coll)]; }
+const CollInfo& collInfo(Coll coll) {
+  for (const CollInfo& info : kColls) {
+    if (info.coll == coll) return info;
+  }
+  return kColls[0];
+}
 
 std::span<const Coll> allColls() { return kAllColls; }
 
@@ -46,7 +51,7 @@ std::optional<Coll> parseCollName(std::string_view name) {
   if (key == "reducescatter") return Coll::kReduceScatter;
   if (key == "allgather") return Coll::kAllGather;
   if (key == "all_to_all" || key == "alltoall") return Coll::kAllToAll;
-  if (key == "send_recv") return Coll::kSendRecv;
+  if (key == "send_recv") return Coll::kSend;
   return std::nullopt;
 }
 
@@ -57,7 +62,9 @@ CollCounts collCounts(Coll coll, size_t count, size_t eltSize, int nranks) {
     case Coll::kAllReduce:
     case Coll::kBroadcast:
     case Coll::kReduce:
-    case Coll::kSendRecv:
+    case Coll::kSend:
+    case Coll::kRecv:
+    case Coll::kBarrier:
       c.sendCount = c.recvCount = c.paramCount = count;
       break;
     case Coll::kReduceScatter: {
@@ -95,7 +102,9 @@ double busFactor(Coll coll, int nranks) {
     case Coll::kAllToAll: return (n - 1) / n;
     case Coll::kBroadcast:
     case Coll::kReduce:
-    case Coll::kSendRecv: return 1.0;
+    case Coll::kSend:
+    case Coll::kRecv:
+    case Coll::kBarrier: return 1.0;
   }
   return 1.0;
 }

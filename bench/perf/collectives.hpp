@@ -21,9 +21,13 @@
 #include <span>
 #include <string_view>
 
+#include "ferry/types.hpp"
+
 namespace ferry::perf {
 
-enum class Coll { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce, kSendRecv };
+/// The collectives the sweep runs, as ferry names them; kSend stands for nccl-tests' sendrecv (every
+/// rank sends to the next and receives from the previous).
+using Coll = CallKind;
 inline constexpr int kNumColls = 7;
 
 /// What distinguishes one collective in the sweep and the table.

@@ -20,7 +20,7 @@
 
 namespace ferry::coll::gpu {
 
-/// What one DevWork does. Counts are in elements of `type`, with NCCL's meanings:
+/// What one DevWork does (its CallKind; never kBarrier). Counts are in elements of `type`, with NCCL's meanings:
 ///   kAllReduce      count = elements of send and recv
 ///   kReduceScatter  count = elements of recv (send has nRanks * count)
 ///   kAllGather      count = elements of send (recv has nRanks * count)
@@ -28,7 +28,6 @@ namespace ferry::coll::gpu {
 ///   kBroadcast      count = elements; root's send is copied to every rank's recv
 ///   kReduce         count = elements; recv written on root only
 ///   kSend / kRecv   count = elements; peer = the other rank
-enum class WorkKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce, kSend, kRecv };
 
 /// How data moves. kRing passes chunks around the ring through the neighbours' FIFOs (works
 /// wherever the FIFOs are mapped, including across processes by CUDA IPC); kDirect reads and writes
@@ -41,7 +40,7 @@ enum class DevAlgo : uint8_t { kRing = 0, kDirect = 1 };
 enum class DevProto : uint8_t { kSimple = 0, kLL = 1 };
 
 struct DevWork {
-  WorkKind kind = WorkKind::kAllReduce;
+  CallKind kind = CallKind::kAllReduce;
   DevAlgo algo = DevAlgo::kRing;
   DevProto proto = DevProto::kSimple;
   DataType type = DataType::kFloat32;

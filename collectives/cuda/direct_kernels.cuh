@@ -112,14 +112,14 @@ FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, cons
   void* dsts[kMaxDevRanks];
   int nd = 0;
   size_t inOff, outOff, len;
-  if (w.kind == WorkKind::kReduceScatter) {
+  if (w.kind == CallKind::kReduceScatter) {
     const Part part = channelPart(w.count, nChannels, c);
     inOff = (w.count * r + part.off) * es, outOff = part.off * es, len = part.len * es;
     dsts[nd++] = peerRecv(comm, r, c) + outOff;
   } else {
     const Part part = channelPart(segmentCount(w.count, n, r), nChannels, c);
     inOff = outOff = (segmentBegin(w.count, n, r) + part.off) * es, len = part.len * es;
-    if (w.kind == WorkKind::kReduce) {
+    if (w.kind == CallKind::kReduce) {
       dsts[nd++] = peerRecv(comm, w.root, c) + outOff;
     } else {
       for (int q = 0; q < n; ++q) dsts[nd++] = peerRecv(comm, q, c) + outOff;
@@ -157,7 +157,7 @@ FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm,
   const DirectWork dw = directBegin(comm, w, c);
   const Part part = channelPart(w.count, nChannels, c);
   const size_t off = part.off * es, len = part.len * es, blk = w.count * es;
-  if (len > 0 && w.kind == WorkKind::kAllGather) {
+  if (len > 0 && w.kind == CallKind::kAllGather) {
     const uint8_t* src = peerSend(comm, r, c) + off;
     void* d[8] = {};
     int k = 0;
@@ -169,7 +169,7 @@ FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm,
         k = 0;
       }
     }
-  } else if (len > 0 && w.kind == WorkKind::kBroadcast) {
+  } else if (len > 0 && w.kind == CallKind::kBroadcast) {
     void* to = peerRecv(comm, r, c) + off;
     const uint8_t* from = peerSend(comm, w.root, c) + off;
     if (to != from) kernels::cuda::copyBytes(1, &to, from, len);

@@ -60,7 +60,7 @@
 namespace ferry::coll::gpu {
 namespace {
 
-__device__ __forceinline__ bool isP2p(WorkKind k) { return k == WorkKind::kSend || k == WorkKind::kRecv; }
+__device__ __forceinline__ bool isP2p(CallKind k) { return k == CallKind::kSend || k == CallKind::kRecv; }
 
 /// One rank: every collective is a copy of send into recv (this channel's part).
 __device__ void localCopy(const DevWork& w, int c, int nChannels) {
@@ -84,9 +84,9 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
   }
   const size_t es = elemBytes(w.type);
   switch (w.kind) {
-    case WorkKind::kAllReduce:
-    case WorkKind::kReduceScatter:
-    case WorkKind::kReduce:
+    case CallKind::kAllReduce:
+    case CallKind::kReduceScatter:
+    case CallKind::kReduce:
     {
       // Type and op are run-time values of the policy (prims.cuh, RedRt): one instantiation per
       // algorithm and protocol keeps nvcc's time in minutes.
@@ -100,8 +100,8 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
       }
       break;
     }
-    case WorkKind::kAllGather:
-    case WorkKind::kBroadcast:
+    case CallKind::kAllGather:
+    case CallKind::kBroadcast:
       if (w.algo == DevAlgo::kDirect) {
         directCopyWork(comm, w, es, c, nChannels);
       } else if (w.proto == DevProto::kLL) {
@@ -110,7 +110,7 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
         ringCopyWork<DevProto::kSimple>(comm, w, es, c, nChannels);
       }
       break;
-    case WorkKind::kAllToAll:
+    case CallKind::kAllToAll:
       if (w.algo == DevAlgo::kDirect) {
         directCopyWork(comm, w, es, c, nChannels);
       } else {

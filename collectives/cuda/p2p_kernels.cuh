@@ -72,10 +72,10 @@ struct P2pStream {
       const DevWork& w = works[next++];
       const size_t es = elemBytes(w.type);
       const uint8_t* base = nullptr;
-      if (w.kind == WorkKind::kAllToAll) {
+      if (w.kind == CallKind::kAllToAll) {
         const size_t blk = w.count * es * peer;
         base = send ? static_cast<const uint8_t*>(w.send) + blk : static_cast<uint8_t*>(w.recv) + blk;
-      } else if (w.root == peer && (w.kind == WorkKind::kSend) == send) {
+      } else if (w.root == peer && (w.kind == CallKind::kSend) == send) {
         base = static_cast<const uint8_t*>(send ? w.send : w.recv);
       } else {
         continue;

@@ -57,7 +57,7 @@ FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const 
   Prims<P> prims(comm, c, ringMod(r - 1, n), ringMod(r + 1, n));
   const size_t se = prims.stepBytes() / es;
 
-  if (w.kind == WorkKind::kReduce) {
+  if (w.kind == CallKind::kReduce) {
     // Chain root+1 -> root+2 -> ... -> root: each adds its own input, the root writes the result.
     const Part part = channelPart(w.count, nChannels, c);
     const int pos = ringMod(r - w.root - 1, n);
@@ -76,7 +76,7 @@ FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const 
     return;
   }
 
-  const bool allReduce = w.kind == WorkKind::kAllReduce;
+  const bool allReduce = w.kind == CallKind::kAllReduce;
   const RingSegments seg{w.count, n, !allReduce, c, nChannels};
   // The largest part: segment 0's (all-reduce) or any block's (reduce-scatter).
   const size_t ks = sliceCount(seg.part(0).len, se);
@@ -116,7 +116,7 @@ FERRY_DEVICE_NOINLINE __device__ void ringCopyWork(const DevComm& comm, const De
   const size_t se = prims.stepBytes() / es;
   const Part part = channelPart(w.count, nChannels, c);
   const size_t ks = sliceCount(part.len, se);
-  if (w.kind == WorkKind::kBroadcast) {
+  if (w.kind == CallKind::kBroadcast) {
     const int pos = chainPosition(r, n, w.root);
     for (size_t k = 0; k < ks; ++k) {
       const Part s = slicePart(part, k, se);

@@ -14,18 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "ferry/call.hpp"
 #include "ferry/status.hpp"
 #include "ferry/types.hpp"
 #include "ferry/work.hpp"
 
-/// CUDA's stream type (cudaStream_t is CUstream_st*), declared here so that this header needs no
-/// CUDA header. A null stream is CUDA's legacy default stream.
-struct CUstream_st;
-
 namespace ferry {
-
-/// A CUDA stream, as the caller's cudaStream_t.
-using Stream = ::CUstream_st*;
 
 /// Identifies one job's rendezvous, as ncclUniqueId: where the root listens and the job secret.
 /// One rank creates it and passes the bytes to the others (any way it likes), who all call
@@ -113,6 +107,13 @@ class Comm {
   /// Device memory this communicator holds for its kernels (FIFOs, counters), in bytes.
   size_t deviceMemoryBytes() const;
 
+  /// Run `call` (every method below builds one): validated once, then stream-ordered where
+  /// call.stream is set (the overloads taking a Stream) and otherwise now, on the host, returning
+  /// when this rank's part is complete. Errors name call.name().
+  Status collective(const Call& call);
+  /// collective(call) queued with enqueue(): the buffers must stay valid until the work is done.
+  std::shared_ptr<Work> collectiveAsync(const Call& call);
+
   /// recv[i] = op over ranks of send[i], for i < count. In place when send == recv.
   Status allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op);
   /// recv[i] = op over ranks of send[rank * recvCount + i]. In place when recv == send + rank*recvCount.
@@ -155,12 +156,16 @@ class Comm {
   /// communicator (they run in its order); the buffers it uses must stay valid until the work is
   /// done. A blocking call made meanwhile from another thread waits for the queue to drain first.
   std::shared_ptr<Work> enqueue(std::function<Status(Comm&)> op);
-  /// allReduce / reduceScatter / allGather / broadcast / allToAll queued with enqueue().
+  /// The host calls above queued with enqueue() (collectiveAsync).
   std::shared_ptr<Work> allReduceAsync(const void* send, void* recv, size_t count, DataType type, RedOp op);
   std::shared_ptr<Work> reduceScatterAsync(const void* send, void* recv, size_t recvCount, DataType type, RedOp op);
   std::shared_ptr<Work> allGatherAsync(const void* send, void* recv, size_t sendCount, DataType type);
   std::shared_ptr<Work> broadcastAsync(const void* send, void* recv, size_t count, DataType type, int root);
   std::shared_ptr<Work> allToAllAsync(const void* send, void* recv, size_t count, DataType type);
+  std::shared_ptr<Work> reduceAsync(const void* send, void* recv, size_t count, DataType type, RedOp op, int root);
+  std::shared_ptr<Work> sendAsync(const void* buf, size_t count, DataType type, int peer);
+  std::shared_ptr<Work> recvAsync(void* buf, size_t count, DataType type, int peer);
+  std::shared_ptr<Work> barrierAsync();
 
   struct Impl;
 

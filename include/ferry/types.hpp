@@ -46,6 +46,23 @@ enum class RedOp : int {
 };
 inline constexpr int kNumRedOps = 5;
 
+/// Every call ferry runs: the collectives, the barrier and point-to-point. One enum for the C++
+/// API, the host algorithms, the GPU kernels, the NCCL API and the benchmarks. The values are part
+/// of the wire fingerprint (4 bits, collectives/op.hpp): keep them stable.
+enum class CallKind : uint8_t {
+  kAllReduce = 1,
+  kReduceScatter = 2,
+  kAllGather = 3,
+  kAllToAll = 4,
+  kBroadcast = 5,
+  kReduce = 6,
+  kBarrier = 7,
+  kSend = 8,
+  kRecv = 9,
+};
+/// One past the largest CallKind value.
+inline constexpr int kNumCallKinds = 10;
+
 /// True for the values the enums above define (for validating casts from user integers).
 bool isValidDataType(int value);
 bool isValidRedOp(int value);
@@ -61,6 +78,8 @@ size_t dataTypeSize(DataType type);
 const char* dataTypeName(DataType type);
 /// Lower-case name ("sum", "avg").
 const char* redOpName(RedOp op);
+/// The C++ API's name ("allReduce", "reduceScatter", "send").
+const char* callKindName(CallKind kind);
 /// True for float16, float32, float64, bfloat16 and both float8 types.
 bool isFloatingPoint(DataType type);
 

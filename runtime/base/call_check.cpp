@@ -25,7 +25,6 @@ enum class Need { kAlways, kAtRoot, kNever };
 enum class InPlace { kSame, kRecvBlock, kSendBlock };
 
 struct Rule {
-  const char* name;
   bool reduces;
   Root root;
   bool sendPerRank;  // the send buffer holds count elements per rank
@@ -35,18 +34,21 @@ struct Rule {
   InPlace inPlace;
 };
 
-// One row per CallKind, in its order.
+// One row per CallKind, in its order (values from 1).
 constexpr Rule kRules[] = {
-    {"allReduce", true, Root::kNone, false, false, Need::kAlways, Need::kAlways, InPlace::kSame},
-    {"reduceScatter", true, Root::kNone, true, false, Need::kAlways, Need::kAlways, InPlace::kSendBlock},
-    {"allGather", false, Root::kNone, false, true, Need::kAlways, Need::kAlways, InPlace::kRecvBlock},
-    {"allToAll", false, Root::kNone, true, true, Need::kAlways, Need::kAlways, InPlace::kSame},
-    {"broadcast", false, Root::kRoot, false, false, Need::kAtRoot, Need::kAlways, InPlace::kSame},
-    {"reduce", true, Root::kRoot, false, false, Need::kAlways, Need::kAtRoot, InPlace::kSame},
-    {"send", false, Root::kPeer, false, false, Need::kAlways, Need::kNever, InPlace::kSame},
-    {"recv", false, Root::kPeer, false, false, Need::kNever, Need::kAlways, InPlace::kSame},
+    {true, Root::kNone, false, false, Need::kAlways, Need::kAlways, InPlace::kSame},           // allReduce
+    {true, Root::kNone, true, false, Need::kAlways, Need::kAlways, InPlace::kSendBlock},       // reduceScatter
+    {false, Root::kNone, false, true, Need::kAlways, Need::kAlways, InPlace::kRecvBlock},      // allGather
+    {false, Root::kNone, true, true, Need::kAlways, Need::kAlways, InPlace::kSame},            // allToAll
+    {false, Root::kRoot, false, false, Need::kAtRoot, Need::kAlways, InPlace::kSame},          // broadcast
+    {true, Root::kRoot, false, false, Need::kAlways, Need::kAtRoot, InPlace::kSame},           // reduce
+    {false, Root::kNone, false, false, Need::kNever, Need::kNever, InPlace::kSame},            // barrier
+    {false, Root::kPeer, false, false, Need::kAlways, Need::kNever, InPlace::kSame},           // send
+    {false, Root::kPeer, false, false, Need::kNever, Need::kAlways, InPlace::kSame},           // recv
 };
-static_assert(sizeof(kRules) / sizeof(kRules[0]) == static_cast<size_t>(CallKind::kRecv) + 1);
+static_assert(sizeof(kRules) / sizeof(kRules[0]) == kNumCallKinds - 1);
+
+const Rule& ruleOf(CallKind kind) { return kRules[static_cast<size_t>(kind) - 1]; }
 
 // One past the highest address a buffer of this process can reach: the next power of two above
 // every mapping (the stack sits at the top of the user address space), so 2^47 on x86-64 with
@@ -94,18 +96,16 @@ bool needs(Need n, bool isRoot) { return n == Need::kAlways || (n == Need::kAtRo
 
 }  // namespace
 
-const char* callKindName(CallKind kind) { return kRules[static_cast<size_t>(kind)].name; }
-
 namespace {
 
 // The checks of explainCall() as one expression, without a message: every call runs it, so it
 // builds nothing and leaves the page probes of large host buffers to explainCall().
-bool plainlyValid(const CallArgs& a, int rank, int size) {
-  const Rule& rule = kRules[static_cast<size_t>(a.kind)];
-  if (static_cast<unsigned>(a.type) >= static_cast<unsigned>(kNumDataTypes)) return false;
-  if (rule.reduces && static_cast<unsigned>(a.op) >= static_cast<unsigned>(kNumRedOps)) return false;
+bool plainlyValid(const Call& a, int rank, int size, const CheckOptions& o) {
+  const Rule& rule = ruleOf(a.kind);
+  if (static_cast<unsigned>(static_cast<int>(a.type)) >= static_cast<unsigned>(kNumDataTypes)) return false;
+  if (rule.reduces && static_cast<unsigned>(static_cast<int>(a.op)) >= static_cast<unsigned>(kNumRedOps)) return false;
   if (rule.root != Root::kNone && static_cast<unsigned>(a.root) >= static_cast<unsigned>(size)) return false;
-  if (rule.root == Root::kPeer && a.root == rank && !a.peerMayBeSelf) return false;
+  if (rule.root == Root::kPeer && a.root == rank && !o.peerMayBeSelf) return false;
   if (a.count == 0) return true;
   const bool isRoot = a.root == rank;
   const bool useSend = needs(rule.send, isRoot), useRecv = needs(rule.recv, isRoot);
@@ -118,7 +118,7 @@ bool plainlyValid(const CallArgs& a, int rank, int size) {
   }
   const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
   auto fits = [&](uintptr_t p, size_t bytes) {
-    return p != 0 && p <= ceiling && bytes <= ceiling - p && !(a.hostBuffers && bytes >= kProbeBytes);
+    return p != 0 && p <= ceiling && bytes <= ceiling - p && !(o.hostBuffers && bytes >= kProbeBytes);
   };
   if (useSend && !fits(s, sendBytes)) return false;
   if (useRecv && !fits(r, recvBytes)) return false;
@@ -126,40 +126,45 @@ bool plainlyValid(const CallArgs& a, int rank, int size) {
   return !(useSend && useRecv && s < r + recvBytes && r < s + sendBytes);
 }
 
-Status explainCall(const char* fn, const CallArgs& a, int rank, int size);
+Status explainCall(const Call& a, int rank, int size, const CheckOptions& o);
 
 }  // namespace
 
-Status checkCall(const char* fn, const CallArgs& a, int rank, int size) {
-  if (plainlyValid(a, rank, size)) [[likely]] return Status::ok();
-  return explainCall(fn, a, rank, size);
+Status checkCall(const Call& a, int rank, int size, CheckOptions options) {
+  // A kind outside the table is the caller's bug (the front ends build calls from the enum).
+  if (static_cast<unsigned>(a.kind) - 1 >= static_cast<unsigned>(kNumCallKinds - 1)) [[unlikely]] {
+    return makeError(ErrorCode::kInvalidArgument, "call on rank %d: kind %d is not a call (expected 1..%d)", rank,
+                     static_cast<int>(a.kind), kNumCallKinds - 1);
+  }
+  if (plainlyValid(a, rank, size, options)) [[likely]] return Status::ok();
+  return explainCall(a, rank, size, options);
 }
 
 namespace {
 
-Status explainCall(const char* fn, const CallArgs& a, int rank, int size) {
+Status explainCall(const Call& a, int rank, int size, const CheckOptions& o) {
   auto bad = [&](const std::string& what) {
-    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", fn, rank, what.c_str());
+    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: %s", a.name(), rank, what.c_str());
   };
-  const Rule& rule = kRules[static_cast<size_t>(a.kind)];
-  if (!isValidDataType(a.type)) {
-    return bad("type " + std::to_string(a.type) + " is not a data type (expected " + dataTypeList() + ")");
+  const Rule& rule = ruleOf(a.kind);
+  if (!isValidDataType(static_cast<int>(a.type))) {
+    return bad("type " + std::to_string(static_cast<int>(a.type)) + " is not a data type (expected " + dataTypeList() + ")");
   }
-  if (rule.reduces && !isValidRedOp(a.op)) {
-    return bad("op " + std::to_string(a.op) + " is not a reduction (expected " + redOpList() + ")");
+  if (rule.reduces && !isValidRedOp(static_cast<int>(a.op))) {
+    return bad("op " + std::to_string(static_cast<int>(a.op)) + " is not a reduction (expected " + redOpList() + ")");
   }
   if (rule.root == Root::kRoot && (a.root < 0 || a.root >= size)) {
     return bad("root " + std::to_string(a.root) + " is out of range (expected 0 <= root < " + std::to_string(size) +
                ")");
   }
-  if (rule.root == Root::kPeer && (a.root < 0 || a.root >= size || (a.root == rank && !a.peerMayBeSelf))) {
+  if (rule.root == Root::kPeer && (a.root < 0 || a.root >= size || (a.root == rank && !o.peerMayBeSelf))) {
     return bad("peer " + std::to_string(a.root) + " is invalid (expected 0 <= peer < " + std::to_string(size) +
-               (a.peerMayBeSelf ? "" : ", peer != " + std::to_string(rank)) + ")");
+               (o.peerMayBeSelf ? "" : ", peer != " + std::to_string(rank)) + ")");
   }
   const bool isRoot = a.root == rank;
   const bool useSend = needs(rule.send, isRoot) && a.count > 0;
   const bool useRecv = needs(rule.recv, isRoot) && a.count > 0;
-  const size_t es = dataTypeSize(static_cast<DataType>(a.type));
+  const size_t es = dataTypeSize(a.type);
   const uintptr_t ceiling = addressCeiling();
   // Bytes of each buffer: a multiplication checked for overflow (this runs on every call).
   const size_t sendMultiple = rule.sendPerRank ? static_cast<size_t>(size) : 1;
@@ -170,7 +175,7 @@ Status explainCall(const char* fn, const CallArgs& a, int rank, int size) {
   if (sendTooBig || recvTooBig) [[unlikely]] {
     const bool perRank = sendTooBig ? rule.sendPerRank : rule.recvPerRank;
     const size_t multiple = sendTooBig ? sendMultiple : recvMultiple;
-    return bad("count " + std::to_string(a.count) + " of " + dataTypeName(static_cast<DataType>(a.type)) +
+    return bad("count " + std::to_string(a.count) + " of " + dataTypeName(a.type) +
                (perRank ? " x " + std::to_string(size) + " ranks" : std::string()) + " makes the " +
                (sendTooBig ? "send" : "receive") + " buffer larger than the address space (expected count <= " +
                std::to_string(ceiling / es / multiple) + ")");
@@ -186,7 +191,7 @@ Status explainCall(const char* fn, const CallArgs& a, int rank, int size) {
                     bytes, ceiling);
       return bad(text);
     }
-    if (a.hostBuffers && bytes >= kProbeBytes && (!pageMapped(p) || !pageMapped(p + bytes - 1))) {
+    if (o.hostBuffers && bytes >= kProbeBytes && (!pageMapped(p) || !pageMapped(p + bytes - 1))) {
       char text[200];
       std::snprintf(text, sizeof(text), "%s buffer [0x%" PRIxPTR ", 0x%" PRIxPTR ") is not mapped memory (count %zu "
                     "is larger than the buffer?)", which, p, p + bytes, a.count);

@@ -11,31 +11,20 @@
 
 #include <cstddef>
 
+#include "ferry/call.hpp"
 #include "ferry/status.hpp"
 
 namespace ferry {
 
-/// The calls whose arguments checkCall() knows.
-enum class CallKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce, kSend, kRecv };
-
-/// One call's arguments as the caller passed them (integers not yet cast to the enums).
-struct CallArgs {
-  CallKind kind = CallKind::kAllReduce;
-  const void* send = nullptr;
-  const void* recv = nullptr;  ///< send and recv: the one buffer goes in `send` or `recv`
-  size_t count = 0;            ///< the count the API takes (per rank for allGather/reduceScatter/allToAll)
-  int type = 0;
-  int op = 0;                  ///< only read for the reductions
-  int root = 0;                ///< the root of broadcast and reduce, the peer of send and recv
+/// What a front end allows beyond the Call itself.
+struct CheckOptions {
   bool peerMayBeSelf = false;  ///< send/recv: a transfer to this rank (a copy) is allowed
-  bool hostBuffers = true;     ///< the buffers are host memory: their pages may be checked
+  bool hostBuffers = true;     ///< the buffers are host memory: their pages may be probed
 };
 
-/// Ok, or kInvalidArgument naming `fn`, `rank`, the first invalid argument, its value and what
-/// would be valid (for a communicator of `size` ranks).
-Status checkCall(const char* fn, const CallArgs& args, int rank, int size);
-
-/// The collective's name as the C++ API spells it ("allReduce").
-const char* callKindName(CallKind kind);
+/// Ok, or kInvalidArgument naming the call (call.name()), `rank`, the first invalid argument, its
+/// value and what would be valid (for a communicator of `size` ranks). The one validation of
+/// every front end's calls.
+Status checkCall(const Call& call, int rank, int size, CheckOptions options = {});
 
 }  // namespace ferry

@@ -54,6 +54,21 @@ const char* redOpName(RedOp op) {
   return "invalid";
 }
 
+const char* callKindName(CallKind kind) {
+  switch (kind) {
+    case CallKind::kAllReduce: return "allReduce";
+    case CallKind::kReduceScatter: return "reduceScatter";
+    case CallKind::kAllGather: return "allGather";
+    case CallKind::kAllToAll: return "allToAll";
+    case CallKind::kBroadcast: return "broadcast";
+    case CallKind::kReduce: return "reduce";
+    case CallKind::kBarrier: return "barrier";
+    case CallKind::kSend: return "send";
+    case CallKind::kRecv: return "recv";
+  }
+  return "unknown";
+}
+
 bool isFloatingPoint(DataType type) {
   return type == DataType::kFloat16 || type == DataType::kFloat32 || type == DataType::kFloat64 ||
          type == DataType::kBfloat16 || type == DataType::kFloat8e4m3 || type == DataType::kFloat8e5m2;

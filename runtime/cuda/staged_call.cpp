@@ -56,7 +56,7 @@ Status issueStaged(Comm& comm, DeviceContext& ctx, const std::vector<DevWork>& w
     const size_t sb = sendBytes(d, rank, n), rb = recvBytes(d, rank, n);
     h.send = sb > 0 ? pair->in + inOff : nullptr;
     h.recv = rb > 0 ? pair->out + outOff : nullptr;
-    if (d.kind == WorkKind::kBroadcast && rank != d.root) h.send = nullptr;
+    if (d.kind == CallKind::kBroadcast && rank != d.root) h.send = nullptr;
     if (sb > 0) FERRY_TRY(copyAsync(pair->in + inOff, d.send, sb, stream, w));
     inOff += alignUp(sb);
     outOff += alignUp(rb);

@@ -11,10 +11,7 @@
 namespace ferry::cuda {
 
 using coll::gpu::DevWork;
-using coll::gpu::WorkKind;
 
-/// The Comm method's name ("allReduce").
-const char* workName(WorkKind kind);
 /// "allReduce of 1024 float32 (ring, LL)" for messages; algo and proto when `device`.
 std::string describe(const DevWork& w, bool device);
 

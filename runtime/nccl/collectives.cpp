@@ -4,19 +4,20 @@
 #include "runtime/nccl/ops.hpp"
 
 using namespace ferry::nccl;
+using ferry::CallKind;
 
 namespace {
 
-ncclResult_t call(const char* fn, OpKind kind, const void* send, void* recv, size_t count, int type, int redOp,
+ncclResult_t call(const char* fn, CallKind kind, const void* send, void* recv, size_t count, int type, int redOp,
                   int peer, ncclComm_t comm, cudaStream_t stream) {
   return entry(fn, [&] {
     Op op;
-    op.kind = kind;
-    op.fn = fn;
-    op.send = send;
-    op.recv = recv;
-    op.count = count;
-    op.peer = peer;
+    op.call.kind = kind;
+    op.call.caller = fn;
+    op.call.send = send;
+    op.call.recv = recv;
+    op.call.count = count;
+    op.call.root = peer;
     op.stream = stream;
     return submit(comm, RawArgs{type, redOp}, std::move(op));
   });
@@ -26,7 +27,7 @@ ncclResult_t call(const char* fn, OpKind kind, const void* send, void* recv, siz
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclAllReduce", OpKind::kAllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), 0,
+  return call("ncclAllReduce", CallKind::kAllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), 0,
               comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclAllReduce)
@@ -34,46 +35,46 @@ FERRY_NCCL_ALIAS(ncclAllReduce)
 extern "C" ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t stream) {
-  return call("ncclReduceScatter", OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawEnum(datatype),
+  return call("ncclReduceScatter", CallKind::kReduceScatter, sendbuff, recvbuff, recvcount, rawEnum(datatype),
               rawEnum(op), 0, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclReduceScatter)
 
 extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclReduce", OpKind::kReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root,
+  return call("ncclReduce", CallKind::kReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root,
               comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclReduce)
 
 extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclAllGather", OpKind::kAllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), -1, 0,
+  return call("ncclAllGather", CallKind::kAllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), -1, 0,
               comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclAllGather)
 
 extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        int root, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclBroadcast", OpKind::kBroadcast, sendbuff, recvbuff, count, rawEnum(datatype), -1, root,
+  return call("ncclBroadcast", CallKind::kBroadcast, sendbuff, recvbuff, count, rawEnum(datatype), -1, root,
               comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclBroadcast)
 
 extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream) {
-  return call("ncclBcast", OpKind::kBroadcast, buff, buff, count, rawEnum(datatype), -1, root, comm, stream);
+  return call("ncclBcast", CallKind::kBroadcast, buff, buff, count, rawEnum(datatype), -1, root, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclBcast)
 
 extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclSend", OpKind::kSend, sendbuff, nullptr, count, rawEnum(datatype), -1, peer, comm, stream);
+  return call("ncclSend", CallKind::kSend, sendbuff, nullptr, count, rawEnum(datatype), -1, peer, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclSend)
 
 extern "C" ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t stream) {
-  return call("ncclRecv", OpKind::kRecv, nullptr, recvbuff, count, rawEnum(datatype), -1, peer, comm, stream);
+  return call("ncclRecv", CallKind::kRecv, nullptr, recvbuff, count, rawEnum(datatype), -1, peer, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclRecv)

@@ -69,14 +69,14 @@ Outcome runDeviceOps(const std::vector<const Queued*>& queued) {
 Outcome runOps(const std::vector<Queued>& queued) {
   std::vector<const Queued*> device;
   for (const Queued& q : queued) {
-    if (q.op.device) device.push_back(&q);
+    if (q.op.device()) device.push_back(&q);
   }
   Outcome d = runDeviceOps(device);
   if (!d.status.isOk()) return d;
   // Split by communicator, in order of first appearance.
   std::vector<std::pair<ncclComm_t, std::vector<const Op*>>> perComm;
   for (const Queued& q : queued) {
-    if (q.op.device) continue;
+    if (q.op.device()) continue;
     auto it = perComm.begin();
     while (it != perComm.end() && it->first != q.comm) ++it;
     if (it == perComm.end()) it = perComm.insert(perComm.end(), {q.comm, {}});

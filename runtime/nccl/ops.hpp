@@ -11,23 +11,17 @@
 
 namespace ferry::nccl {
 
-enum class OpKind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
-
-/// A call's arguments. `peer` is the root of broadcast and reduce and the peer of send and recv.
+/// One call of the C API: the Call it becomes, and what only the C API has.
 struct Op {
-  OpKind kind = OpKind::kAllReduce;
-  const char* fn = "";  ///< the entry point, for messages
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType type = DataType::kUint8;
-  RedOp op = RedOp::kSum;
-  std::optional<PreMulSum> preMul;  ///< set for a PreMulSum reduction (op is then kSum)
-  int peer = 0;
-  Stream stream = nullptr;  ///< the caller's stream
-  bool device = false;      ///< a buffer is device memory: the call goes to Comm's stream-ordered overloads
+  /// call.caller names the entry point; call.stream is set by prepare() where a buffer is device
+  /// memory (the call then goes to Comm's stream-ordered path), and left unset for host buffers,
+  /// which run as blocking host calls whatever the stream.
+  Call call;
+  std::optional<PreMulSum> preMul;  ///< set for a PreMulSum reduction (call.op is then kSum)
+  Stream stream = nullptr;          ///< the caller's stream
 
-  bool pointToPoint() const { return kind == OpKind::kSend || kind == OpKind::kRecv; }
+  bool pointToPoint() const { return call.kind == CallKind::kSend || call.kind == CallKind::kRecv; }
+  bool device() const { return call.stream.has_value(); }
 };
 
 /// The raw C arguments a call passes besides its buffers; `redOp` is -1 for calls without one.
@@ -36,8 +30,9 @@ struct RawArgs {
   int redOp = -1;
 };
 
-/// Check `op` against `comm` (type, reduction, root or peer, count overflow, null buffers) and
-/// resolve a PreMulSum reduction. Errors are kInvalidArgument naming the argument and its range.
+/// Resolve what only the C API has (a PreMulSum reduction handle, device or host buffers) into
+/// op->call. Calls that run before Comm sees them (queued by a group, scaled for PreMulSum) are
+/// validated here (runtime/base/call_check.hpp); the others by Comm::collective.
 Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op);
 
 /// Run one collective (not point-to-point) on `comm`.

@@ -180,14 +180,14 @@ TEST_CASE("bus bandwidth factors and algorithm bandwidth are nccl-tests'") {
   CHECK(busFactor(Coll::kAllToAll, 8) == Approx(0.875));
   CHECK(busFactor(Coll::kBroadcast, 4) == 1.0);
   CHECK(busFactor(Coll::kReduce, 4) == 1.0);
-  CHECK(busFactor(Coll::kSendRecv, 4) == 1.0);
+  CHECK(busFactor(Coll::kSend, 4) == 1.0);
   CHECK(busFactor(Coll::kAllReduce, 1) == 0.0);
   // 1e9 bytes in one second is 1 GB/s; gather-like collectives count the whole array.
   CHECK(algBandwidth(Coll::kAllReduce, 250000000, 4, 1.0, 4) == Approx(1.0));
   CHECK(algBandwidth(Coll::kAllGather, 62500000, 4, 1.0, 4) == Approx(1.0));
   CHECK(algBandwidth(Coll::kReduceScatter, 62500000, 4, 0.5, 4) == Approx(2.0));
   CHECK(algBandwidth(Coll::kAllToAll, 62500000, 4, 1.0, 4) == Approx(1.0));
-  CHECK(algBandwidth(Coll::kSendRecv, 1000, 1, 1e-6, 2) == Approx(1.0));
+  CHECK(algBandwidth(Coll::kSend, 1000, 1, 1e-6, 2) == Approx(1.0));
 }
 
 TEST_CASE("numbers are formatted as nccl-tests' columns") {

@@ -220,11 +220,11 @@ void fill(DataType t, RedOp op, void* dst, size_t count) {
   }
 }
 
-size_t sendElems(WorkKind k, size_t count, int n) {
-  return (k == WorkKind::kReduceScatter || k == WorkKind::kAllToAll) ? count * n : count;
+size_t sendElems(CallKind k, size_t count, int n) {
+  return (k == CallKind::kReduceScatter || k == CallKind::kAllToAll) ? count * n : count;
 }
-size_t recvElems(WorkKind k, size_t count, int n) {
-  return (k == WorkKind::kAllGather || k == WorkKind::kAllToAll) ? count * n : count;
+size_t recvElems(CallKind k, size_t count, int n) {
+  return (k == CallKind::kAllGather || k == CallKind::kAllToAll) ? count * n : count;
 }
 
 /// dst = ins[order[0]] op ins[order[1]] op ... over [off, off+len) elements (avg: sumDivide last).
@@ -258,7 +258,7 @@ struct Case {
   std::vector<size_t> checkOff;  // byte offset in buf[r] where expect[r] starts
   std::string name;
 
-  Case(int n, WorkKind kind, Variant v, DataType t, RedOp op, size_t count, bool inPlace_, int root)
+  Case(int n, CallKind kind, Variant v, DataType t, RedOp op, size_t count, bool inPlace_, int root)
       : inPlace(inPlace_) {
     work.kind = kind, work.algo = v.algo, work.proto = v.proto, work.type = t, work.op = op, work.root = root;
     work.count = count;
@@ -273,7 +273,7 @@ struct Case {
       if (!inPlace) {
         sendBuf[r].assign(input[r].begin(), input[r].end());
         buf[r].assign(re * es + 1, 0xCD);
-      } else if (kind == WorkKind::kAllGather) {
+      } else if (kind == CallKind::kAllGather) {
         buf[r].assign(re * es + 1, 0xCD);
         std::memcpy(buf[r].data() + r * count * es, input[r].data(), count * es);
       } else {
@@ -281,44 +281,44 @@ struct Case {
       }
     }
     // Expected results.
-    const size_t total = kind == WorkKind::kReduceScatter ? count * n : count;
+    const size_t total = kind == CallKind::kReduceScatter ? count * n : count;
     std::vector<uint8_t> red(total * es + 1);
-    const bool reduction = kind == WorkKind::kAllReduce || kind == WorkKind::kReduceScatter || kind == WorkKind::kReduce;
+    const bool reduction = kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter || kind == CallKind::kReduce;
     if (reduction && n == 1) {
       std::memcpy(red.data(), input[0].data(), total * es);
     } else if (reduction && v.algo == DevAlgo::kDirect) {
       std::vector<int> order;
       for (int j = 0; j < n; ++j) order.push_back(j);
       reduceInOrder(t, op, input, order, 0, total, red.data());
-    } else if (kind == WorkKind::kReduce) {
+    } else if (kind == CallKind::kReduce) {
       reduceInOrder(t, op, input, ringOrder(n, root), 0, total, red.data());
     } else if (reduction) {
       for (int g = 0; g < n; ++g) {
-        const size_t off = kind == WorkKind::kReduceScatter ? g * count : segmentBegin(count, n, g);
-        const size_t len = kind == WorkKind::kReduceScatter ? count : segmentCount(count, n, g);
+        const size_t off = kind == CallKind::kReduceScatter ? g * count : segmentBegin(count, n, g);
+        const size_t len = kind == CallKind::kReduceScatter ? count : segmentCount(count, n, g);
         reduceInOrder(t, op, input, ringOrder(n, g), off, len, red.data() + off * es);
       }
     }
     for (int r = 0; r < n; ++r) {
       auto& e = expect[r];
       switch (kind) {
-        case WorkKind::kAllReduce: e.assign(red.begin(), red.begin() + count * es); break;
-        case WorkKind::kReduceScatter:
+        case CallKind::kAllReduce: e.assign(red.begin(), red.begin() + count * es); break;
+        case CallKind::kReduceScatter:
           e.assign(red.begin() + r * count * es, red.begin() + (r + 1) * count * es);
           checkOff[r] = inPlace ? r * count * es : 0;
           break;
-        case WorkKind::kReduce:
+        case CallKind::kReduce:
           if (r == root) e.assign(red.begin(), red.begin() + count * es);
           break;
-        case WorkKind::kAllGather:
+        case CallKind::kAllGather:
           for (int j = 0; j < n; ++j) e.insert(e.end(), input[j].begin(), input[j].begin() + count * es);
           break;
-        case WorkKind::kAllToAll:
+        case CallKind::kAllToAll:
           for (int j = 0; j < n; ++j) {
             e.insert(e.end(), input[j].begin() + r * count * es, input[j].begin() + (r + 1) * count * es);
           }
           break;
-        case WorkKind::kBroadcast: e.assign(input[root].begin(), input[root].begin() + count * es); break;
+        case CallKind::kBroadcast: e.assign(input[root].begin(), input[root].begin() + count * es); break;
         default: break;
       }
     }
@@ -329,10 +329,10 @@ struct Case {
     if (!inPlace) {
       w.send = sendBuf[r].data();
       w.recv = buf[r].data();
-    } else if (w.kind == WorkKind::kAllGather) {
+    } else if (w.kind == CallKind::kAllGather) {
       w.send = buf[r].data() + r * w.count * es;
       w.recv = buf[r].data();
-    } else if (w.kind == WorkKind::kReduceScatter) {
+    } else if (w.kind == CallKind::kReduceScatter) {
       w.send = buf[r].data();
       w.recv = buf[r].data() + r * w.count * es;
     } else {
@@ -382,9 +382,9 @@ TEST_CASE("gpu emu: reductions, every type x op x algorithm", "[gpu-emu]") {
         std::vector<std::unique_ptr<Case>> cases;
         for (RedOp op : kOps) {
           const bool inPlace = (static_cast<int>(op) + n) % 2 == 1;
-          cases.push_back(std::make_unique<Case>(n, WorkKind::kAllReduce, v, t, op, 37, inPlace, 0));
-          cases.push_back(std::make_unique<Case>(n, WorkKind::kReduceScatter, v, t, op, 13, !inPlace, 0));
-          cases.push_back(std::make_unique<Case>(n, WorkKind::kReduce, v, t, op, 21, inPlace, static_cast<int>(op) % n));
+          cases.push_back(std::make_unique<Case>(n, CallKind::kAllReduce, v, t, op, 37, inPlace, 0));
+          cases.push_back(std::make_unique<Case>(n, CallKind::kReduceScatter, v, t, op, 13, !inPlace, 0));
+          cases.push_back(std::make_unique<Case>(n, CallKind::kReduce, v, t, op, 21, inPlace, static_cast<int>(op) % n));
         }
         runCases(n, cases);
       }
@@ -394,8 +394,8 @@ TEST_CASE("gpu emu: reductions, every type x op x algorithm", "[gpu-emu]") {
 
 TEST_CASE("gpu emu: every collective over sizes, in and out of place", "[gpu-emu]") {
   const DataType types[] = {DataType::kFloat32, DataType::kBfloat16, DataType::kInt32};
-  const WorkKind kinds[] = {WorkKind::kAllReduce, WorkKind::kReduceScatter, WorkKind::kAllGather,
-                            WorkKind::kAllToAll,  WorkKind::kBroadcast,     WorkKind::kReduce};
+  const CallKind kinds[] = {CallKind::kAllReduce, CallKind::kReduceScatter, CallKind::kAllGather,
+                            CallKind::kAllToAll,  CallKind::kBroadcast,     CallKind::kReduce};
   for (int n = 1; n <= 4; ++n) {
     const size_t counts[] = {0, 1, static_cast<size_t>(n - 1), 7, 333, 3001};
     for (const Variant& v : kVariants) {
@@ -403,8 +403,8 @@ TEST_CASE("gpu emu: every collective over sizes, in and out of place", "[gpu-emu
         std::vector<std::unique_ptr<Case>> cases;
         for (size_t count : counts) {
           for (bool inPlace : {false, true}) {
-            for (WorkKind k : kinds) {
-              const size_t c = (k == WorkKind::kAllToAll || k == WorkKind::kReduceScatter) && count > 1000 ? count / n : count;
+            for (CallKind k : kinds) {
+              const size_t c = (k == CallKind::kAllToAll || k == CallKind::kReduceScatter) && count > 1000 ? count / n : count;
               const RedOp op = t == DataType::kInt32 ? RedOp::kSum : (count % 2 ? RedOp::kAvg : RedOp::kSum);
               cases.push_back(std::make_unique<Case>(n, k, v, t, op, c, inPlace, static_cast<int>(count % n)));
             }
@@ -417,12 +417,12 @@ TEST_CASE("gpu emu: every collective over sizes, in and out of place", "[gpu-emu
 }
 
 TEST_CASE("gpu emu: copies of odd byte counts", "[gpu-emu]") {
-  const WorkKind kinds[] = {WorkKind::kAllGather, WorkKind::kAllToAll, WorkKind::kBroadcast};
+  const CallKind kinds[] = {CallKind::kAllGather, CallKind::kAllToAll, CallKind::kBroadcast};
   for (int n = 2; n <= 4; ++n) {
     for (const Variant& v : kVariants) {
       std::vector<std::unique_ptr<Case>> cases;
       for (DataType t : {DataType::kInt8, DataType::kFloat16, DataType::kFloat64}) {
-        for (WorkKind k : kinds) {
+        for (CallKind k : kinds) {
           cases.push_back(std::make_unique<Case>(n, k, v, t, RedOp::kSum, 301, false, n - 1));
           cases.push_back(std::make_unique<Case>(n, k, v, t, RedOp::kSum, 5, true, 0));
         }
@@ -447,10 +447,10 @@ TEST_CASE("gpu emu: send/recv in any order, both protocols, self included", "[gp
           fill(DataType::kUint8, RedOp::kSum, in[r][p].data(), in[r][p].size());
           out[r][p].assign(bytesOf(p, r), 0xCD);
           DevWork s;
-          s.kind = WorkKind::kSend, s.type = DataType::kFloat32, s.proto = protoOf(r, p), s.root = p;
+          s.kind = CallKind::kSend, s.type = DataType::kFloat32, s.proto = protoOf(r, p), s.root = p;
           s.send = in[r][p].data(), s.count = in[r][p].size() / 4;
           DevWork q = s;
-          q.kind = WorkKind::kRecv, q.proto = protoOf(p, r), q.send = nullptr, q.recv = out[r][p].data();
+          q.kind = CallKind::kRecv, q.proto = protoOf(p, r), q.send = nullptr, q.recv = out[r][p].data();
           q.count = out[r][p].size() / 4;
           ws.push_back(s);
           ws.push_back(q);
@@ -474,11 +474,11 @@ TEST_CASE("gpu emu: a mixed list, repeated launches", "[gpu-emu]") {
     for (int rep = 0; rep < 3; ++rep) {
       std::vector<std::unique_ptr<Case>> cases;
       for (const Variant& v : kVariants) {
-        cases.push_back(std::make_unique<Case>(n, WorkKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0));
-        cases.push_back(std::make_unique<Case>(n, WorkKind::kAllGather, v, DataType::kBfloat16, RedOp::kSum, 77, true, 0));
-        cases.push_back(std::make_unique<Case>(n, WorkKind::kBroadcast, v, DataType::kInt64, RedOp::kSum, 100, false, 1));
-        cases.push_back(std::make_unique<Case>(n, WorkKind::kAllToAll, v, DataType::kFloat16, RedOp::kSum, 50, rep == 1, 0));
-        cases.push_back(std::make_unique<Case>(n, WorkKind::kReduceScatter, v, DataType::kFloat64, RedOp::kAvg, 60, rep == 2, 0));
+        cases.push_back(std::make_unique<Case>(n, CallKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0));
+        cases.push_back(std::make_unique<Case>(n, CallKind::kAllGather, v, DataType::kBfloat16, RedOp::kSum, 77, true, 0));
+        cases.push_back(std::make_unique<Case>(n, CallKind::kBroadcast, v, DataType::kInt64, RedOp::kSum, 100, false, 1));
+        cases.push_back(std::make_unique<Case>(n, CallKind::kAllToAll, v, DataType::kFloat16, RedOp::kSum, 50, rep == 1, 0));
+        cases.push_back(std::make_unique<Case>(n, CallKind::kReduceScatter, v, DataType::kFloat64, RedOp::kAvg, 60, rep == 2, 0));
       }
       runCases(n, cases);
     }
@@ -488,8 +488,8 @@ TEST_CASE("gpu emu: a mixed list, repeated launches", "[gpu-emu]") {
 TEST_CASE("gpu emu: every collective at the GPU's block size, one channel and all", "[gpu-emu]") {
   // The launches the runtime makes: maxThreadsPerBlock() threads, one block for small lists
   // (kOneChannelMaxBytes) and every channel for the rest.
-  const WorkKind kinds[] = {WorkKind::kAllReduce, WorkKind::kReduceScatter, WorkKind::kAllGather,
-                            WorkKind::kAllToAll,  WorkKind::kBroadcast,     WorkKind::kReduce};
+  const CallKind kinds[] = {CallKind::kAllReduce, CallKind::kReduceScatter, CallKind::kAllGather,
+                            CallKind::kAllToAll,  CallKind::kBroadcast,     CallKind::kReduce};
   // Slots of 4 KiB (LL 2 KiB): a block of host threads per step costs the emulation dearly, and
   // these cases need only a few steps per connection, ragged ends and FIFO wrap-around included.
   // Four ranks on one channel, two ranks on one and on every channel (the emulation's cost grows
@@ -501,8 +501,8 @@ TEST_CASE("gpu emu: every collective at the GPU's block size, one channel and al
       comm.blocks = blocks;
       std::vector<std::unique_ptr<Case>> cases;
       for (const Variant& v : kVariants) {
-        for (WorkKind k : kinds) {
-          const DataType t = k == WorkKind::kAllReduce ? DataType::kBfloat16 : DataType::kFloat32;
+        for (CallKind k : kinds) {
+          const DataType t = k == CallKind::kAllReduce ? DataType::kBfloat16 : DataType::kFloat32;
           cases.push_back(std::make_unique<Case>(n, k, v, t, RedOp::kSum, blocks == 1 ? 5001 : 9001, k == kinds[0], 1));
         }
       }
@@ -514,7 +514,7 @@ TEST_CASE("gpu emu: every collective at the GPU's block size, one channel and al
 TEST_CASE("gpu emu: a rank that never arrives ends in the timeout record, not a hang", "[gpu-emu]") {
   for (const Variant& v : kVariants) {
     EmuComm comm(2, kThreads, 300'000'000ull);  // 0.3 s
-    Case c(2, WorkKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0);
+    Case c(2, CallKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0);
     std::vector<DevWorkList> lists(2);
     for (int r = 0; r < 2; ++r) lists[r].works[lists[r].nWorks++] = c.workFor(r);
     const std::vector<int> errs = comm.launch(lists, {0});  // rank 1 never launches

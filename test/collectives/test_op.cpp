@@ -10,10 +10,10 @@ namespace ferry::coll {
 namespace {
 
 TEST_CASE("fingerprints tell calls apart field by field", "[op]") {
-  OpDesc a{OpKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc a{CallKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};
   OpDesc b = a;
   CHECK(fingerprint(a) == fingerprint(b));
-  b.kind = OpKind::kBroadcast;
+  b.kind = CallKind::kBroadcast;
   CHECK(explainMismatch(a, fingerprint(b)) == "runs broadcast");
   b = a;
   b.type = DataType::kFloat16;
@@ -26,18 +26,18 @@ TEST_CASE("fingerprints tell calls apart field by field", "[op]") {
 // carry any root.
 TEST_CASE("any root fingerprints, INT_MAX and INT_MIN included", "[op]") {
   for (int root : {INT_MAX, INT_MAX - 1, INT_MIN, -2, -1, 0}) {
-    OpDesc d{OpKind::kBroadcast, 8, DataType::kInt32, RedOp::kSum, root};
+    OpDesc d{CallKind::kBroadcast, 8, DataType::kInt32, RedOp::kSum, root};
     CHECK((fingerprint(d) & ~0xFFFFFFu) == 0);
     CHECK(describe(d).find("root=" + std::to_string(root)) != std::string::npos);
   }
-  OpDesc max{OpKind::kReduce, 8, DataType::kInt32, RedOp::kSum, INT_MAX};
+  OpDesc max{CallKind::kReduce, 8, DataType::kInt32, RedOp::kSum, INT_MAX};
   OpDesc below = max;
   below.root = INT_MAX - 1;
   CHECK(fingerprint(max) != fingerprint(below));
 }
 
 TEST_CASE("a peer's call header with unknown values still describes itself", "[op]") {
-  OpDesc theirs{static_cast<OpKind>(200), ~size_t{0}, static_cast<DataType>(99), static_cast<RedOp>(77), INT_MIN};
+  OpDesc theirs{static_cast<CallKind>(200), ~size_t{0}, static_cast<DataType>(99), static_cast<RedOp>(77), INT_MIN};
   CHECK(describe(theirs).find("unknown") != std::string::npos);
 }
 

@@ -16,7 +16,7 @@ namespace {
 // The header's words as checkPeerCall() turns them into an OpDesc.
 OpDesc rawDesc(fuzz::Input& in) {
   OpDesc d;
-  d.kind = static_cast<OpKind>(in.u32());
+  d.kind = static_cast<CallKind>(in.u32());
   d.count = in.u64();
   d.type = static_cast<DataType>(in.u32());
   d.op = static_cast<RedOp>(in.u32());
@@ -27,7 +27,7 @@ OpDesc rawDesc(fuzz::Input& in) {
 // Our own call is always one the API accepted.
 OpDesc validDesc(fuzz::Input& in) {
   OpDesc d;
-  d.kind = static_cast<OpKind>(1 + in.u8() % 8);
+  d.kind = static_cast<CallKind>(1 + in.u8() % 8);
   d.count = in.u64();
   int type = in.u8() % 32;
   d.type = isValidDataType(type) ? static_cast<DataType>(type) : DataType::kFloat32;
@@ -59,6 +59,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FERRY_FUZZ_CHECK(!explainMismatch(mine, fingerprint(theirs)).empty());
   (void)algorithmName(static_cast<Algorithm>(algorithm));
   (void)protocolName(static_cast<Protocol>(protocol));
-  (void)opKindName(theirs.kind);
+  (void)callKindName(theirs.kind);
   return 0;
 }

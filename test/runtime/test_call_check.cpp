@@ -15,7 +15,8 @@
 #include "runtime/base/call_check.hpp"
 #include "test/common/rank_threads.hpp"
 
-using ferry::CallArgs;
+using ferry::Call;
+using ferry::CheckOptions;
 using ferry::CallKind;
 using ferry::checkCall;
 using ferry::ErrorCode;
@@ -25,16 +26,28 @@ namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-CallArgs args(CallKind kind, const void* send, const void* recv, size_t count, int type, int op = 0, int root = 0) {
-  CallArgs a;
-  a.kind = kind;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.type = type;
-  a.op = op;
-  a.root = root;
+// A call as a front end passes it, type and op as the raw integers a C caller may pass.
+struct Args {
+  Call call;
+  CheckOptions options;
+};
+
+Args args(CallKind kind, const void* send, const void* recv, size_t count, int type, int op = 0, int root = 0) {
+  Args a;
+  a.call.kind = kind;
+  a.call.send = send;
+  a.call.recv = const_cast<void*>(recv);
+  a.call.count = count;
+  a.call.type = static_cast<ferry::DataType>(type);
+  a.call.op = static_cast<ferry::RedOp>(op);
+  a.call.root = root;
   return a;
+}
+
+// checkCall() with `fn` as the entry point the messages name.
+Status check(const char* fn, Args a, int rank, int size) {
+  a.call.caller = fn;
+  return checkCall(a.call, rank, size, a.options);
 }
 
 // Requires `st` to be an invalid-argument error containing every part.
@@ -50,7 +63,7 @@ TEST_CASE("types and reductions are checked against their tables") {
   std::vector<float> a(4), b(4);
   const int kUint8 = static_cast<int>(ferry::DataType::kUint8);
   for (int type : {-1, ferry::kNumDataTypes, INT_MIN, INT_MAX}) {
-    requireRefused(checkCall("allReduce", args(CallKind::kAllReduce, a.data(), b.data(), 4, type), 1, 4),
+    requireRefused(check("allReduce", args(CallKind::kAllReduce, a.data(), b.data(), 4, type), 1, 4),
                    {"allReduce on rank 1", ("type " + std::to_string(type)).c_str(), ferry::dataTypeList()});
   }
   // The list is generated from the name table: every type is in it, the last one too.
@@ -58,26 +71,26 @@ TEST_CASE("types and reductions are checked against their tables") {
   CHECK(contains(ferry::dataTypeList(), "float8e5m2"));
   for (int op : {-1, -2, INT_MIN, ferry::kNumRedOps, 1000}) {
     for (CallKind k : {CallKind::kAllReduce, CallKind::kReduce, CallKind::kReduceScatter}) {
-      requireRefused(checkCall("call", args(k, a.data(), b.data(), 1, kUint8, op), 0, 4),
+      requireRefused(check("call", args(k, a.data(), b.data(), 1, kUint8, op), 0, 4),
                      {("op " + std::to_string(op) + " is not a reduction").c_str(), "0..4: sum, prod, max, min, avg"});
     }
   }
   // Collectives without a reduction ignore op.
-  CHECK(checkCall("allGather", args(CallKind::kAllGather, a.data(), b.data(), 1, kUint8, -1), 0, 4).isOk());
+  CHECK(check("allGather", args(CallKind::kAllGather, a.data(), b.data(), 1, kUint8, -1), 0, 4).isOk());
 }
 
 TEST_CASE("roots and peers outside the communicator are refused, INT_MIN included") {
   std::vector<int32_t> a(8), b(8);
   for (int root : {INT_MIN, -1, 4, INT_MAX}) {
     for (CallKind k : {CallKind::kBroadcast, CallKind::kReduce}) {
-      requireRefused(checkCall("rooted", args(k, a.data(), b.data(), 8, 2, 0, root), 2, 4),
+      requireRefused(check("rooted", args(k, a.data(), b.data(), 8, 2, 0, root), 2, 4),
                      {"on rank 2", ("root " + std::to_string(root) + " is out of range").c_str(),
                       "expected 0 <= root < 4"});
     }
-    requireRefused(checkCall("send", args(CallKind::kSend, a.data(), nullptr, 8, 2, 0, root), 2, 4),
+    requireRefused(check("send", args(CallKind::kSend, a.data(), nullptr, 8, 2, 0, root), 2, 4),
                    {("peer " + std::to_string(root)).c_str(), "expected 0 <= peer < 4, peer != 2"});
   }
-  CHECK(checkCall("reduce", args(CallKind::kReduce, a.data(), b.data(), 8, 2, 0, 3), 2, 4).isOk());
+  CHECK(check("reduce", args(CallKind::kReduce, a.data(), b.data(), 8, 2, 0, 3), 2, 4).isOk());
 }
 
 TEST_CASE("byte sizes that overflow or leave the address space are refused for every element size") {
@@ -87,14 +100,14 @@ TEST_CASE("byte sizes that overflow or leave the address space are refused for e
       for (CallKind k : {CallKind::kAllReduce, CallKind::kBroadcast, CallKind::kAllGather, CallKind::kReduceScatter,
                          CallKind::kAllToAll, CallKind::kReduce}) {
         INFO("type " << type << " count " << count << " kind " << ferry::callKindName(k));
-        requireRefused(checkCall("call", args(k, a.data(), b.data(), count, type, 0, 0), 0, 4),
+        requireRefused(check("call", args(k, a.data(), b.data(), count, type, 0, 0), 0, 4),
                        {("count " + std::to_string(count)).c_str(), "larger than the address space"});
       }
     }
   }
   // A pointer near the top with a small count: the range itself ends beyond the address space.
   const void* top = reinterpret_cast<const void*>(UINTPTR_MAX - 15);
-  requireRefused(checkCall("allReduce", args(CallKind::kAllReduce, top, b.data(), 64, 1), 0, 2),
+  requireRefused(check("allReduce", args(CallKind::kAllReduce, top, b.data(), 64, 1), 0, 2),
                  {"send buffer", "ends beyond the address space"});
 }
 
@@ -105,13 +118,13 @@ TEST_CASE("a large host buffer whose end is not mapped is refused before anythin
   REQUIRE(region != MAP_FAILED);
   REQUIRE(munmap(static_cast<char*>(region) + bytes / 2, bytes / 2) == 0);  // the second half is gone
   std::vector<uint8_t> out(bytes);
-  requireRefused(checkCall("broadcast", args(CallKind::kBroadcast, region, out.data(), bytes, 1, 0, 0), 0, 2),
+  requireRefused(check("broadcast", args(CallKind::kBroadcast, region, out.data(), bytes, 1, 0, 0), 0, 2),
                  {"send buffer", "is not mapped memory"});
-  CHECK(checkCall("broadcast", args(CallKind::kBroadcast, region, out.data(), bytes / 2, 1, 0, 0), 0, 2).isOk());
+  CHECK(check("broadcast", args(CallKind::kBroadcast, region, out.data(), bytes / 2, 1, 0, 0), 0, 2).isOk());
   // Device buffers are not probed (the flag says so); the address-space bound still holds.
-  CallArgs dev = args(CallKind::kBroadcast, region, out.data(), bytes, 1, 0, 0);
-  dev.hostBuffers = false;
-  CHECK(checkCall("broadcast", dev, 0, 2).isOk());
+  Args dev = args(CallKind::kBroadcast, region, out.data(), bytes, 1, 0, 0);
+  dev.options.hostBuffers = false;
+  CHECK(check("broadcast", dev, 0, 2).isOk());
   munmap(region, bytes / 2);
   (void)page;
 }
@@ -122,36 +135,36 @@ TEST_CASE("overlapping buffers pass only exactly in place, per collective as NCC
   std::vector<float> buf(count * n * 2);
   float* p = buf.data();
   const int f32 = static_cast<int>(ferry::DataType::kFloat32);
-  auto check = [&](CallKind k, const float* s, const float* r) {
-    return checkCall("call", args(k, s, r, count, f32, 0, rank), rank, n);
+  auto sameBuffer = [&](CallKind k, const float* s, const float* r) {
+    return check("call", args(k, s, r, count, f32, 0, rank), rank, n);
   };
   for (CallKind k : {CallKind::kAllReduce, CallKind::kBroadcast, CallKind::kReduce, CallKind::kAllToAll}) {
     INFO(ferry::callKindName(k));
-    CHECK(check(k, p, p).isOk());
-    CHECK(check(k, p, p + count * n).isOk());  // disjoint
-    requireRefused(check(k, p, p + 1), {"overlap without being in place", "send == recv"});
-    requireRefused(check(k, p + 1, p), {"overlap"});
+    CHECK(sameBuffer(k, p, p).isOk());
+    CHECK(sameBuffer(k, p, p + count * n).isOk());  // disjoint
+    requireRefused(sameBuffer(k, p, p + 1), {"overlap without being in place", "send == recv"});
+    requireRefused(sameBuffer(k, p + 1, p), {"overlap"});
   }
   // allGather: the input is this rank's block of the output.
-  CHECK(checkCall("allGather", args(CallKind::kAllGather, p + rank * count, p, count, f32), rank, n).isOk());
-  requireRefused(checkCall("allGather", args(CallKind::kAllGather, p, p, count, f32), rank, n),
+  CHECK(check("allGather", args(CallKind::kAllGather, p + rank * count, p, count, f32), rank, n).isOk());
+  requireRefused(check("allGather", args(CallKind::kAllGather, p, p, count, f32), rank, n),
                  {"send == recv + rank * count elements"});
   // reduceScatter: the output is this rank's block of the input.
-  CHECK(checkCall("reduceScatter", args(CallKind::kReduceScatter, p, p + rank * count, count, f32), rank, n).isOk());
-  requireRefused(checkCall("reduceScatter", args(CallKind::kReduceScatter, p, p + 1, count, f32), rank, n),
+  CHECK(check("reduceScatter", args(CallKind::kReduceScatter, p, p + rank * count, count, f32), rank, n).isOk());
+  requireRefused(check("reduceScatter", args(CallKind::kReduceScatter, p, p + 1, count, f32), rank, n),
                  {"recv == send + rank * count elements"});
   // Buffers a rank does not use are not compared: a broadcast's send buffer off the root.
-  CHECK(checkCall("broadcast", args(CallKind::kBroadcast, p + 1, p, count, f32, 0, 0), rank, n).isOk());
+  CHECK(check("broadcast", args(CallKind::kBroadcast, p + 1, p, count, f32, 0, 0), rank, n).isOk());
 }
 
 TEST_CASE("null buffers a rank needs are refused; zero counts need none") {
   std::vector<int64_t> a(8);
-  requireRefused(checkCall("allReduce", args(CallKind::kAllReduce, nullptr, a.data(), 8, 4), 0, 2),
+  requireRefused(check("allReduce", args(CallKind::kAllReduce, nullptr, a.data(), 8, 4), 0, 2),
                  {"send buffer is null with count 8"});
-  requireRefused(checkCall("reduce", args(CallKind::kReduce, a.data(), nullptr, 8, 4, 0, 1), 1, 2),
+  requireRefused(check("reduce", args(CallKind::kReduce, a.data(), nullptr, 8, 4, 0, 1), 1, 2),
                  {"receive buffer is null"});
-  CHECK(checkCall("reduce", args(CallKind::kReduce, a.data(), nullptr, 8, 4, 0, 1), 0, 2).isOk());
-  CHECK(checkCall("allReduce", args(CallKind::kAllReduce, nullptr, nullptr, 0, 4), 0, 2).isOk());
+  CHECK(check("reduce", args(CallKind::kReduce, a.data(), nullptr, 8, 4, 0, 1), 0, 2).isOk());
+  CHECK(check("allReduce", args(CallKind::kAllReduce, nullptr, nullptr, 0, 4), 0, 2).isOk());
 }
 
 namespace {

@@ -10,7 +10,6 @@
 using namespace ferry;
 using coll::Algorithm;
 using coll::OpDesc;
-using coll::OpKind;
 using coll::Protocol;
 
 namespace {
@@ -41,8 +40,8 @@ TunerInputs inputs(int ranks, bool arena = true, bool cma = true) {
   return in;
 }
 
-coll::Plan plan(Tuner& t, OpKind kind, size_t floats) {
-  return t.choose(OpDesc{kind, floats, DataType::kFloat32, RedOp::kSum, kind == OpKind::kBroadcast ? 0 : -1});
+coll::Plan plan(Tuner& t, CallKind kind, size_t floats) {
+  return t.choose(OpDesc{kind, floats, DataType::kFloat32, RedOp::kSum, kind == CallKind::kBroadcast ? 0 : -1});
 }
 
 }  // namespace
@@ -50,65 +49,65 @@ coll::Plan plan(Tuner& t, OpKind kind, size_t floats) {
 TEST_CASE("small all-reduces go one-shot through the mailboxes, large ones two-shot with single copies", "[tuner]") {
   auto t = Tuner::create(inputs(2), "", "", 0);
   REQUIRE(t.isOk());
-  auto small = plan(*t, OpKind::kAllReduce, 2);
+  auto small = plan(*t, CallKind::kAllReduce, 2);
   CHECK(small.algorithm == Algorithm::kOneShot);
-  CHECK(small.protocol == Protocol::kShm);
-  auto large = plan(*t, OpKind::kAllReduce, 64 << 20);
+  CHECK(small.protocol == Protocol::kMailbox);
+  auto large = plan(*t, CallKind::kAllReduce, 64 << 20);
   CHECK(large.algorithm == Algorithm::kTwoShot);
   CHECK(large.protocol == Protocol::kCma);
   CHECK(large.chunkBytes == 256 * 1024);  // L2 / 8
   // A small reduce: only the root waits, so one hand-off and the root's reduction.
-  auto reduce = t->choose(OpDesc{OpKind::kReduce, 2, DataType::kFloat32, RedOp::kSum, 0});
+  auto reduce = t->choose(OpDesc{CallKind::kReduce, 2, DataType::kFloat32, RedOp::kSum, 0});
   CHECK(reduce.algorithm == Algorithm::kOneShot);
-  auto bigReduce = t->choose(OpDesc{OpKind::kReduce, 16 << 20, DataType::kFloat32, RedOp::kSum, 0});
+  auto bigReduce = t->choose(OpDesc{CallKind::kReduce, 16 << 20, DataType::kFloat32, RedOp::kSum, 0});
   CHECK(bigReduce.algorithm == Algorithm::kDirect);
 }
 
 TEST_CASE("without single-copy reads, large messages are pipelined through the mailboxes or the ring", "[tuner]") {
   auto t = Tuner::create(inputs(4, true, false), "", "", 0);
   REQUIRE(t.isOk());
-  auto large = plan(*t, OpKind::kAllReduce, 64 << 20);
+  auto large = plan(*t, CallKind::kAllReduce, 64 << 20);
   CHECK(large.algorithm == Algorithm::kTwoShot);
-  CHECK(large.protocol == Protocol::kShm);
-  CHECK(plan(*t, OpKind::kReduceScatter, 16 << 20).protocol == Protocol::kShm);
-  CHECK(plan(*t, OpKind::kBroadcast, 64 << 20).protocol == Protocol::kShm);
+  CHECK(large.protocol == Protocol::kMailbox);
+  CHECK(plan(*t, CallKind::kReduceScatter, 16 << 20).protocol == Protocol::kMailbox);
+  CHECK(plan(*t, CallKind::kBroadcast, 64 << 20).protocol == Protocol::kMailbox);
   // All-gather and all-to-all have no pipelined mailbox variant: large ones take the ring.
-  CHECK(plan(*t, OpKind::kAllGather, 16 << 20).algorithm == Algorithm::kRing);
-  CHECK(plan(*t, OpKind::kAllToAll, 16 << 20).algorithm == Algorithm::kPairwise);
-  CHECK(plan(*t, OpKind::kAllGather, 16).protocol == Protocol::kShm);
+  CHECK(plan(*t, CallKind::kAllGather, 16 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, CallKind::kAllToAll, 16 << 20).algorithm == Algorithm::kPairwise);
+  CHECK(plan(*t, CallKind::kAllGather, 16).protocol == Protocol::kMailbox);
 }
 
 TEST_CASE("without an arena every collective uses its transport algorithm", "[tuner]") {
   auto t = Tuner::create(inputs(3, false, false), "", "", 0);
   REQUIRE(t.isOk());
-  CHECK(plan(*t, OpKind::kAllReduce, 4).algorithm == Algorithm::kRing);
-  CHECK(plan(*t, OpKind::kBroadcast, 4).algorithm == Algorithm::kChain);
-  CHECK(plan(*t, OpKind::kReduce, 4).algorithm == Algorithm::kChain);
-  CHECK(plan(*t, OpKind::kAllToAll, 4).algorithm == Algorithm::kPairwise);
+  CHECK(plan(*t, CallKind::kAllReduce, 4).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, CallKind::kBroadcast, 4).algorithm == Algorithm::kChain);
+  CHECK(plan(*t, CallKind::kReduce, 4).algorithm == Algorithm::kChain);
+  CHECK(plan(*t, CallKind::kAllToAll, 4).algorithm == Algorithm::kPairwise);
 }
 
 TEST_CASE("FERRY_ALGO and FERRY_PROTO restrict the choice, per collective or for all", "[tuner]") {
   auto ring = Tuner::create(inputs(2), "RING", "", 0);
   REQUIRE(ring.isOk());
-  CHECK(plan(*ring, OpKind::kAllReduce, 2).algorithm == Algorithm::kRing);
+  CHECK(plan(*ring, CallKind::kAllReduce, 2).algorithm == Algorithm::kRing);
   // ring does not apply to broadcast: the restriction is ignored there.
-  CHECK(plan(*ring, OpKind::kBroadcast, 2).algorithm == Algorithm::kDirect);
+  CHECK(plan(*ring, CallKind::kBroadcast, 2).algorithm == Algorithm::kDirect);
 
   auto per = Tuner::create(inputs(2), "allreduce:twoshot;allgather:ring", "", 0);
   REQUIRE(per.isOk());
-  CHECK(plan(*per, OpKind::kAllReduce, 2).algorithm == Algorithm::kTwoShot);
-  CHECK(plan(*per, OpKind::kAllGather, 2).algorithm == Algorithm::kRing);
-  CHECK(plan(*per, OpKind::kReduceScatter, 2).algorithm == Algorithm::kDirect);
+  CHECK(plan(*per, CallKind::kAllReduce, 2).algorithm == Algorithm::kTwoShot);
+  CHECK(plan(*per, CallKind::kAllGather, 2).algorithm == Algorithm::kRing);
+  CHECK(plan(*per, CallKind::kReduceScatter, 2).algorithm == Algorithm::kDirect);
 
   auto cma = Tuner::create(inputs(2), "", "cma", 0);
   REQUIRE(cma.isOk());
-  auto p = plan(*cma, OpKind::kAllReduce, 2);
+  auto p = plan(*cma, CallKind::kAllReduce, 2);
   CHECK(p.algorithm == Algorithm::kTwoShot);
   CHECK(p.protocol == Protocol::kCma);
 
   auto chunk = Tuner::create(inputs(2), "", "", 65536);
   REQUIRE(chunk.isOk());
-  CHECK(plan(*chunk, OpKind::kAllReduce, 64 << 20).chunkBytes == 65536);
+  CHECK(plan(*chunk, CallKind::kAllReduce, 64 << 20).chunkBytes == 65536);
 }
 
 TEST_CASE("FERRY_ALGO naming an unknown collective is an error naming the knob", "[tuner]") {
@@ -123,11 +122,11 @@ TEST_CASE("oversubscribed ranks pay kernel wake-ups: larger messages stay one-sh
   auto in = inputs(8);
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  auto cands = t->candidates(OpKind::kAllReduce, 4096);
+  auto cands = t->candidates(CallKind::kAllReduce, 4096);
   double oneshot = 0, twoshot = 0;
   for (auto& c : cands) {
     if (c.plan.algorithm == Algorithm::kOneShot) oneshot = c.seconds;
-    if (c.plan.algorithm == Algorithm::kTwoShot && c.plan.protocol == Protocol::kShm) twoshot = c.seconds;
+    if (c.plan.algorithm == Algorithm::kTwoShot && c.plan.protocol == Protocol::kMailbox) twoshot = c.seconds;
   }
   CHECK(oneshot < twoshot);
   CHECK(oneshot > in.model.syncSleep);
@@ -139,19 +138,19 @@ TEST_CASE("small broadcasts go through the root's mailbox, where the root waits 
     REQUIRE(t.isOk());
     for (size_t floats : {size_t{2}, size_t{1024}, size_t{16384}}) {
       CAPTURE(ranks, floats);
-      auto p = plan(*t, OpKind::kBroadcast, floats);
+      auto p = plan(*t, CallKind::kBroadcast, floats);
       CHECK(p.algorithm == Algorithm::kDirect);
-      CHECK(p.protocol == Protocol::kShm);
+      CHECK(p.protocol == Protocol::kMailbox);
     }
   }
   // Large ones: with a core per rank, one single-copy read beats two copies by the root; with
   // three readers of one root on two cores, the reads contend and the mailbox pipeline wins.
   auto two = Tuner::create(inputs(2), "", "", 0);
   REQUIRE(two.isOk());
-  CHECK(plan(*two, OpKind::kBroadcast, 16 << 20).protocol == Protocol::kCma);
+  CHECK(plan(*two, CallKind::kBroadcast, 16 << 20).protocol == Protocol::kCma);
   auto four = Tuner::create(inputs(4), "", "", 0);
   REQUIRE(four.isOk());
-  CHECK(plan(*four, OpKind::kBroadcast, 1 << 20).protocol == Protocol::kShm);
+  CHECK(plan(*four, CallKind::kBroadcast, 1 << 20).protocol == Protocol::kMailbox);
 }
 
 TEST_CASE("the host model survives serialisation and rejects garbage", "[tuner]") {
@@ -172,8 +171,8 @@ namespace {
 // `cost(plan)` says how long a call with that plan takes, in ns, on every rank. Returns the plans
 // of the measured calls in order.
 template <typename Cost>
-std::vector<coll::Plan> runTrials(Tuner& t, OpKind kind, size_t floats, Cost cost) {
-  OpDesc d{kind, floats, DataType::kFloat32, RedOp::kSum, kind == OpKind::kBroadcast ? 0 : -1};
+std::vector<coll::Plan> runTrials(Tuner& t, CallKind kind, size_t floats, Cost cost) {
+  OpDesc d{kind, floats, DataType::kFloat32, RedOp::kSum, kind == CallKind::kBroadcast ? 0 : -1};
   std::vector<coll::Plan> ran;
   int64_t clock = 1000;
   for (int call = 0; call < 100; ++call) {
@@ -204,14 +203,14 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
   const size_t floats = 256 * 1024;  // 1 MiB all-reduce: several plans plausible, output large
-  const coll::Plan modelChoice = plan(*t, OpKind::kAllReduce, floats);
+  const coll::Plan modelChoice = plan(*t, CallKind::kAllReduce, floats);
   // Make the last plan tried the fastest, and let the first call of each run (the switch from the
   // previous plan) be slow: only the intervals after it may count.
   std::vector<coll::Plan> order;
   coll::Plan last{};
   int sinceSwitch = 0;
   size_t fastRun = 3;  // the run (0-based) made fastest
-  auto ran = runTrials(*t, OpKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
+  auto ran = runTrials(*t, CallKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
     const bool switched = order.empty() || !same(p, last);
     if (switched) order.push_back(p);
     sinceSwitch = switched ? 0 : sinceSwitch + 1;
@@ -229,7 +228,7 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
   CHECK(order[1].stores == coll::Stores::kStreaming);
   CHECK((order[2].algorithm != order[0].algorithm || order[2].protocol != order[0].protocol));
   // Settled: every later call takes the fastest, and is not measured.
-  OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc d{CallKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
   for (int i = 0; i < 3; ++i) {
     Tuner::Choice c = t->select(d, true);
     CHECK(c.trial < 0);
@@ -240,8 +239,8 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
   auto u = Tuner::create(in, "", "", 0);
   REQUIRE(u.isOk());
   auto unit = [](const coll::Plan&) -> int64_t { return 1000; };
-  auto a = runTrials(*t, OpKind::kAllReduce, floats * 2, unit);
-  auto b = runTrials(*u, OpKind::kAllReduce, floats * 2, unit);
+  auto a = runTrials(*t, CallKind::kAllReduce, floats * 2, unit);
+  auto b = runTrials(*u, CallKind::kAllReduce, floats * 2, unit);
   REQUIRE(a.size() == b.size());
   CHECK(!a.empty());
   for (size_t i = 0; i < a.size(); ++i) CHECK(same(a[i], b[i]));
@@ -254,9 +253,9 @@ TEST_CASE("measured selection leaves small and large calls, single plans and FER
   in.measureMaxBytes = 1 << 20;
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  OpDesc big{OpKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};     // 4 MiB
-  OpDesc mid{OpKind::kAllReduce, 64 * 1024, DataType::kFloat32, RedOp::kSum, -1};   // 256 KiB
-  OpDesc tiny{OpKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};       // 4 KiB
+  OpDesc big{CallKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};     // 4 MiB
+  OpDesc mid{CallKind::kAllReduce, 64 * 1024, DataType::kFloat32, RedOp::kSum, -1};   // 256 KiB
+  OpDesc tiny{CallKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};       // 4 KiB
   for (const OpDesc& d : {big, tiny}) {
     Tuner::Choice c = t->select(d, true);
     CHECK(c.trial < 0);
@@ -267,7 +266,7 @@ TEST_CASE("measured selection leaves small and large calls, single plans and FER
   // for the kind of store to matter (128 KiB), both kinds of store from 256 KiB.
   auto one = Tuner::create(in, "", "cma", 0);
   REQUIRE(one.isOk());
-  OpDesc midSmall{OpKind::kAllReduce, 32 * 1024, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc midSmall{CallKind::kAllReduce, 32 * 1024, DataType::kFloat32, RedOp::kSum, -1};
   Tuner::Choice c = one->select(midSmall, true);
   CHECK(c.trial < 0);
   CHECK(c.plan.protocol == Protocol::kCma);
@@ -290,7 +289,7 @@ TEST_CASE("held trials: the model's plan, or the kept one, and no trial starts o
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
   const size_t floats = 256 * 1024;  // 1 MiB all-reduce: measured when not held
-  OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc d{CallKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
   t->holdTrials(true);
   for (int i = 0; i < 5; ++i) {
     Tuner::Choice c = t->select(d, true);
@@ -310,7 +309,7 @@ TEST_CASE("held trials: the model's plan, or the kept one, and no trial starts o
   auto u = Tuner::create(in, "", "", 0);
   REQUIRE(u.isOk());
   std::vector<coll::Plan> order;
-  auto ran = runTrials(*u, OpKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
+  auto ran = runTrials(*u, CallKind::kAllReduce, floats, [&](const coll::Plan& p) -> int64_t {
     if (order.empty() || !same(p, order.back())) order.push_back(p);
     return order.size() == 4 ? 100 : 1000;
   });
@@ -325,13 +324,13 @@ TEST_CASE("beyond the measured sizes, outputs stream where the largest measured 
   in.trials = 2;
   in.measureMaxBytes = 4 << 20;
   const size_t measured = 1 << 20, beyond = 16 << 20;  // floats: 4 MiB measured, 64 MiB beyond
-  OpDesc big{OpKind::kAllGather, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc big{CallKind::kAllGather, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
   for (coll::Stores winner : {coll::Stores::kStreaming, coll::Stores::kCached}) {
     INFO(static_cast<int>(winner));
     auto t = Tuner::create(in, "", "", 0);
     REQUIRE(t.isOk());
     CHECK(t->select(big, true).plan.stores == coll::Stores::kAuto);  // nothing measured yet
-    auto ran = runTrials(*t, OpKind::kAllGather, measured / 2, [&](const coll::Plan& p) -> int64_t {
+    auto ran = runTrials(*t, CallKind::kAllGather, measured / 2, [&](const coll::Plan& p) -> int64_t {
       return p.stores == winner ? 100 : 1000;
     });
     REQUIRE(!ran.empty());
@@ -340,7 +339,7 @@ TEST_CASE("beyond the measured sizes, outputs stream where the largest measured 
     CHECK(c.plan.algorithm == t->choose(big, true).algorithm);
     CHECK(c.plan.stores == (winner == coll::Stores::kStreaming ? coll::Stores::kStreaming : coll::Stores::kAuto));
     // Another collective measured nothing: left to the default rule.
-    OpDesc other{OpKind::kAllToAll, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+    OpDesc other{CallKind::kAllToAll, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
     CHECK(t->select(other, true).plan.stores == coll::Stores::kAuto);
   }
 }
@@ -360,52 +359,56 @@ TunerInputs networkInputs(int ranks, int hosts, bool hierarchy) {
   in.net.measured = true;
   in.hierarchy = hierarchy;
   // The intra-host level: 1 us plus a copy at 10 GB/s.
-  in.localCost = [](OpKind, size_t b) { return 1e-6 + static_cast<double>(b) / 10e9; };
+  in.localCost = [](CallKind, size_t b) { return 1e-6 + static_cast<double>(b) / 10e9; };
   in.localCopyBw = 10e9;
   return in;
 }
 
 }  // namespace
 
-TEST_CASE("over the network small all-reduces double recursively, large ones take the ring", "[tuner][net]") {
+TEST_CASE("over the network small all-reduces and all-gathers take log2(n) steps, large ones the ring",
+          "[tuner][net]") {
   auto t = Tuner::create(networkInputs(4, 4, false), "", "", 0);
   REQUIRE(t.isOk());
-  CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
-  CHECK(plan(*t, OpKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
-  CHECK(plan(*t, OpKind::kAllGather, 1024).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, CallKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
+  CHECK(plan(*t, CallKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
+  // Bruck: 2 exchanges against 3 at 4 ranks; from a few hundred KiB its extra copy of the output
+  // (4 x 16 MiB at 10 GB/s) costs more than the ring's one more message.
+  CHECK(plan(*t, CallKind::kAllGather, 1024).algorithm == Algorithm::kBruck);
+  CHECK(plan(*t, CallKind::kAllGather, 16 << 20).algorithm == Algorithm::kRing);
   // Not measured (one host over UCX): the ring, as before, unless FERRY_ALGO asks for doubling.
   TunerInputs flat = networkInputs(4, 1, false);
   flat.net = NetLevel{};
   auto u = Tuner::create(flat, "", "", 0);
   REQUIRE(u.isOk());
-  CHECK(plan(*u, OpKind::kAllReduce, 2).algorithm == Algorithm::kRing);
+  CHECK(plan(*u, CallKind::kAllReduce, 2).algorithm == Algorithm::kRing);
   auto forced = Tuner::create(flat, "allreduce:doubling", "", 0);
   REQUIRE(forced.isOk());
-  CHECK(plan(*forced, OpKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
+  CHECK(plan(*forced, CallKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
 }
 
 TEST_CASE("with two levels every collective crosses hosts once where that moves fewer bytes", "[tuner][net]") {
   auto t = Tuner::create(networkInputs(4, 2, true), "", "", 0);
   REQUIRE(t.isOk());
-  for (OpKind k : {OpKind::kAllReduce, OpKind::kReduceScatter, OpKind::kAllGather}) {
-    INFO(coll::opKindName(k));
+  for (CallKind k : {CallKind::kAllReduce, CallKind::kReduceScatter, CallKind::kAllGather}) {
+    INFO(callKindName(k));
     CHECK(plan(*t, k, 4).algorithm == Algorithm::kHierarchical);
     CHECK(plan(*t, k, 16 << 20).algorithm == Algorithm::kHierarchical);
   }
   // Broadcast and reduce: a few bytes cross once instead of passing every rank; a large vector
   // flows through the flat chain in slices, which hides its extra hops, where the two levels add
   // a step that is not pipelined with the crossing.
-  for (OpKind k : {OpKind::kBroadcast, OpKind::kReduce}) {
-    INFO(coll::opKindName(k));
+  for (CallKind k : {CallKind::kBroadcast, CallKind::kReduce}) {
+    INFO(callKindName(k));
     CHECK(plan(*t, k, 4).algorithm == Algorithm::kHierarchical);
     CHECK(plan(*t, k, 16 << 20).algorithm == Algorithm::kChain);
   }
   // All-to-all: as many bytes cross either way; the two levels send H - 1 messages, not n - 1.
-  CHECK(plan(*t, OpKind::kAllToAll, 4).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, CallKind::kAllToAll, 4).algorithm == Algorithm::kHierarchical);
   // FERRY_ALGO=ring keeps the flat ring.
   auto ring = Tuner::create(networkInputs(4, 2, true), "ring,chain,pairwise", "", 0);
   REQUIRE(ring.isOk());
-  CHECK(plan(*ring, OpKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*ring, CallKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
   CHECK_FALSE(ring->allowsSomewhere(Algorithm::kHierarchical));
   CHECK(t->allowsSomewhere(Algorithm::kHierarchical));
 }
@@ -416,12 +419,12 @@ TEST_CASE("hosts of different sizes keep all-reduce, broadcast and reduce on two
   in.evenHosts = false;
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  CHECK(plan(*t, OpKind::kAllReduce, 1 << 20).algorithm == Algorithm::kHierarchical);
-  CHECK(plan(*t, OpKind::kBroadcast, 1 << 20).algorithm == Algorithm::kHierarchical);
-  CHECK(plan(*t, OpKind::kReduce, 1 << 20).algorithm == Algorithm::kHierarchical);
-  CHECK(plan(*t, OpKind::kReduceScatter, 1 << 20).algorithm == Algorithm::kRing);
-  CHECK(plan(*t, OpKind::kAllGather, 1 << 20).algorithm == Algorithm::kRing);
-  CHECK(plan(*t, OpKind::kAllToAll, 1 << 20).algorithm == Algorithm::kPairwise);
+  CHECK(plan(*t, CallKind::kAllReduce, 1 << 20).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, CallKind::kBroadcast, 1 << 20).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, CallKind::kReduce, 1 << 20).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, CallKind::kReduceScatter, 1 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, CallKind::kAllGather, 1 << 20).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, CallKind::kAllToAll, 1 << 20).algorithm == Algorithm::kPairwise);
 }
 
 TEST_CASE("update() forgets earlier choices; predict() prices a call for the level above", "[tuner][net]") {
@@ -429,12 +432,12 @@ TEST_CASE("update() forgets earlier choices; predict() prices a call for the lev
   in.net = NetLevel{};
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kRing);
+  CHECK(plan(*t, CallKind::kAllReduce, 2).algorithm == Algorithm::kRing);
   t->update(networkInputs(4, 2, true));
-  CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kHierarchical);
+  CHECK(plan(*t, CallKind::kAllReduce, 2).algorithm == Algorithm::kHierarchical);
   auto local = Tuner::create(inputs(2), "", "", 0);
   REQUIRE(local.isOk());
-  const double small = local->predict(OpKind::kAllReduce, 8), large = local->predict(OpKind::kAllReduce, 64 << 20);
+  const double small = local->predict(CallKind::kAllReduce, 8), large = local->predict(CallKind::kAllReduce, 64 << 20);
   CHECK(small > 0);
   CHECK(large > small);
 }
@@ -447,13 +450,13 @@ TEST_CASE("two-level communicators measure flat against two levels by each rank'
   // A fast network: the model prefers the flat ring for a 4 MiB all-reduce...
   in.net.alpha = 10e-6;
   in.net.beta = 1.0 / 3e9;
-  in.localCost = [](OpKind, size_t b) { return 20e-6 + static_cast<double>(b) / 1e9; };
+  in.localCost = [](CallKind, size_t b) { return 20e-6 + static_cast<double>(b) / 1e9; };
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
   const size_t floats = 1 << 20;
-  REQUIRE(plan(*t, OpKind::kAllReduce, floats).algorithm == Algorithm::kRing);
+  REQUIRE(plan(*t, CallKind::kAllReduce, floats).algorithm == Algorithm::kRing);
   // ...but the two levels run faster. Each rank's clock is its own: settle() takes intervals.
-  OpDesc d{OpKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc d{CallKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
   int64_t clock = 5'000'000;
   std::vector<Algorithm> ran;
   bool settled = false;
@@ -481,7 +484,7 @@ TEST_CASE("two-level communicators measure flat against two levels by each rank'
   CHECK(ran[0] != ran[3]);
   CHECK(t->select(d).plan.algorithm == Algorithm::kHierarchical);
   // Larger than anything measured: the largest measured call's winner.
-  OpDesc big{OpKind::kAllReduce, size_t{64} << 20, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc big{CallKind::kAllReduce, size_t{64} << 20, DataType::kFloat32, RedOp::kSum, -1};
   CHECK(t->select(big).plan.algorithm == Algorithm::kHierarchical);
   // Without two levels nothing is measured: the model decides.
   TunerInputs flat = in;
@@ -505,7 +508,7 @@ std::pair<std::vector<Algorithm>, Algorithm> broadcastTrials(Cost cost) {
   in.net.beta = 1.0 / 3e9;
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  OpDesc d{OpKind::kBroadcast, 256 * 1024, DataType::kFloat32, RedOp::kSum, 0};
+  OpDesc d{CallKind::kBroadcast, 256 * 1024, DataType::kFloat32, RedOp::kSum, 0};
   int64_t clock = 1'000'000;
   std::map<Algorithm, int> calls;
   std::vector<Algorithm> ran;

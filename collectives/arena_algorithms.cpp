@@ -15,9 +15,11 @@
 // Reductions always combine rank 0's contribution with rank 1's, then rank 2's and so on, whoever
 // computes them: every rank gets bit-identical results, whatever the algorithm.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "collectives/ring_math.hpp"
 #include "kernels/host/copy.hpp"
 #include "kernels/host/reduce.hpp"
@@ -378,31 +380,8 @@ Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 
 }  // namespace
 
-const char* algorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kChain: return "chain";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kOneShot: return "oneshot";
-    case Algorithm::kTwoShot: return "twoshot";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kDoubling: return "doubling";
-    case Algorithm::kHierarchical: return "hierarchical";
-  }
-  return nullptr;
-}
-
-const char* protocolName(Protocol p) {
-  switch (p) {
-    case Protocol::kMessages: return "messages";
-    case Protocol::kShm: return "shm";
-    case Protocol::kCma: return "cma";
-  }
-  return nullptr;
-}
-
 Status arenaBarrier(Exec& ex) {
-  announce(ex, Plan{Algorithm::kDirect, Protocol::kShm, 0}, nullptr, nullptr);
+  announce(ex, Plan{Algorithm::kDirect, Protocol::kMailbox, 0}, nullptr, nullptr);
   return enter(ex);
 }
 
@@ -421,10 +400,10 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const size_t es = dataTypeSize(type), bytes = count * es;
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
-  if (plan.algorithm == Algorithm::kTwoShot && plan.protocol == Protocol::kShm) {
+  if (plan.algorithm == Algorithm::kTwoShot && plan.protocol == Protocol::kMailbox) {
     return pipelinedAllReduce(ex, plan, in, o, count, type, op);
   }
-  if (plan.algorithm == Algorithm::kOneShot && plan.protocol == Protocol::kShm && bytes <= ex.lineBytes()) {
+  if (plan.algorithm == Algorithm::kOneShot && plan.protocol == Protocol::kMailbox && bytes <= ex.lineBytes()) {
     // A few bytes: through line slots, each rank's data with its flag, waited on and read in
     // one go. Every rank reduces the same slots in the same order: the same result everywhere.
     FERRY_TRY(ex.publishLine(in, bytes));
@@ -433,7 +412,7 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
     ex.setPhase("reduce", 0, 1);
     return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p), 0}; }, o, count, type, op);
   }
-  if (plan.protocol == Protocol::kShm) {
+  if (plan.protocol == Protocol::kMailbox) {
     FERRY_TRY(ex.claimMailbox());
     std::memcpy(ex.slot(r), in, bytes);
   }
@@ -500,7 +479,7 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
                           RedOp op) {
   announce(ex, plan, in, out);
   const size_t block = recvCount * dataTypeSize(type);
-  if (plan.protocol == Protocol::kShm && block * static_cast<size_t>(ex.size()) <= ex.lineBytes()) {
+  if (plan.protocol == Protocol::kMailbox && block * static_cast<size_t>(ex.size()) <= ex.lineBytes()) {
     FERRY_TRY(ex.publishLine(in, block * static_cast<size_t>(ex.size())));
     ex.setPhase("arrival", 0, 1);
     FERRY_TRY(ex.awaitLines());
@@ -509,7 +488,7 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
     return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p) + at, 0}; }, static_cast<uint8_t*>(out),
                          recvCount, type, op);
   }
-  if (plan.protocol == Protocol::kShm) {
+  if (plan.protocol == Protocol::kMailbox) {
     return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
   }
   FERRY_TRY(enter(ex));
@@ -525,7 +504,7 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const size_t block = sendCount * dataTypeSize(type);
   auto* o = static_cast<uint8_t*>(out);
   announce(ex, plan, in, out);
-  if (plan.protocol == Protocol::kShm && block <= ex.lineBytes()) {
+  if (plan.protocol == Protocol::kMailbox && block <= ex.lineBytes()) {
     FERRY_TRY(ex.publishLine(in, block));
     if (o + r * block != in) std::memcpy(o + r * block, in, block);
     for (int i = 1; i < n; ++i) {
@@ -537,7 +516,7 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
     }
     return Status::ok();
   }
-  if (plan.protocol == Protocol::kShm) {
+  if (plan.protocol == Protocol::kMailbox) {
     FERRY_TRY(ex.claimMailbox());
     std::memcpy(ex.slot(r), in, block);
   }
@@ -547,13 +526,13 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     ex.setPhase("gather", i - 1, n - 1);
-    if (plan.protocol == Protocol::kShm) {
+    if (plan.protocol == Protocol::kMailbox) {
       copyOut(stream, o + p * block, ex.slot(p), block);
     } else {
       FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0), o + p * block, block, stream));
     }
   }
-  return plan.protocol == Protocol::kShm ? Status::ok() : leave(ex, 2);
+  return plan.protocol == Protocol::kMailbox ? Status::ok() : leave(ex, 2);
 }
 
 // All-to-all: block j of rank i's input becomes block i of rank j's output.
@@ -568,7 +547,7 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   auto* o = static_cast<uint8_t*>(out);
   const auto* i0 = static_cast<const uint8_t*>(in);
   announce(ex, plan, in, out);
-  if (plan.protocol == Protocol::kShm && block * n <= ex.lineBytes()) {
+  if (plan.protocol == Protocol::kMailbox && block * n <= ex.lineBytes()) {
     // Every block from a line slot, this rank's own too: in place, the input is read only there.
     FERRY_TRY(ex.publishLine(in, block * n));
     for (int i = 1; i < n; ++i) {
@@ -581,13 +560,13 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
     std::memcpy(o + r * block, ex.lineData(r) + r * block, block);
     return Status::ok();
   }
-  if (plan.protocol == Protocol::kShm) {
+  if (plan.protocol == Protocol::kMailbox) {
     FERRY_TRY(ex.claimMailbox());
     std::memcpy(ex.slot(r), in, block * n);
   }
   FERRY_TRY(enter(ex));
   const bool inPlace = in == out;
-  if (plan.protocol == Protocol::kShm) {
+  if (plan.protocol == Protocol::kMailbox) {
     for (int p = 0; p < n; ++p) std::memcpy(o + p * block, ex.slot(p) + r * block, block);
     return Status::ok();
   }
@@ -640,7 +619,7 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const size_t bytes = count * dataTypeSize(type);
   announce(ex, plan, r == root ? in : nullptr, out);
   // Small enough for one mailbox half: filled before the entry barrier, read right after it.
-  const bool single = plan.protocol == Protocol::kShm && bytes <= ex.context().arena->slotBytes() / 2 &&
+  const bool single = plan.protocol == Protocol::kMailbox && bytes <= ex.context().arena->slotBytes() / 2 &&
                       bytes <= (plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes);
   if (single) {
     // No barrier: the root only needs every peer past the call that last used the slot, the
@@ -672,7 +651,7 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
     return Status::ok();
   }
   FERRY_TRY(enter(ex));
-  if (plan.protocol == Protocol::kShm) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
+  if (plan.protocol == Protocol::kMailbox) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
   ex.setPhase("copy", 0, 1);
   const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
   if (r == root) {
@@ -730,7 +709,7 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
     return reduceFromAll(ex, plan, [&](int p) { return Source{slotOf(p), 0}; }, static_cast<uint8_t*>(out), count,
                          type, op);
   }
-  if (plan.protocol == Protocol::kShm) {
+  if (plan.protocol == Protocol::kMailbox) {
     announce(ex, plan, in, out);
     return pipelinedReduce(ex, plan, in, static_cast<uint8_t*>(out), count, type, op, root);
   }
@@ -769,5 +748,131 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   ex.setPhase("departure", 0, 1);
   return ex.await(root, 3);
 }
+
+// Rows of the algorithm table (table.hpp), with the alpha-beta-gamma terms of cost_model.hpp. The
+// mailbox rows copy through the senders' mailboxes (two copies); the cma rows read the owners'
+// buffers in place (one copy, or none where the buffers are shared memory).
+namespace {
+bool onHost(const Pricing& p) { return p.arena; }
+bool fitsMailbox(const Pricing& p) { return p.arena && p.B <= p.mailbox; }
+bool readsInPlace(const Pricing& p) { return p.cma; }
+
+Status allReduceRun(Exec& ex, const Plan& plan, const Call& c) {
+  return arenaAllReduce(ex, plan, c.send, c.recv, c.count, c.type, c.op);
+}
+Status reduceScatterRun(Exec& ex, const Plan& plan, const Call& c) {
+  return arenaReduceScatter(ex, plan, c.send, c.recv, c.count, c.type, c.op);
+}
+Status allGatherRun(Exec& ex, const Plan& plan, const Call& c) {
+  return arenaAllGather(ex, plan, c.send, c.recv, c.count, c.type);
+}
+Status allToAllRun(Exec& ex, const Plan& plan, const Call& c) {
+  return arenaAllToAll(ex, plan, c.send, c.recv, c.count, c.type);
+}
+Status broadcastRun(Exec& ex, const Plan& plan, const Call& c) {
+  return arenaBroadcast(ex, plan, c.send, c.recv, c.count, c.type, c.root);
+}
+Status reduceRun(Exec& ex, const Plan& plan, const Call& c) {
+  return arenaReduce(ex, plan, c.send, c.recv, c.count, c.type, c.op, c.root);
+}
+}  // namespace
+
+// All-reduce. One-shot: one hand-off, every rank reduces the whole vector. Two-shot: each rank
+// reduces its segment E = B / n, pipelined in chunk steps through the mailboxes (two hand-offs per
+// step), or read in place.
+extern const AlgorithmRow kOneShotAllReduce{
+    CallKind::kAllReduce, Algorithm::kOneShot, Protocol::kMailbox, fitsMailbox,
+    [](const Pricing& p) { return p.S + p.f * (p.B * p.c + (p.n - 1) * p.red(p.B)); }, allReduceRun};
+extern const AlgorithmRow kTwoShotMailboxAllReduce{
+    CallKind::kAllReduce, Algorithm::kTwoShot, Protocol::kMailbox, onHost,
+    [](const Pricing& p) {
+      const double E = p.B / p.n;
+      return 2 * p.pipeSteps(E) * p.S + p.f * ((p.n - 1) * E * p.c + (p.n - 1) * p.red(E) + E * p.c + (p.n - 1) * E * p.c);
+    },
+    allReduceRun};
+extern const AlgorithmRow kTwoShotCmaAllReduce{
+    CallKind::kAllReduce, Algorithm::kTwoShot, Protocol::kCma, readsInPlace,
+    [](const Pricing& p) {
+      const double E = p.B / p.n;
+      return 3 * p.S + p.f * ((p.n - 1) * p.peerOperand(E) + (p.n - 1) * p.red(E) + (p.n - 1) * p.peerRead(E));
+    },
+    allReduceRun};
+
+// Reduce-scatter: rank r reduces block r from every rank's input.
+extern const AlgorithmRow kDirectMailboxReduceScatter{
+    CallKind::kReduceScatter, Algorithm::kDirect, Protocol::kMailbox, onHost,
+    [](const Pricing& p) { return p.pipeSteps(p.B) * p.S + p.f * ((p.n - 1) * p.B * p.c + (p.n - 1) * p.red(p.B)); },
+    reduceScatterRun};
+extern const AlgorithmRow kDirectCmaReduceScatter{
+    CallKind::kReduceScatter, Algorithm::kDirect, Protocol::kCma, readsInPlace,
+    [](const Pricing& p) { return 2 * p.S + p.f * ((p.n - 1) * p.peerOperand(p.B) + (p.n - 1) * p.red(p.B)); },
+    reduceScatterRun};
+
+// All-gather: every rank copies every block.
+extern const AlgorithmRow kDirectMailboxAllGather{
+    CallKind::kAllGather, Algorithm::kDirect, Protocol::kMailbox, fitsMailbox,
+    [](const Pricing& p) { return p.S + p.f * (p.B * p.c + (p.n - 1) * p.B * p.c); }, allGatherRun};
+extern const AlgorithmRow kDirectCmaAllGather{
+    CallKind::kAllGather, Algorithm::kDirect, Protocol::kCma, readsInPlace,
+    [](const Pricing& p) { return 2 * p.S + p.f * ((p.n - 1) * p.peerRead(p.B)); }, allGatherRun};
+
+// All-to-all: every rank's n blocks pass once.
+extern const AlgorithmRow kDirectMailboxAllToAll{
+    CallKind::kAllToAll, Algorithm::kDirect, Protocol::kMailbox,
+    [](const Pricing& p) { return p.arena && p.n * p.B <= p.mailbox; },
+    [](const Pricing& p) { return p.S + p.f * (2 * p.n * p.B * p.c); }, allToAllRun};
+extern const AlgorithmRow kDirectCmaAllToAll{
+    CallKind::kAllToAll, Algorithm::kDirect, Protocol::kCma, readsInPlace,
+    [](const Pricing& p) { return 2 * p.S + p.f * ((p.n - 1) * p.peerRead(p.B) + p.B * p.c); }, allToAllRun};
+
+// Broadcast through the root's mailbox. Up to one chunk the root leaves the data there and
+// returns: one hand-off, and a stream of small broadcasts flows. Larger: the entry barrier, then
+// chunk steps through the mailbox halves, the root's copies overlapping the readers'; all ranks
+// together copy n + 1 times, shared by the cores.
+extern const AlgorithmRow kDirectMailboxBroadcast{
+    CallKind::kBroadcast, Algorithm::kDirect, Protocol::kMailbox, onHost,
+    [](const Pricing& p) {
+      const double kb = static_cast<double>(std::min(static_cast<size_t>(p.chunk()), p.in.mailboxBytes / 2));
+      const double work = std::max(2.0, (p.n + 1) / std::min<double>(p.n, p.in.model.cores));
+      const double steps = std::max(1.0, std::ceil(p.B / kb));
+      return p.B <= kb ? p.S + p.f * (p.copy(p.B) + p.B * p.c)
+                       : (1 + steps * (p.over ? 1 : 0.5)) * p.S + work * p.B * p.c + kb * p.c;
+    },
+    broadcastRun};
+// Single-copy reads of the root's buffer; the root waits until every reader is done. Readers of
+// one process's pages contend in the kernel, so their reads add up; mapped, they copy in parallel
+// on their own cores (docs/PERFORMANCE.md, "Evidence behind the tuner's formulas").
+extern const AlgorithmRow kDirectCmaBroadcast{
+    CallKind::kBroadcast, Algorithm::kDirect, Protocol::kCma, readsInPlace,
+    [](const Pricing& p) {
+      return p.shared ? 2 * p.S + (p.n - 1) / std::min<double>(p.n - 1, p.in.model.cores) * p.B * p.c
+                      : 2 * p.S + (p.n - 1) * p.cmaRead(p.B);
+    },
+    broadcastRun};
+
+// Reduce. One-shot: every rank drops its input in its mailbox; only the root waits, then reduces
+// all. Direct: rank r reduces segment r, the root gathers the segments (from the others' scratch,
+// never shared: read across processes with cma).
+extern const AlgorithmRow kOneShotReduce{
+    CallKind::kReduce, Algorithm::kOneShot, Protocol::kMailbox, fitsMailbox,
+    [](const Pricing& p) { return p.S + p.B * p.c + p.f * (p.n - 1) * p.red(p.B); }, reduceRun};
+extern const AlgorithmRow kDirectMailboxReduce{
+    CallKind::kReduce, Algorithm::kDirect, Protocol::kMailbox, onHost,
+    [](const Pricing& p) {
+      const double E = p.B / p.n;
+      return 2 * p.pipeSteps(E) * p.S + p.f * ((p.n - 1) * E * p.c + (p.n - 1) * p.red(E)) + (p.n - 1) * E * p.c;
+    },
+    reduceRun};
+extern const AlgorithmRow kDirectCmaReduce{
+    CallKind::kReduce, Algorithm::kDirect, Protocol::kCma, readsInPlace,
+    [](const Pricing& p) {
+      const double E = p.B / p.n;
+      return 3 * p.S + p.f * ((p.n - 1) * p.peerOperand(E) + (p.n - 1) * p.red(E)) + (p.n - 1) * p.cmaRead(E);
+    },
+    reduceRun};
+
+extern const AlgorithmRow kArenaBarrier{
+    CallKind::kBarrier, Algorithm::kDirect, Protocol::kMailbox, onHost, [](const Pricing&) { return 0.0; },
+    [](Exec& ex, const Plan&, const Call&) { return arenaBarrier(ex); }};
 
 }  // namespace ferry::coll

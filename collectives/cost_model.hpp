@@ -1,0 +1,144 @@
+// What the algorithms' cost formulas see (collectives/table.hpp): the host's measured constants,
+// the network's, the communicator's shape, and per call a Pricing with the terms every formula
+// shares (copies, reductions, cross-memory reads, messages, hand-offs).
+//
+// The model is alpha-beta-gamma: a call costs its synchronisations times the flag hand-off latency,
+// plus the bytes each rank copies, reads across processes and reduces, divided by the measured
+// rates, with a penalty per cross-memory call; when ranks outnumber cores the per-rank work is
+// multiplied by ranks/cores and hand-offs cost a kernel wake-up. Where the ranks' buffers are
+// shared memory (ferry::hostAlloc), reading a peer's buffer costs a copy at the memory rate and
+// reducing from it nothing extra. docs/ARCHITECTURE.md ("The tuner") says how the constants are
+// measured and where the model was found wrong.
+#pragma once
+
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ferry/status.hpp"
+#include "ferry/types.hpp"
+
+namespace ferry {
+
+struct HostModel {
+  double syncSpin = 0;   ///< seconds for a flag store to be seen by a spinning peer on another core
+  double syncSleep = 0;  ///< seconds for a flag store to wake a peer sleeping in the kernel
+  double copyBw = 0;     ///< memcpy, bytes per second, buffers larger than the caches
+  double copyBwCache = 0;  ///< memcpy, bytes per second, buffers of one chunk (l2Bytes / 8) that stay in the L2
+  double reduceBw = 0;   ///< float32 sum of two inputs into an output, output bytes per second
+  double reduceBwCache = 0;  ///< the same on buffers of one chunk that stay in the L2
+  double cmaBw = 0;      ///< cross-memory attach reads, bytes per second
+  double cmaCall = 0;    ///< seconds per cross-memory attach call, beyond its bytes (a 64-byte read)
+  int64_t l2Bytes = 0;   ///< per-core cache the read-and-reduce chunks should fit
+  int cores = 0;         ///< cores this process may run on
+
+  /// "sync 0.2/8.1 us, copy 17.9 GB/s, reduce 12.0 GB/s, cma 15.1 GB/s + 1.2 us, L2 2 MiB, 2 cores".
+  std::string describe() const;
+  std::vector<uint8_t> serialize() const;
+  static Result<HostModel> deserialize(const std::vector<uint8_t>& bytes);
+};
+
+/// The network between hosts, measured when a communicator spanning hosts is built
+/// (runtime/hierarchy.cpp): a message of b bytes over one stream takes alpha + b * beta.
+struct NetLevel {
+  double alpha = 0;  ///< seconds per message (half a round trip)
+  double beta = 0;   ///< seconds per byte over one stream
+  bool measured = false;
+};
+
+namespace coll {
+
+struct ModelInputs {
+  int ranks = 1;
+  bool arena = false;       ///< every rank on this host, shared memory attached
+  bool cma = false;         ///< single-copy reads work between every pair
+  size_t mailboxBytes = 0;  ///< bytes of one mailbox
+  size_t sharedMinBytes = size_t{32} << 20;  ///< FERRY_SHARED_MIN_BYTES (coll::Context::sharedMinBytes)
+  int ranksOnHost = 1;
+  HostModel model;
+  int trials = 0;               ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
+  size_t measureMaxBytes = 0;   ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
+  // Communicators over the network (no arena).
+  NetLevel net;                 ///< measured between hosts; unmeasured: the transport algorithms are not modelled
+  int ranksPerHost = 1;         ///< ranks sharing a host's link (the most on any host)
+  size_t sliceBytes = 256 * 1024;  ///< FERRY_SLICE_BYTES: the pipelined chains' slices
+  // Communicators spanning hosts with the two levels of runtime/hierarchy.hpp built.
+  bool hierarchy = false;
+  int hosts = 1;
+  bool evenHosts = false;       ///< every host has as many ranks
+  /// Predicted seconds of one call of (kind, bytes) on this rank's intra-host communicator.
+  std::function<double(CallKind, size_t)> localCost;
+  double localCopyBw = 0;       ///< memcpy bytes per second on this host (blocks permuted between levels)
+};
+
+/// A row that does not apply to the call.
+inline constexpr double kInapplicable = std::numeric_limits<double>::infinity();
+/// A row the model does not price: taken only where nothing priced applies, or FERRY_ALGO asks.
+/// The transport algorithms on one host are such rows: the arena ones move fewer bytes there with
+/// fewer hand-offs.
+inline constexpr double kUnmodelled = 1e9;
+
+/// One call as the cost formulas see it, with the terms they share. `bytes`: the vector for
+/// all-reduce, broadcast and reduce; one rank's block for the others.
+class Pricing {
+ public:
+  Pricing(const ModelInputs& in, size_t chunkBytes, size_t bytes, bool shared);
+
+  const ModelInputs& in;
+  double B;        ///< the call's bytes
+  double n;        ///< ranks
+  bool shared;     ///< every rank's buffers are shared memory the peers map
+  bool arena;      ///< single host: the arena's algorithms run
+  bool cma;        ///< single-copy reads work between every pair
+  double mailbox;  ///< bytes of one mailbox
+
+  // On one host.
+  bool over;  ///< ranks outnumber cores
+  double f;   ///< per-rank work multiplier from sharing cores
+  double S;   ///< one hand-off: spinning, or a kernel wake-up when oversubscribed
+  double c;   ///< seconds per byte copied through memory
+  /// Copying b bytes this rank wrote or will read again itself: up to one chunk at the L2 rate.
+  double copy(double b) const { return b * (b <= chunk_ ? cc_ : c); }
+  /// Reducing b bytes: up to one chunk the operands and result are cache lines.
+  double red(double b) const { return b * (b <= chunk_ ? gc_ : g_); }
+  /// Cross-memory reads of b bytes, in chunks.
+  double cmaRead(double b) const { return b * k_ + std::ceil(b / chunk_) * in.model.cmaCall; }
+  /// Reading b bytes of a peer's announced buffer into our own.
+  double peerRead(double b) const { return shared ? b * c : cmaRead(b); }
+  /// Reading b bytes of a peer's buffer as an operand of a reduction (free where it is mapped).
+  double peerOperand(double b) const { return shared ? 0.0 : cmaRead(b); }
+  /// Chunk steps of an algorithm pipelined through the mailboxes, b bytes per segment.
+  double pipeSteps(double b) const;
+  double chunk() const { return chunk_; }
+
+  // Over the network between hosts: a message of b bytes over one stream costs alpha + b * beta;
+  // `share` streams through one host's link divide its rate.
+  bool modelled;  ///< the network was measured
+  double L;       ///< ranks sharing a host's link
+  double msg(double b, double share) const { return in.net.alpha + b * in.net.beta * share; }
+  /// A measured network's figure, or 0 where it was not measured (one transport algorithm each).
+  double flat(double seconds) const { return modelled ? seconds : 0.0; }
+  /// Recursive doubling on m ranks: log2(p) exchanges, two more to fold and unfold the rest.
+  static double doublingSteps(double m);
+  /// A pipelined chain of m ranks: m - 1 hops for the first slice, then one per further slice.
+  double chain(double m, double b) const;
+
+  // Two levels (hosts x ranks per host).
+  double H;           ///< hosts
+  double localCopy;   ///< seconds per byte of a memcpy on one host (blocks permuted between levels)
+  /// A call of (kind, b bytes) on this rank's intra-host communicator.
+  double local(CallKind k, double b) const;
+  /// An all-reduce of b bytes per rank over the hosts, `share` of them at once per host.
+  double crossAllReduce(double b, double share) const;
+
+ private:
+  double chunk_, cc_, g_, gc_, k_;
+};
+
+}  // namespace coll
+}  // namespace ferry

@@ -1,0 +1,82 @@
+// The algorithm table: which rows exist and in which order the tuner weighs them. Each row is
+// defined in its algorithm's file; one line here adds it.
+#include "collectives/table.hpp"
+
+#include <string>
+
+namespace ferry::coll {
+
+#define FERRY_ALGORITHM_ROWS(X)                                                                   \
+  /* allReduce */                                                                                 \
+  X(kOneShotAllReduce) X(kTwoShotMailboxAllReduce) X(kTwoShotCmaAllReduce) X(kRingAllReduce)      \
+  X(kDoublingAllReduce) X(kTwoLevelAllReduce)                                                     \
+  /* reduceScatter */                                                                             \
+  X(kDirectMailboxReduceScatter) X(kDirectCmaReduceScatter) X(kRingReduceScatter)                 \
+  X(kTwoLevelReduceScatter)                                                                       \
+  /* allGather */                                                                                 \
+  X(kDirectMailboxAllGather) X(kDirectCmaAllGather) X(kRingAllGather) X(kBruckAllGather)          \
+  X(kTwoLevelAllGather)                                                                           \
+  /* allToAll */                                                                                  \
+  X(kDirectMailboxAllToAll) X(kDirectCmaAllToAll) X(kPairwiseAllToAll) X(kTwoLevelAllToAll)       \
+  /* broadcast */                                                                                 \
+  X(kDirectMailboxBroadcast) X(kDirectCmaBroadcast) X(kChainBroadcast) X(kTwoLevelBroadcast)      \
+  /* reduce */                                                                                    \
+  X(kOneShotReduce) X(kDirectMailboxReduce) X(kDirectCmaReduce) X(kChainReduce) X(kTwoLevelReduce) \
+  /* barrier */                                                                                   \
+  X(kArenaBarrier) X(kDisseminationBarrier)
+
+#define FERRY_DECLARE_ROW(name) extern const AlgorithmRow name;
+FERRY_ALGORITHM_ROWS(FERRY_DECLARE_ROW)
+extern const AlgorithmRow kRingPresence;
+#undef FERRY_DECLARE_ROW
+
+namespace {
+
+#define FERRY_ROW_ADDRESS(name) &name,
+constexpr const AlgorithmRow* kTable[] = {FERRY_ALGORITHM_ROWS(FERRY_ROW_ADDRESS)};
+#undef FERRY_ROW_ADDRESS
+
+constexpr const char* kAlgorithmNames[] = {nullptr,  "ring",   "chain",    "pairwise",    "oneshot",
+                                           "twoshot", "direct", "doubling", "hierarchical", "bruck"};
+constexpr const char* kProtocolNames[] = {nullptr, "messages", "mailbox", "cma"};
+
+}  // namespace
+
+std::span<const AlgorithmRow* const> algorithmTable() { return kTable; }
+
+const AlgorithmRow* findRow(CallKind kind, Algorithm algorithm, Protocol protocol) {
+  for (const AlgorithmRow* row : kTable) {
+    if (row->kind == kind && row->algorithm == algorithm && row->protocol == protocol) return row;
+  }
+  return nullptr;
+}
+
+const AlgorithmRow& emptyCallRow(bool arena) { return arena ? kArenaBarrier : kRingPresence; }
+
+const char* algorithmName(Algorithm a) {
+  const auto v = static_cast<size_t>(a);
+  return v < std::size(kAlgorithmNames) ? kAlgorithmNames[v] : nullptr;
+}
+
+const char* protocolName(Protocol p) {
+  const auto v = static_cast<size_t>(p);
+  return v < std::size(kProtocolNames) ? kProtocolNames[v] : nullptr;
+}
+
+std::string algorithmList() {
+  std::string out;
+  for (size_t a = 1; a < std::size(kAlgorithmNames); ++a) {
+    bool listed[kNumCallKinds] = {};
+    std::string kinds;
+    for (const AlgorithmRow* row : kTable) {
+      const auto k = static_cast<size_t>(row->kind);
+      if (static_cast<size_t>(row->algorithm) != a || row->kind == CallKind::kBarrier || listed[k]) continue;
+      listed[k] = true;
+      kinds += std::string(kinds.empty() ? "" : ", ") + callKindName(row->kind);
+    }
+    if (!kinds.empty()) out += std::string(out.empty() ? "" : "; ") + kAlgorithmNames[a] + " (" + kinds + ")";
+  }
+  return out;
+}
+
+}  // namespace ferry::coll
