@@ -191,6 +191,10 @@ struct DeviceContext::Setup {
   Status choosePath();
   Status fitChannels();
   Status exchangeReachCards();
+  Status setupKernel();
+  Status prepareResources(ReachCard& card, std::string& problem);
+  Result<std::vector<void*>> mapPeers(const std::vector<ReachCard>& reach);
+  Status uploadDevComm(const std::vector<void*>& bases);
   void countRanksInProcess();
   Status readAlgorithmKnobs();
   void chooseHostPath();
@@ -302,16 +306,10 @@ Status DeviceContext::Setup::exchangeReachCards() {
   ctx->threads_ = sizes->threads;
   // FERRY_TIMEOUT is at most kMaxTimeoutSeconds (1e15 ns fits); none is the kernels' 0, no deadline.
   config.timeoutNs = ferry::config().timeout == kNoTimeout ? 0 : static_cast<uint64_t>(ferry::config().timeout * 1e9);
-  std::vector<int> peerDevices;
-  std::vector<std::vector<uint8_t>> uuids;
   bool oneDevice = true;
-  for (const DeviceCard& c : cards) {
-    peerDevices.push_back(c.device);
-    uuids.emplace_back(c.uuid, c.uuid + 16);
-    oneDevice &= std::memcmp(c.uuid, cards[0].uuid, 16) == 0;
-  }
+  for (const DeviceCard& c : cards) oneDevice &= std::memcmp(c.uuid, cards[0].uuid, 16) == 0;
   config.oneDevice = oneDevice;
-  FERRY_TRY(ctx->setupKernel(rv, rank, size, peers, peerDevices, uuids, deadline));
+  FERRY_TRY(setupKernel());
   if (ctx->path_ != DevicePath::kKernel) whyNot = ctx->whyNot_;
   return Status::ok();
 }
@@ -410,82 +408,100 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
   return std::move(s.ctx);
 }
 
-Status DeviceContext::setupKernel(Rendezvous& rv, int rank, int size, const std::vector<PeerInfo>& peers,
-                                  const std::vector<int>& peerDevices, const std::vector<std::vector<uint8_t>>& uuids,
-                                  Deadline deadline) {
-  const Where w = where_;
+// Round B on the kernel path: publish this rank's resources, then map every peer's and build the
+// DevComm, or leave the kernel path with every rank.
+Status DeviceContext::Setup::setupKernel() {
   ReachCard card;
   std::string problem;
-  auto prepare = [&]() -> Status {
-    FERRY_TRY(setDevice(w.device, w));
-    const size_t bytes = gpu::rankResourceBytes(config_);
-    auto p = deviceAlloc(bytes, w);
-    FERRY_TRY(p);
-    resources_ = *p;
-    memoryBytes_ += bytes;
-    FERRY_TRY(memsetZero(resources_, bytes, w));
-    FERRY_TRY(synchronizeDevice(w));
-    card.pointer = reinterpret_cast<uint64_t>(resources_);
-    bool crossProcess = false;
-    for (int r = 0; r < size; ++r) crossProcess |= !sameProcess(peers[r], peers[rank]);
-    crossProcess_ = crossProcess;
-    if (crossProcess) {
-      auto h = ipcHandle(resources_, w);
-      FERRY_TRY(h);
-      card.ipc = *h;
-    }
-    // Peer access to every other GPU this rank's kernels touch.
-    card.reachAll = 1;
-    for (int r = 0; r < size; ++r) {
-      int local = sameProcess(peers[r], peers[rank]) ? peerDevices[r] : deviceByUuid(uuids[r].data());
-      if (local < 0 || !canAccessPeer(w.device, local)) {
-        card.reachAll = 0;
-        problem = "device " + std::to_string(w.device) + " of rank " + std::to_string(rank) +
-                  " cannot map the memory of rank " + std::to_string(r) + "'s GPU (no peer access)";
-        break;
-      }
-      if (local != w.device && sameProcess(peers[r], peers[rank])) {
-        Status st = enablePeerAccess(local, w);
-        if (!st.isOk()) {
-          card.reachAll = 0;
-          problem = st.message();
-          break;
-        }
-      }
-    }
-    return Status::ok();
-  };
-  Status st = prepare();
+  Status st = prepareResources(card, problem);
   card.state = st.isOk() ? CardState::kReady : CardState::kFailed;
   std::vector<std::string> messages;
   auto gathered = gatherCards<ReachCard>(rv, pack(card, st.isOk() ? problem : st.message()), size, deadline, &messages);
   FERRY_TRY(gathered);
-  const std::vector<ReachCard>& cards = *gathered;
-  FERRY_TRY(firstFailure(messages, cards, rank, "rank resources"));
+  const std::vector<ReachCard>& reach = *gathered;
+  FERRY_TRY(firstFailure(messages, reach, rank, "rank resources"));
   for (int r = 0; r < size; ++r) {
-    if (!cards[r].reachAll) {
+    if (!reach[r].reachAll) {
       // Every rank sees the same flags, so all leave the kernel path together.
-      whyNot_ = messages[r];
-      deviceFree(resources_);
-      resources_ = nullptr;
-      memoryBytes_ = 0;
+      ctx->whyNot_ = messages[r];
+      deviceFree(ctx->resources_);
+      ctx->resources_ = nullptr;
+      ctx->memoryBytes_ = 0;
       return Status::ok();
     }
   }
+  auto bases = mapPeers(reach);
+  FERRY_TRY(bases);
+  FERRY_TRY(uploadDevComm(*bases));
+  ctx->path_ = DevicePath::kKernel;
+  return Status::ok();
+}
+
+// This rank's zeroed rank resources and its card for round B. `problem` says why this rank cannot
+// map some peer's GPU (the card's reachAll is then 0).
+Status DeviceContext::Setup::prepareResources(ReachCard& card, std::string& problem) {
+  DeviceContext& c = *ctx;
+  FERRY_TRY(setDevice(w.device, w));
+  const size_t bytes = gpu::rankResourceBytes(c.config_);
+  auto p = deviceAlloc(bytes, w);
+  FERRY_TRY(p);
+  c.resources_ = *p;
+  c.memoryBytes_ += bytes;
+  FERRY_TRY(memsetZero(c.resources_, bytes, w));
+  FERRY_TRY(synchronizeDevice(w));
+  card.pointer = reinterpret_cast<uint64_t>(c.resources_);
+  bool crossProcess = false;
+  for (int r = 0; r < size; ++r) crossProcess |= !sameProcess(peers[r], peers[rank]);
+  c.crossProcess_ = crossProcess;
+  if (crossProcess) {
+    auto h = ipcHandle(c.resources_, w);
+    FERRY_TRY(h);
+    card.ipc = *h;
+  }
+  // Peer access to every other GPU this rank's kernels touch.
+  card.reachAll = 1;
+  for (int r = 0; r < size; ++r) {
+    int local = sameProcess(peers[r], peers[rank]) ? cards[r].device : deviceByUuid(cards[r].uuid);
+    if (local < 0 || !canAccessPeer(w.device, local)) {
+      card.reachAll = 0;
+      problem = "device " + std::to_string(w.device) + " of rank " + std::to_string(rank) +
+                " cannot map the memory of rank " + std::to_string(r) + "'s GPU (no peer access)";
+      break;
+    }
+    if (local != w.device && sameProcess(peers[r], peers[rank])) {
+      Status st = enablePeerAccess(local, w);
+      if (!st.isOk()) {
+        card.reachAll = 0;
+        problem = st.message();
+        break;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// Every rank's resources as this rank addresses them: its own, a peer's pointer in this process,
+// or a peer's block in another process opened by CUDA IPC.
+Result<std::vector<void*>> DeviceContext::Setup::mapPeers(const std::vector<ReachCard>& reach) {
   std::vector<void*> bases(size);
   for (int r = 0; r < size; ++r) {
     if (r == rank) {
-      bases[r] = resources_;
+      bases[r] = ctx->resources_;
     } else if (sameProcess(peers[r], peers[rank])) {
-      bases[r] = reinterpret_cast<void*>(cards[r].pointer);
+      bases[r] = reinterpret_cast<void*>(reach[r].pointer);
     } else {
-      auto p = ipcOpen(cards[r].ipc, r, w);
+      auto p = ipcOpen(reach[r].ipc, r, w);
       FERRY_TRY(p);
-      opened_.push_back(*p);
+      ctx->opened_.push_back(*p);
       bases[r] = *p;
     }
   }
-  // Build the DevComm on the host, then copy it to the device once: calls only pass its address.
+  return bases;
+}
+
+// Build the DevComm on the host, then copy it to the device once: calls only pass its address.
+Status DeviceContext::Setup::uploadDevComm(const std::vector<void*>& bases) {
+  DeviceContext& c = *ctx;
   const size_t devBytes = gpu::devCommBytes();
   constexpr std::align_val_t kAlign{256};
   std::unique_ptr<void, void (*)(void*)> host(::operator new(devBytes, kAlign),
@@ -495,15 +511,14 @@ Status DeviceContext::setupKernel(Rendezvous& rv, int rank, int size, const std:
   // kernel is stuck or after it trapped (device memory could not be read then).
   auto record = hostAllocMapped(sizeof(gpu::DevError), w);
   FERRY_TRY(record);
-  errorRecord_ = *record;
-  gpu::buildDevComm(config_, rank, bases, static_cast<gpu::DevError*>(errorRecord_.device),
+  c.errorRecord_ = *record;
+  gpu::buildDevComm(c.config_, rank, bases, static_cast<gpu::DevError*>(c.errorRecord_.device),
                     static_cast<gpu::DevComm*>(host.get()));
   auto d = deviceAlloc(devBytes, w);
   FERRY_TRY(d);
-  devComm_ = static_cast<gpu::DevComm*>(*d);
-  memoryBytes_ += devBytes;
-  FERRY_TRY(copyToDevice(devComm_, host.get(), devBytes, w));
-  path_ = DevicePath::kKernel;
+  c.devComm_ = static_cast<gpu::DevComm*>(*d);
+  c.memoryBytes_ += devBytes;
+  FERRY_TRY(copyToDevice(c.devComm_, host.get(), devBytes, w));
   return Status::ok();
 }
 
