@@ -42,9 +42,9 @@ void setCongestion(int fd, const std::string& wanted) {
 
 // A joined stream: "auto" moves it to BBR when its round trip (measured by the handshake) says the
 // path is long: there cubic fills the link's queue, and the acknowledgements of the other
-// direction wait behind it (a two-host all-reduce sends both ways at once: 60-70% of a shaped
-// 1 Gbit/s, 5 ms link each way under cubic, over 90% under BBR). Short paths stay on cubic, which
-// starts every burst at full speed where BBR would pace it at what it measured while idle.
+// direction (an all-reduce sends both ways at once) wait behind it. Short paths stay on cubic, which
+// starts every burst at full speed where BBR would pace it at what it measured while idle. The
+// measurements: docs/ARCHITECTURE.md, "Layers", the TCP transport.
 void setStreamOptions(int fd, const std::string& congestion) {
   if (congestion == "auto") {
     tcp_info info{};
