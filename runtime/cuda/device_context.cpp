@@ -397,7 +397,7 @@ Result<std::unique_ptr<DeviceContext>> DeviceContext::create(Rendezvous& rv, con
   FERRY_TRY(s.exchangeDeviceCards());
   FERRY_TRY(s.choosePath());
   FERRY_TRY(s.exchangeReachCards());
-  FERRY_TRY(s.failed);
+  FERRY_TRY(s.failed);  // round A's, now that this rank took part in round B
   if (!s.ctx) return std::unique_ptr<DeviceContext>();
   s.countRanksInProcess();
   FERRY_TRY(s.readAlgorithmKnobs());
