@@ -150,152 +150,193 @@ struct Outcome {
   double bubbleTheory = -1;    // pipeline: (p-1)/(m+p-1)
 };
 
-Result<Outcome> run(std::unique_ptr<Comm>& commPtr, const Options& o) {
+Status take(Outcome& out, Result<std::vector<StepStats>> r) {
+  FERRY_TRY(r);
+  out.steps = std::move(*r);
+  return Status();
+}
+
+// ddp, elastic or not: the run, with the fault injection of --kill-rank, and the formula on the
+// communicator it ended with.
+Status runDdp(std::unique_ptr<Comm>& commPtr, const Options& o, Mlp& model, Outcome& out) {
+  const int n = commPtr->size(), rank = commPtr->rank();
+  const TrainConfig& cfg = o.config;
+  std::function<void(int)> kill;
+  if (o.killRank == rank) {
+    kill = [&o](int step) {
+      if (step != o.killStep) return;
+      std::printf("rank %d: killing itself (SIGKILL) in step %d, while its all-reduces start\n", o.killRank, step);
+      std::fflush(stdout);
+      raise(SIGKILL);
+    };
+  }
+  if (o.elastic) {
+    ElasticOptions eo;
+    eo.midStep = kill;
+    eo.onShrink = [rank](int step, const Status& why, const Comm& now) {
+      std::printf("rank %d: step %d failed: %s\nrank %d: shrunk to %d ranks (now rank %d); training goes on\n", rank,
+                  step, why.message().c_str(), rank, now.size(), now.rank());
+      std::fflush(stdout);
+    };
+    FERRY_TRY(take(out, trainDdpElastic(commPtr, cfg, model, printStep, eo)));
+    out.shrunk = commPtr->size() != n;
+  } else {
+    if (kill) return makeError(ErrorCode::kInvalidArgument, "--kill-rank without --elastic would only fail the job");
+    FERRY_TRY(take(out, trainDdp(*commPtr, cfg, model, printStep)));
+  }
+  const std::vector<Bucket> buckets = planBuckets(model.params(), cfg.bucketBytes);
+  out.formulaOf = [buckets, n = commPtr->size()](int r) {
+    uint64_t b = 0;
+    for (const Bucket& k : buckets) b += ringAllReduceBytesSent(k.count, n, r);
+    return b;
+  };
+  return Status();
+}
+
+// ps, ddp and fsdp: the MLP of model.hpp.
+Status runMlp(std::unique_ptr<Comm>& commPtr, const Options& o, Outcome& out) {
   Comm& comm = *commPtr;  // elastic DDP replaces commPtr; nothing below uses this one after it
   const int n = comm.size(), rank = comm.rank();
   const TrainConfig& cfg = o.config;
-  Outcome out;
-  auto take = [&](Result<std::vector<StepStats>> r) -> Status {
-    FERRY_TRY(r);
-    out.steps = std::move(*r);
-    return Status();
-  };
-  if (o.strategy == "ps" || o.strategy == "ddp" || o.strategy == "fsdp") {
-    auto model = std::make_shared<Mlp>(cfg.shape, cfg.seed);
-    const size_t P = model->paramCount();
-    if (rank == 0)
-      std::printf("ferry-train: %s on %d ranks, MLP in %zu, %zu x hidden %zu, out %zu (%zu parameters), global batch "
-                  "%zu, %d steps, %s\n",
-                  o.strategy.c_str(), n, cfg.shape.in, cfg.shape.blocks, cfg.shape.hidden, cfg.shape.out, P,
-                  cfg.globalBatch, cfg.steps, cfg.optimizer.c_str());
-    if (o.strategy == "ps") {
-      FERRY_TRY(take(trainParameterServer(comm, cfg, *model, printStep)));
-      out.formulaOf = [P, n](int r) { return r == 0 ? psServerBytesSent(P, n - 1) : psWorkerBytesSent(P); };
-    } else if (o.strategy == "ddp") {
-      std::function<void(int)> kill;
-      if (o.killRank == rank) {
-        kill = [&o](int step) {
-          if (step != o.killStep) return;
-          std::printf("rank %d: killing itself (SIGKILL) in step %d, while its all-reduces start\n", o.killRank, step);
-          std::fflush(stdout);
-          raise(SIGKILL);
-        };
-      }
-      if (o.elastic) {
-        ElasticOptions eo;
-        eo.midStep = kill;
-        eo.onShrink = [rank](int step, const Status& why, const Comm& now) {
-          std::printf("rank %d: step %d failed: %s\nrank %d: shrunk to %d ranks (now rank %d); training goes on\n", rank,
-                      step, why.message().c_str(), rank, now.size(), now.rank());
-          std::fflush(stdout);
-        };
-        FERRY_TRY(take(trainDdpElastic(commPtr, cfg, *model, printStep, eo)));
-        out.shrunk = commPtr->size() != n;
-      } else {
-        if (kill) return makeError(ErrorCode::kInvalidArgument, "--kill-rank without --elastic would only fail the job");
-        FERRY_TRY(take(trainDdp(comm, cfg, *model, printStep)));
-      }
-      const std::vector<Bucket> buckets = planBuckets(model->params(), cfg.bucketBytes);
-      out.formulaOf = [buckets, n = commPtr->size()](int r) {
-        uint64_t b = 0;
-        for (const Bucket& k : buckets) b += ringAllReduceBytesSent(k.count, n, r);
-        return b;
-      };
-    } else {
-      FERRY_TRY(take(trainFsdp(comm, cfg, *model, printStep)));
-      uint64_t perRank = 0;
-      for (const FsdpUnit& u : planFsdpUnits(*model)) perRank += 3 * ringGatherBytesSent(fsdpShard(u.count, n), n);
-      out.formulaOf = [perRank](int) { return perRank; };
-      out.ddpStateBytes = ddpStateBytes(P, configOptimizer(cfg)->stateBytesPerParam());
-    }
-    out.check = [model, cfg]() {
-      std::vector<float> ref = trainSingle(cfg);
-      return relativeDifference(model->paramData(), ref.data(), model->paramCount());
-    };
-  } else if (o.strategy == "moe") {
-    auto model = std::make_shared<MoeModel>(cfg, rank, n);
-    if (rank == 0)
-      std::printf("ferry-train: moe on %d ranks, in %zu, hidden %zu, %zu experts of ffn %zu (%zu per rank), top-%zu, "
-                  "capacity factor %.2f, out %zu, global batch %zu, %d steps, %s\n",
-                  n, cfg.shape.in, cfg.shape.hidden, model->experts(), model->ffn(), model->localExperts(), cfg.topK,
-                  static_cast<double>(cfg.capacityFactor), cfg.shape.out, cfg.globalBatch, cfg.steps,
-                  cfg.optimizer.c_str());
-    MoeRouting routing;
-    FERRY_TRY(take(trainMoe(comm, cfg, *model, printStep, &routing)));
-    // Every group's last-step counts, for the formula.
-    auto counts = std::make_shared<std::vector<uint64_t>>(routing.counts.size() * static_cast<size_t>(n));
-    FERRY_TRY(comm.allGather(routing.counts.data(), counts->data(), routing.counts.size(), DataType::kUint64));
-    const size_t shared = model->shared().size();
-    out.formulaOf = [counts, cfg, shared, n](int r) {
-      return moeBytes(*counts, cfg.experts, cfg.shape.hidden, shared, n, r, false);
-    };
-    out.check = [model, cfg, n]() {
-      std::vector<float> ref = model->extract(trainMoeSingle(cfg, n));
-      std::vector<float> got = model->flat();
-      return relativeDifference(got.data(), ref.data(), got.size());
-    };
-  } else if (o.strategy == "3d") {
-    const FfnShape shape = ffnShape(cfg);
-    const Grid3d grid = o.grid;
-    auto split = splitGrid(comm, grid);
-    FERRY_TRY(split);
-    auto comms = std::make_shared<GridComms>(std::move(*split));
-    auto model = std::make_shared<FfnModel>(shape, gridPart(shape, grid, comms->t, comms->s), cfg.seed);
-    if (rank == 0)
-      std::printf("ferry-train: 3d on %d ranks as %d data x %d tensor x %d pipeline (%s), FFN in %zu, %zu blocks of "
-                  "hidden %zu and ffn %zu, out %zu (%zu parameters, %zu on rank 0), global batch %zu in %zu "
-                  "micro-batches per replica, %d steps, %s\n",
-                  n, grid.data, grid.tensor, grid.pipeline,
-                  o.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B", shape.in, shape.blocks, shape.hidden,
-                  shape.ffn, shape.out, model->fullCount(), model->paramCount(), cfg.globalBatch, cfg.microBatches,
-                  cfg.steps, cfg.optimizer.c_str());
-    FERRY_TRY(take(train3d(*comms, cfg, o.schedule, *model, printStep)));
-    out.formulaOf = [cfg, shape, grid](int r) {
-      const int P = grid.pipeline, T = grid.tensor;
-      FfnModel part(shape, gridPart(shape, grid, (r / P) % T, r % P), cfg.seed);
-      return grid3dBytes(cfg, grid, part, r / (P * T), (r / P) % T, r % P, false);
-    };
-    out.bubbleTheory = static_cast<double>(grid.pipeline - 1) /
-                       static_cast<double>(cfg.microBatches + static_cast<size_t>(grid.pipeline) - 1);
-    out.check = [model, cfg, comms]() {
-      std::vector<float> ref = model->extract(trainFfnSingle(cfg));
-      return relativeDifference(model->paramData(), ref.data(), model->paramCount());
-    };
+  auto model = std::make_shared<Mlp>(cfg.shape, cfg.seed);
+  const size_t P = model->paramCount();
+  if (rank == 0)
+    std::printf("ferry-train: %s on %d ranks, MLP in %zu, %zu x hidden %zu, out %zu (%zu parameters), global batch "
+                "%zu, %d steps, %s\n",
+                o.strategy.c_str(), n, cfg.shape.in, cfg.shape.blocks, cfg.shape.hidden, cfg.shape.out, P,
+                cfg.globalBatch, cfg.steps, cfg.optimizer.c_str());
+  if (o.strategy == "ps") {
+    FERRY_TRY(take(out, trainParameterServer(comm, cfg, *model, printStep)));
+    out.formulaOf = [P, n](int r) { return r == 0 ? psServerBytesSent(P, n - 1) : psWorkerBytesSent(P); };
+  } else if (o.strategy == "ddp") {
+    FERRY_TRY(runDdp(commPtr, o, *model, out));
   } else {
-    const FfnShape shape = ffnShape(cfg);
-    const bool pipeline = o.strategy.rfind("pp-", 0) == 0;
-    auto partOf = [&](int r) {
-      if (pipeline) return pipelinePart(shape, r, n);
-      FfnPart p;
-      p.tpRank = r;
-      p.tpSize = n;
-      return p;
+    FERRY_TRY(take(out, trainFsdp(comm, cfg, *model, printStep)));
+    uint64_t perRank = 0;
+    for (const FsdpUnit& u : planFsdpUnits(*model)) perRank += 3 * ringGatherBytesSent(fsdpShard(u.count, n), n);
+    out.formulaOf = [perRank](int) { return perRank; };
+    out.ddpStateBytes = ddpStateBytes(P, configOptimizer(cfg)->stateBytesPerParam());
+  }
+  out.check = [model, cfg]() {
+    std::vector<float> ref = trainSingle(cfg);
+    return relativeDifference(model->paramData(), ref.data(), model->paramCount());
+  };
+  return Status();
+}
+
+// moe: the MoE model of moe.hpp.
+Status runMoe(Comm& comm, const Options& o, Outcome& out) {
+  const int n = comm.size(), rank = comm.rank();
+  const TrainConfig& cfg = o.config;
+  auto model = std::make_shared<MoeModel>(cfg, rank, n);
+  if (rank == 0)
+    std::printf("ferry-train: moe on %d ranks, in %zu, hidden %zu, %zu experts of ffn %zu (%zu per rank), top-%zu, "
+                "capacity factor %.2f, out %zu, global batch %zu, %d steps, %s\n",
+                n, cfg.shape.in, cfg.shape.hidden, model->experts(), model->ffn(), model->localExperts(), cfg.topK,
+                static_cast<double>(cfg.capacityFactor), cfg.shape.out, cfg.globalBatch, cfg.steps,
+                cfg.optimizer.c_str());
+  MoeRouting routing;
+  FERRY_TRY(take(out, trainMoe(comm, cfg, *model, printStep, &routing)));
+  // Every group's last-step counts, for the formula.
+  auto counts = std::make_shared<std::vector<uint64_t>>(routing.counts.size() * static_cast<size_t>(n));
+  FERRY_TRY(comm.allGather(routing.counts.data(), counts->data(), routing.counts.size(), DataType::kUint64));
+  const size_t shared = model->shared().size();
+  out.formulaOf = [counts, cfg, shared, n](int r) {
+    return moeBytes(*counts, cfg.experts, cfg.shape.hidden, shared, n, r, false);
+  };
+  out.check = [model, cfg, n]() {
+    std::vector<float> ref = model->extract(trainMoeSingle(cfg, n));
+    std::vector<float> got = model->flat();
+    return relativeDifference(got.data(), ref.data(), got.size());
+  };
+  return Status();
+}
+
+// 3d: the FFN model of ffn.hpp over a data × tensor × pipeline grid.
+Status run3d(Comm& comm, const Options& o, Outcome& out) {
+  const int n = comm.size(), rank = comm.rank();
+  const TrainConfig& cfg = o.config;
+  const FfnShape shape = ffnShape(cfg);
+  const Grid3d grid = o.grid;
+  auto split = splitGrid(comm, grid);
+  FERRY_TRY(split);
+  auto comms = std::make_shared<GridComms>(std::move(*split));
+  auto model = std::make_shared<FfnModel>(shape, gridPart(shape, grid, comms->t, comms->s), cfg.seed);
+  if (rank == 0)
+    std::printf("ferry-train: 3d on %d ranks as %d data x %d tensor x %d pipeline (%s), FFN in %zu, %zu blocks of "
+                "hidden %zu and ffn %zu, out %zu (%zu parameters, %zu on rank 0), global batch %zu in %zu "
+                "micro-batches per replica, %d steps, %s\n",
+                n, grid.data, grid.tensor, grid.pipeline,
+                o.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B", shape.in, shape.blocks, shape.hidden,
+                shape.ffn, shape.out, model->fullCount(), model->paramCount(), cfg.globalBatch, cfg.microBatches,
+                cfg.steps, cfg.optimizer.c_str());
+  FERRY_TRY(take(out, train3d(*comms, cfg, o.schedule, *model, printStep)));
+  out.formulaOf = [cfg, shape, grid](int r) {
+    const int P = grid.pipeline, T = grid.tensor;
+    FfnModel part(shape, gridPart(shape, grid, (r / P) % T, r % P), cfg.seed);
+    return grid3dBytes(cfg, grid, part, r / (P * T), (r / P) % T, r % P, false);
+  };
+  out.bubbleTheory = static_cast<double>(grid.pipeline - 1) /
+                     static_cast<double>(cfg.microBatches + static_cast<size_t>(grid.pipeline) - 1);
+  out.check = [model, cfg, comms]() {
+    std::vector<float> ref = model->extract(trainFfnSingle(cfg));
+    return relativeDifference(model->paramData(), ref.data(), model->paramCount());
+  };
+  return Status();
+}
+
+// tp, sp, pp-gpipe and pp-1f1b: the FFN model of ffn.hpp.
+Status runFfn(Comm& comm, const Options& o, Outcome& out) {
+  const int n = comm.size(), rank = comm.rank();
+  const TrainConfig& cfg = o.config;
+  const FfnShape shape = ffnShape(cfg);
+  const bool pipeline = o.strategy.rfind("pp-", 0) == 0;
+  auto partOf = [&](int r) {
+    if (pipeline) return pipelinePart(shape, r, n);
+    FfnPart p;
+    p.tpRank = r;
+    p.tpSize = n;
+    return p;
+  };
+  auto model = std::make_shared<FfnModel>(shape, partOf(rank), cfg.seed);
+  if (rank == 0)
+    std::printf("ferry-train: %s on %d ranks, FFN in %zu, %zu blocks of hidden %zu and ffn %zu, out %zu (%zu "
+                "parameters, %zu on rank 0), global batch %zu%s, %d steps, %s\n",
+                o.strategy.c_str(), n, shape.in, shape.blocks, shape.hidden, shape.ffn, shape.out,
+                model->fullCount(), model->paramCount(), cfg.globalBatch,
+                pipeline ? (" in " + std::to_string(cfg.microBatches) + " micro-batches").c_str() : "", cfg.steps,
+                cfg.optimizer.c_str());
+  if (pipeline) {
+    const auto schedule = o.strategy == "pp-gpipe" ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
+    FERRY_TRY(take(out, trainPipeline(comm, cfg, schedule, *model, printStep, &out.timeline)));
+    out.formulaOf = [cfg, shape, n](int r) { return pipelineBytesSent(cfg.globalBatch, shape.hidden, r, n); };
+    out.bubbleTheory = static_cast<double>(n - 1) / static_cast<double>(cfg.microBatches + static_cast<size_t>(n) - 1);
+  } else {
+    const bool sequence = o.strategy == "sp";
+    FERRY_TRY(take(out, trainTensorParallel(comm, cfg, sequence, *model, printStep)));
+    auto whole = std::make_shared<FfnModel>(shape, partOf(0), cfg.seed);  // the byte formula's shapes
+    out.formulaOf = [whole, cfg, sequence, n](int r) {
+      return tensorParallelBytesSent(*whole, cfg.globalBatch, sequence, n, r);
     };
-    auto model = std::make_shared<FfnModel>(shape, partOf(rank), cfg.seed);
-    if (rank == 0)
-      std::printf("ferry-train: %s on %d ranks, FFN in %zu, %zu blocks of hidden %zu and ffn %zu, out %zu (%zu "
-                  "parameters, %zu on rank 0), global batch %zu%s, %d steps, %s\n",
-                  o.strategy.c_str(), n, shape.in, shape.blocks, shape.hidden, shape.ffn, shape.out,
-                  model->fullCount(), model->paramCount(), cfg.globalBatch,
-                  pipeline ? (" in " + std::to_string(cfg.microBatches) + " micro-batches").c_str() : "", cfg.steps,
-                  cfg.optimizer.c_str());
-    if (pipeline) {
-      const auto schedule = o.strategy == "pp-gpipe" ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
-      FERRY_TRY(take(trainPipeline(comm, cfg, schedule, *model, printStep, &out.timeline)));
-      out.formulaOf = [cfg, shape, n](int r) { return pipelineBytesSent(cfg.globalBatch, shape.hidden, r, n); };
-      out.bubbleTheory = static_cast<double>(n - 1) / static_cast<double>(cfg.microBatches + static_cast<size_t>(n) - 1);
-    } else {
-      const bool sequence = o.strategy == "sp";
-      FERRY_TRY(take(trainTensorParallel(comm, cfg, sequence, *model, printStep)));
-      auto whole = std::make_shared<FfnModel>(shape, partOf(0), cfg.seed);  // the byte formula's shapes
-      out.formulaOf = [whole, cfg, sequence, n](int r) {
-        return tensorParallelBytesSent(*whole, cfg.globalBatch, sequence, n, r);
-      };
-    }
-    out.check = [model, cfg]() {
-      std::vector<float> ref = model->extract(trainFfnSingle(cfg));
-      return relativeDifference(model->paramData(), ref.data(), model->paramCount());
-    };
+  }
+  out.check = [model, cfg]() {
+    std::vector<float> ref = model->extract(trainFfnSingle(cfg));
+    return relativeDifference(model->paramData(), ref.data(), model->paramCount());
+  };
+  return Status();
+}
+
+Result<Outcome> run(std::unique_ptr<Comm>& commPtr, const Options& o) {
+  const int rank = commPtr->rank();  // the formula is this rank's before any shrink
+  Outcome out;
+  if (o.strategy == "ps" || o.strategy == "ddp" || o.strategy == "fsdp") {
+    FERRY_TRY(runMlp(commPtr, o, out));
+  } else if (o.strategy == "moe") {
+    FERRY_TRY(runMoe(*commPtr, o, out));
+  } else if (o.strategy == "3d") {
+    FERRY_TRY(run3d(*commPtr, o, out));
+  } else {
+    FERRY_TRY(runFfn(*commPtr, o, out));
   }
   out.formulaSent = out.formulaOf(rank);
   return out;

@@ -82,10 +82,8 @@ class DeviceContext {
   Status deviceError() const;
 
  private:
+  struct Setup;  // the steps of create() and the state they pass on
   DeviceContext() = default;
-  Status setupKernel(Rendezvous& rv, int rank, int size, const std::vector<PeerInfo>& peers,
-                     const std::vector<int>& peerDevices, const std::vector<std::vector<uint8_t>>& uuids,
-                     Deadline deadline);
 
   Where where_;
   DevicePath path_ = DevicePath::kNone;

@@ -42,9 +42,9 @@ void setCongestion(int fd, const std::string& wanted) {
 
 // A joined stream: "auto" moves it to BBR when its round trip (measured by the handshake) says the
 // path is long: there cubic fills the link's queue, and the acknowledgements of the other
-// direction wait behind it (a two-host all-reduce sends both ways at once: 60-70% of a shaped
-// 1 Gbit/s, 5 ms link each way under cubic, over 90% under BBR). Short paths stay on cubic, which
-// starts every burst at full speed where BBR would pace it at what it measured while idle.
+// direction (an all-reduce sends both ways at once) wait behind it. Short paths stay on cubic, which
+// starts every burst at full speed where BBR would pace it at what it measured while idle. The
+// measurements: docs/ARCHITECTURE.md, "Layers", the TCP transport.
 void setStreamOptions(int fd, const std::string& congestion) {
   if (congestion == "auto") {
     tcp_info info{};
@@ -100,6 +100,199 @@ void closeAll(std::vector<std::vector<int>>& fds, std::vector<Pending>& pending)
     if (p.fd >= 0) ::close(p.fd);
   }
   pending.clear();
+}
+
+// What one stream being set up did in one pass over the ready sockets.
+enum class Progress { kWaiting, kJoined, kDropped };
+
+// The state connectStreams' steps share: every peer's streams (-1 until joined) and the streams
+// still being set up.
+struct StreamSetup {
+  int self;
+  int listenFd;
+  const std::vector<TcpAddress>& peers;
+  const std::vector<int>& streams;
+  const std::string& congestion;
+  std::vector<std::vector<int>> fds{};
+  std::vector<Pending> pending{};
+  int missing = 0;  // streams not yet joined, both ways
+
+  int streamsOf(int peer) const { return streams[static_cast<size_t>(peer)]; }
+  void planStreams();
+  Status join(Deadline deadline);
+  Status startDueConnects();
+  Status timeoutError() const;
+  void acceptIncoming();
+  void advancePending();
+  static Progress sendHello(Pending& o);
+  Progress readHello(Pending& o) const;
+};
+
+// Every peer's slots; this rank connects to the peers above it, the peers below connect to it.
+void StreamSetup::planStreams() {
+  const int n = static_cast<int>(peers.size());
+  fds.assign(static_cast<size_t>(n), std::vector<int>());
+  for (int p = 0; p < n; ++p) {
+    if (p == self) continue;
+    fds[static_cast<size_t>(p)].assign(static_cast<size_t>(streamsOf(p)), -1);
+    missing += streamsOf(p);
+    if (p < self) continue;
+    for (int s = 0; s < streamsOf(p); ++s) {
+      Pending o;
+      o.outgoing = true;
+      o.peer = p;
+      o.stream = s;
+      o.hello.rank = static_cast<uint32_t>(self);
+      o.hello.stream = static_cast<uint32_t>(s);
+      o.hello.streams = static_cast<uint32_t>(streamsOf(p));
+      o.hello.commId = peers[static_cast<size_t>(p)].commId;
+      o.hello.nonce = peers[static_cast<size_t>(p)].nonce;
+      pending.push_back(o);
+    }
+  }
+}
+
+// Polls every socket being set up until all streams joined or the deadline passed.
+Status StreamSetup::join(Deadline deadline) {
+  std::vector<pollfd> pfds;
+  while (missing > 0) {
+    FERRY_TRY(startDueConnects());
+    pfds.clear();
+    pfds.push_back({listenFd, POLLIN, 0});
+    for (Pending& o : pending) {
+      if (o.fd >= 0) pfds.push_back({o.fd, static_cast<short>(o.outgoing ? POLLOUT : POLLIN), 0});
+    }
+    if (deadline.expired()) return timeoutError();
+    int ready = ::poll(pfds.data(), pfds.size(), std::min(deadline.remainingMs(), 50));
+    if (ready < 0 && errno != EINTR) {
+      return makeError(ErrorCode::kSystemError, "TCP transport: poll failed: %s", std::strerror(errno));
+    }
+    if (ready <= 0) continue;
+    if (pfds[0].revents & POLLIN) acceptIncoming();
+    advancePending();
+  }
+  return Status::ok();
+}
+
+// Start the connects that are due (a refused one is retried: the peer may not listen yet).
+Status StreamSetup::startDueConnects() {
+  const Clock::time_point now = Clock::now();
+  for (Pending& o : pending) {
+    if (!o.outgoing || o.fd >= 0 || now < o.retryAt) continue;
+    const TcpAddress& to = peers[static_cast<size_t>(o.peer)];
+    o.fd = ::socket(to.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (o.fd < 0) return makeError(ErrorCode::kSystemError, "TCP transport: socket() failed: %s", std::strerror(errno));
+    setCongestion(o.fd, congestion);
+    if (::connect(o.fd, reinterpret_cast<const sockaddr*>(&to.addr), to.length) != 0 && errno != EINPROGRESS) {
+      ::close(o.fd);
+      o.fd = -1;
+      o.retryAt = now + std::chrono::milliseconds(50);
+    }
+  }
+  return Status::ok();
+}
+
+// Names the first stream still missing.
+Status StreamSetup::timeoutError() const {
+  std::string what;
+  for (size_t p = 0; p < fds.size() && what.empty(); ++p) {
+    for (int fd : fds[p]) {
+      if (fd < 0) {
+        what = "rank " + std::to_string(p) + " at " + peers[p].toString();
+        break;
+      }
+    }
+  }
+  return makeError(ErrorCode::kTimeout,
+                   "rank %d could not join its TCP streams before the deadline (FERRY_TIMEOUT): %d missing, "
+                   "the first with %s",
+                   self, missing, what.c_str());
+}
+
+void StreamSetup::acceptIncoming() {
+  for (;;) {
+    int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    Pending a;
+    a.fd = fd;
+    pending.push_back(a);
+  }
+}
+
+// One step of every stream being set up; a joined stream moves to its slot, a dropped one closes.
+void StreamSetup::advancePending() {
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Pending& o = pending[i];
+    if (o.fd < 0) continue;
+    const Progress progress = o.outgoing ? sendHello(o) : readHello(o);
+    if (progress == Progress::kDropped) {
+      ::close(o.fd);
+      o.fd = -1;
+      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i--));
+    } else if (progress == Progress::kJoined) {
+      setStreamOptions(o.fd, congestion);
+      fds[static_cast<size_t>(o.peer)][static_cast<size_t>(o.stream)] = o.fd;
+      o.fd = -1;
+      --missing;
+      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i--));
+    }
+  }
+}
+
+// An outgoing stream: finish the connect, then write the hello. A failure closes the socket and
+// retries after a pause, until the deadline.
+Progress StreamSetup::sendHello(Pending& o) {
+  if (!o.connected) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(o.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err == EINPROGRESS || err == EALREADY) return Progress::kWaiting;
+    if (err != 0) {
+      // Refused or unreachable: try again until the deadline.
+      ::close(o.fd);
+      o.fd = -1;
+      o.retryAt = Clock::now() + std::chrono::milliseconds(50);
+      return Progress::kWaiting;
+    }
+    o.connected = true;
+  }
+  ssize_t w = ::send(o.fd, reinterpret_cast<const uint8_t*>(&o.hello) + o.done, sizeof(Hello) - o.done, MSG_NOSIGNAL);
+  if (w > 0) o.done += static_cast<size_t>(w);
+  if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    ::close(o.fd);
+    o.fd = -1;
+    o.connected = false;
+    o.done = 0;
+    o.retryAt = Clock::now() + std::chrono::milliseconds(50);
+    return Progress::kWaiting;
+  }
+  return o.done == sizeof(Hello) ? Progress::kJoined : Progress::kWaiting;
+}
+
+// An accepted stream: read the hello and keep the stream only if it names this communicator and a
+// stream of a lower rank not joined yet.
+Progress StreamSetup::readHello(Pending& o) const {
+  bool drop = false, joined = false;
+  ssize_t r = ::recv(o.fd, reinterpret_cast<uint8_t*>(&o.hello) + o.done, sizeof(Hello) - o.done, 0);
+  if (r > 0) o.done += static_cast<size_t>(r);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = true;
+  if (o.done == sizeof(Hello)) {
+    const Hello& h = o.hello;
+    const int from = static_cast<int>(h.rank);
+    const TcpAddress& me = peers[static_cast<size_t>(self)];
+    if (h.magic != kHelloMagic || h.commId != me.commId || h.nonce != me.nonce || from < 0 || from >= self ||
+        static_cast<int>(h.stream) >= streamsOf(from) || static_cast<int>(h.streams) != streamsOf(from) ||
+        fds[static_cast<size_t>(from)][h.stream] >= 0) {
+      FERRY_WARN(log::kTransport, "TCP transport: dropped a connection that did not say the right hello "
+                                  "(claims rank %u, stream %u of %u)", h.rank, h.stream, h.streams);
+      drop = true;
+    } else {
+      o.peer = from;
+      o.stream = static_cast<int>(h.stream);
+      joined = true;
+    }
+  }
+  return drop ? Progress::kDropped : joined ? Progress::kJoined : Progress::kWaiting;
 }
 
 }  // namespace
@@ -176,150 +369,14 @@ Result<int> listenTcp(const sockaddr_storage& bind, socklen_t length, const std:
 Result<std::vector<std::vector<int>>> connectStreams(int self, int listenFd, const std::vector<TcpAddress>& peers,
                                                      const std::vector<int>& streams, const std::string& congestion,
                                                      Deadline deadline) {
-  const int n = static_cast<int>(peers.size());
-  std::vector<std::vector<int>> fds(static_cast<size_t>(n));
-  std::vector<Pending> pending;
-  int missing = 0;  // streams not yet joined, both ways
-  for (int p = 0; p < n; ++p) {
-    if (p == self) continue;
-    fds[static_cast<size_t>(p)].assign(static_cast<size_t>(streams[static_cast<size_t>(p)]), -1);
-    missing += streams[static_cast<size_t>(p)];
-    if (p < self) continue;
-    for (int s = 0; s < streams[static_cast<size_t>(p)]; ++s) {
-      Pending o;
-      o.outgoing = true;
-      o.peer = p;
-      o.stream = s;
-      o.hello.rank = static_cast<uint32_t>(self);
-      o.hello.stream = static_cast<uint32_t>(s);
-      o.hello.streams = static_cast<uint32_t>(streams[static_cast<size_t>(p)]);
-      o.hello.commId = peers[static_cast<size_t>(p)].commId;
-      o.hello.nonce = peers[static_cast<size_t>(p)].nonce;
-      pending.push_back(o);
-    }
+  StreamSetup setup{self, listenFd, peers, streams, congestion};
+  setup.planStreams();
+  Status joined = setup.join(deadline);
+  if (!joined.isOk()) {
+    closeAll(setup.fds, setup.pending);
+    return joined;
   }
-  auto fail = [&](Status s) -> Result<std::vector<std::vector<int>>> {
-    closeAll(fds, pending);
-    return s;
-  };
-  std::vector<pollfd> pfds;
-  while (missing > 0) {
-    // Start the connects that are due (a refused one is retried: the peer may not listen yet).
-    const Clock::time_point now = Clock::now();
-    for (Pending& o : pending) {
-      if (!o.outgoing || o.fd >= 0 || now < o.retryAt) continue;
-      const TcpAddress& to = peers[static_cast<size_t>(o.peer)];
-      o.fd = ::socket(to.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (o.fd < 0) return fail(makeError(ErrorCode::kSystemError, "TCP transport: socket() failed: %s", std::strerror(errno)));
-      setCongestion(o.fd, congestion);
-      if (::connect(o.fd, reinterpret_cast<const sockaddr*>(&to.addr), to.length) != 0 && errno != EINPROGRESS) {
-        ::close(o.fd);
-        o.fd = -1;
-        o.retryAt = now + std::chrono::milliseconds(50);
-      }
-    }
-    pfds.clear();
-    pfds.push_back({listenFd, POLLIN, 0});
-    for (Pending& o : pending) {
-      if (o.fd >= 0) pfds.push_back({o.fd, static_cast<short>(o.outgoing ? POLLOUT : POLLIN), 0});
-    }
-    if (deadline.expired()) {
-      std::string what;
-      for (int p = 0; p < n; ++p) {
-        for (int fd : fds[static_cast<size_t>(p)]) {
-          if (fd < 0) {
-            what = "rank " + std::to_string(p) + " at " + peers[static_cast<size_t>(p)].toString();
-            break;
-          }
-        }
-        if (!what.empty()) break;
-      }
-      return fail(makeError(ErrorCode::kTimeout,
-                            "rank %d could not join its TCP streams before the deadline (FERRY_TIMEOUT): %d missing, "
-                            "the first with %s",
-                            self, missing, what.c_str()));
-    }
-    int ready = ::poll(pfds.data(), pfds.size(), std::min(deadline.remainingMs(), 50));
-    if (ready < 0 && errno != EINTR) {
-      return fail(makeError(ErrorCode::kSystemError, "TCP transport: poll failed: %s", std::strerror(errno)));
-    }
-    if (ready <= 0) continue;
-    if (pfds[0].revents & POLLIN) {
-      for (;;) {
-        int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
-        Pending a;
-        a.fd = fd;
-        pending.push_back(a);
-      }
-    }
-    for (size_t i = 0; i < pending.size(); ++i) {
-      Pending& o = pending[i];
-      if (o.fd < 0) continue;
-      bool drop = false, joined = false;
-      if (o.outgoing) {
-        if (!o.connected) {
-          int err = 0;
-          socklen_t len = sizeof(err);
-          ::getsockopt(o.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          if (err == EINPROGRESS || err == EALREADY) continue;
-          if (err != 0) {
-            // Refused or unreachable: try again until the deadline.
-            ::close(o.fd);
-            o.fd = -1;
-            o.retryAt = Clock::now() + std::chrono::milliseconds(50);
-            continue;
-          }
-          o.connected = true;
-        }
-        ssize_t w = ::send(o.fd, reinterpret_cast<const uint8_t*>(&o.hello) + o.done, sizeof(Hello) - o.done,
-                           MSG_NOSIGNAL);
-        if (w > 0) o.done += static_cast<size_t>(w);
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          ::close(o.fd);
-          o.fd = -1;
-          o.connected = false;
-          o.done = 0;
-          o.retryAt = Clock::now() + std::chrono::milliseconds(50);
-          continue;
-        }
-        joined = o.done == sizeof(Hello);
-      } else {
-        ssize_t r = ::recv(o.fd, reinterpret_cast<uint8_t*>(&o.hello) + o.done, sizeof(Hello) - o.done, 0);
-        if (r > 0) o.done += static_cast<size_t>(r);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = true;
-        if (o.done == sizeof(Hello)) {
-          const Hello& h = o.hello;
-          const int from = static_cast<int>(h.rank);
-          const TcpAddress& me = peers[static_cast<size_t>(self)];
-          if (h.magic != kHelloMagic || h.commId != me.commId || h.nonce != me.nonce || from < 0 || from >= self ||
-              static_cast<int>(h.stream) >= streams[static_cast<size_t>(from)] ||
-              static_cast<int>(h.streams) != streams[static_cast<size_t>(from)] ||
-              fds[static_cast<size_t>(from)][h.stream] >= 0) {
-            FERRY_WARN(log::kTransport, "TCP transport: dropped a connection that did not say the right hello "
-                                        "(claims rank %u, stream %u of %u)", h.rank, h.stream, h.streams);
-            drop = true;
-          } else {
-            o.peer = from;
-            o.stream = static_cast<int>(h.stream);
-            joined = true;
-          }
-        }
-      }
-      if (drop) {
-        ::close(o.fd);
-        o.fd = -1;
-        pending.erase(pending.begin() + static_cast<ptrdiff_t>(i--));
-      } else if (joined) {
-        setStreamOptions(o.fd, congestion);
-        fds[static_cast<size_t>(o.peer)][static_cast<size_t>(o.stream)] = o.fd;
-        o.fd = -1;
-        --missing;
-        pending.erase(pending.begin() + static_cast<ptrdiff_t>(i--));
-      }
-    }
-  }
-  return fds;
+  return std::move(setup.fds);
 }
 
 }  // namespace ferry::transport::tcp
