@@ -1,45 +1,12 @@
 // Making a communicator: the rounds of init over a rendezvous (build), the two levels across hosts
 // (Comm::finish), and the ways in: create, fromEnv, split, shrink.
 #include "runtime/comm_impl.hpp"
+#include "runtime/init_records.hpp"
+#include "runtime/knob_resolvers.hpp"
 
 namespace ferry {
 
 namespace {
-
-// FERRY_STREAM_MIN_BYTES, with -1 resolved to the size of the last-level cache (all instances):
-// an output that large cannot stay in the caches until its reader comes. 32 MiB where hwloc
-// reports no cache sizes.
-size_t streamMinBytes() {
-  static const size_t automatic = [] {
-    auto t = discoverTopology();
-    if (t.isOk() && t->l3Bytes > 0) return t->l3Bytes * static_cast<size_t>(std::max(t->l3Count, 1));
-    if (t.isOk() && t->l2Bytes > 0) return t->l2Bytes * static_cast<size_t>(std::max(t->cores, 1));
-    return size_t{32} << 20;
-  }();
-  const int64_t v = config().streamMinBytes;
-  return v < 0 ? automatic : static_cast<size_t>(v);
-}
-
-// FERRY_HIER_CHUNK_BYTES, with -1 resolved from the measured network and memory copy rates, which
-// every rank holds alike (rank 0's probe and model). Where a stream between the hosts carries less
-// than an eighth of what memory copies, the crossing is the call's time and overlapping the
-// intra-host steps with it pays; where the two are closer (veth between namespaces: 5.8 GB/s per
-// stream) the ranks' cores do both, and chunked calls took 1.3-1.5x as long (2 hosts x 2 ranks,
-// 16-64 MiB, 2026-12-04).
-Result<size_t> hierChunkBytes(int rank, const NetLevel& net, double copyBw) {
-  const int64_t v = config().hierChunkBytes;
-  if (v < -1) {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "FERRY_HIER_CHUNK_BYTES=%lld on rank %d: expected -1 (automatic), 0 (never) or a chunk size in "
-                     "bytes",
-                     static_cast<long long>(v), rank);
-  }
-  if (v >= 0) return static_cast<size_t>(v);
-  constexpr double kSlower = 8;
-  const bool slow = net.measured && net.beta > 0 && copyBw > 0 && 1.0 / net.beta * kSlower <= copyBw;
-  return slow ? size_t{8} << 20 : 0;
-}
-
 
 // FERRY_TRANSPORT picks the transport; shm needs every rank on this host in one pid namespace.
 // Between hosts, auto means UCX where an RDMA port is active (it drives the fabric) and ferry's
@@ -100,214 +67,280 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
   return transport::ucx::createUcxTransport(uo);
 }
 
-Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, int device) {
-  Deadline deadline = Deadline::after(config().timeout);
-  auto impl = std::make_unique<Comm::Impl>();
-  impl->rank = rank;
-  impl->size = size;
-  impl->device = device;
-  log::setRank(rank);
+// Counts the rounds of one build(): split() runs kInitRounds empty rounds on the parent ranks
+// that join no communicator, so every build() must run exactly that many.
+class CountedRendezvous final : public Rendezvous {
+ public:
+  explicit CountedRendezvous(Rendezvous& rv) : rv_(rv) {}
+  Result<std::vector<Bytes>> allGather(const Bytes& mine, Deadline deadline) override {
+    ++rounds_;
+    return rv_.allGather(mine, deadline);
+  }
+  Status checkRounds(int rank) const {
+    if (rounds_ == kInitRounds) return Status::ok();
+    return makeError(ErrorCode::kInternalError, "rank %d: init ran %d rounds (expected kInitRounds = %d)", rank,
+                     rounds_, kInitRounds);
+  }
 
-  // Round 1: who and where everyone is.
-  auto infos = rv.allGather(PeerInfo::local().serialize(), deadline);
-  FERRY_TRY(infos);
+ private:
+  Rendezvous& rv_;
+  int rounds_ = 0;
+};
+
+bool allOnOneHost(const std::vector<PeerInfo>& peers) {
+  return std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == peers[0].hostId; });
+}
+
+bool inOnePidSpace(const std::vector<PeerInfo>& peers) {
+  return std::all_of(peers.begin(), peers.end(),
+                     [&](const PeerInfo& p) { return p.pidNamespace == peers[0].pidNamespace; });
+}
+
+// Round 1: who and where every rank is. Rank 0's proposed id becomes the communicator's.
+Result<std::vector<PeerInfo>> exchangePeers(Rendezvous& rv, Comm::Impl& impl, Deadline deadline) {
+  auto records = rv.allGather(PeerInfo::local().serialize(), deadline);
+  FERRY_TRY(records);
   std::vector<PeerInfo> peers;
-  for (int r = 0; r < size; ++r) {
-    auto p = PeerInfo::deserialize((*infos)[r], r);
+  std::vector<std::string> hostIds;
+  for (int r = 0; r < impl.size; ++r) {
+    auto p = PeerInfo::deserialize((*records)[r], r);
     FERRY_TRY(p);
+    hostIds.push_back(p->hostId);
     peers.push_back(std::move(*p));
   }
-  impl->id = peers[0].commId;
-  {
-    std::vector<std::string> ids;
-    for (const PeerInfo& p : peers) ids.push_back(p.hostId);
-    impl->layout = HostLayout::fromHostIds(ids);
-  }
-  static std::atomic<bool> described{false};  // once per process: every communicator would say the same
-  if (log::enabled(log::Level::kInfo, log::kInit) && !described.exchange(true)) {
-    static const std::string topology = [] {
-      auto t = discoverTopology();
-      return (t.isOk() ? t->describe() : t.status().message()) + "; " + describeRdma();
-    }();
-    FERRY_INFO(log::kInit, "host %s: %s", peers[rank].hostname.c_str(), topology.c_str());
-  }
-  bool allLocal = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostId == peers[0].hostId; });
+  impl.id = peers[0].commId;
+  impl.layout = HostLayout::fromHostIds(hostIds);
+  return peers;
+}
 
-  // Round 2: transport addresses.
-  const std::string hostKey = peers[0].hostId;  // peers moves into the watchdog below
-  // Round 2: transport, shrink and arena addresses, as [u32 length][transport address][u32 length]
-  // [shrink contact][arena address].
-  const bool onePidSpace = std::all_of(peers.begin(), peers.end(), [&](const PeerInfo& p) {
-    return p.pidNamespace == peers[0].pidNamespace;
-  });
-  Bytes address;
-  if (size > 1) {
-    // Listen for a shrink now: by the time one is needed the parent's transport may be gone.
-    auto bind = listenAddress(peers, config().socketIfname);
-    auto l = bind.isOk() ? ShrinkListener::open(*bind) : Result<std::unique_ptr<ShrinkListener>>(bind.status());
-    if (l.isOk()) {
-      impl->shrinkListener = std::move(*l);
-    } else {
-      FERRY_INFO(log::kInit, "no shrink listener (shrink() will fail on this communicator): %s",
-                 l.status().message().c_str());
-    }
-  }
-  // The CPUs this host's ranks have between them: ranks bound one per core (ferryrun, mpirun)
-  // each see one CPU, and are not oversubscribed for it.
-  const cpu_set_t hostSet = hostCpus(peers, rank);
-  const int cores = std::max(CPU_COUNT(&hostSet), 1);
-  if (size > 1) {
-    auto t = createTransport(peers, rank, size, impl->id);
-    FERRY_TRY(t);
-    impl->transport = std::move(*t);
-    Bytes ta = impl->transport->localAddress();
-    uint32_t len = static_cast<uint32_t>(ta.size());
-    address.resize(4);
-    std::memcpy(address.data(), &len, 4);
-    address.insert(address.end(), ta.begin(), ta.end());
-    Bytes sc = impl->shrinkListener ? impl->shrinkListener->contact().serialize() : ShrinkContact{}.serialize();
-    len = static_cast<uint32_t>(sc.size());
-    address.insert(address.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + 4);
-    address.insert(address.end(), sc.begin(), sc.end());
-    if (allLocal && onePidSpace) {
-      transport::shm::ArenaOptions ao;
-      ao.rank = rank;
-      ao.size = size;
-      ao.commId = impl->id;
-      ao.slotBytes = static_cast<size_t>(std::clamp<int64_t>(config().mailboxBytes, 4096, int64_t{1} << 30));
-      ao.spinNs = config().spinNs >= 0 ? config().spinNs : size > cores ? 500 : 20000;
-      ao.yieldNs = config().yieldNs >= 0 ? config().yieldNs : size > cores ? 20000 : 200000;
-      ao.pollSleep = size > cores;
-      auto a = transport::shm::createShmArena(ao);
-      FERRY_TRY(a);
-      impl->arena = std::move(*a);
-      Bytes aa = impl->arena->localAddress();
-      address.insert(address.end(), aa.begin(), aa.end());
-    }
-  }
-  auto addrs = rv.allGather(address, deadline);
-  FERRY_TRY(addrs);
-  if (size > 1) {
-    std::vector<Bytes> transportAddrs(size), arenaAddrs(size);
-    for (int r = 0; r < size; ++r) {
-      const Bytes& a = (*addrs)[r];
-      uint32_t len = 0, slen = 0;
-      if (a.size() < 4 || (std::memcpy(&len, a.data(), 4), a.size() < 8 + size_t{len}) ||
-          (std::memcpy(&slen, a.data() + 4 + len, 4), a.size() < 8 + size_t{len} + slen)) {
-        return makeError(ErrorCode::kInternalError, "rank %d published a malformed address (%zu bytes)", r, a.size());
-      }
-      transportAddrs[r].assign(a.begin() + 4, a.begin() + 4 + len);
-      auto sc = ShrinkContact::deserialize(Bytes(a.begin() + 8 + len, a.begin() + 8 + len + slen), r);
-      FERRY_TRY(sc);
-      impl->shrinkContacts.push_back(*sc);
-      arenaAddrs[r].assign(a.begin() + 8 + len + slen, a.end());
-    }
-    FERRY_TRY(impl->transport->connect(transportAddrs));
-    if (impl->arena) FERRY_TRY(impl->arena->connect(arenaAddrs));
-  }
+// This host's topology, in the INFO log once per process: every communicator would say the same.
+void describeHostOnce(const PeerInfo& me) {
+  static std::atomic<bool> described{false};
+  if (!log::enabled(log::Level::kInfo, log::kInit) || described.exchange(true)) return;
+  static const std::string topology = [] {
+    auto t = discoverTopology();
+    return (t.isOk() ? t->describe() : t.status().message()) + "; " + describeRdma();
+  }();
+  FERRY_INFO(log::kInit, "host %s: %s", me.hostname.c_str(), topology.c_str());
+}
 
-  const std::vector<PeerInfo> peersForGpu = peers;
-  impl->watchdog = std::make_unique<Watchdog>(impl->transport.get(), rank, std::move(peers),
-                                              static_cast<double>(config().peerCheckMs) / 1000.0);
-  impl->watchdog->setTrace(impl->id, size, &impl->trace);
-  FERRY_TRY(impl->watchdog->start());
-  // Round 3: nobody sends before everyone listens for error reports.
-  // Round 3, the ready barrier, carries whether single-copy reads work from each rank and rank 0's
-  // host model, so every rank plans with the same numbers.
-  Bytes ready(1, impl->arena && impl->arena->canRead() ? 1 : 0);
-  HostModel model;
-  if (rank == 0 && impl->arena) {
-    model = loadOrMeasureHostModel(hostKey, config().tuneFile, hostSet);
-    Bytes m = model.serialize();
-    ready.insert(ready.end(), m.begin(), m.end());
+// The arena's waits for `size` ranks on `cores` cores; mailboxes of FERRY_MAILBOX_BYTES, clamped.
+transport::shm::ArenaOptions arenaOptions(const Comm::Impl& impl, int cores) {
+  transport::shm::ArenaOptions ao;
+  ao.rank = impl.rank;
+  ao.size = impl.size;
+  ao.commId = impl.id;
+  ao.slotBytes = static_cast<size_t>(std::clamp<int64_t>(config().mailboxBytes, 4096, int64_t{1} << 30));
+  ao.spinNs = resolveSpinNs(impl.size, cores);
+  ao.yieldNs = resolveYieldNs(impl.size, cores);
+  ao.pollSleep = impl.size > cores;
+  return ao;
+}
+
+// Where this rank can be reached (several ranks only): its shrink listener, its transport and,
+// with every rank on this host in one pid namespace, its arena.
+Status openEndpoints(Comm::Impl& impl, const std::vector<PeerInfo>& peers, int cores) {
+  if (impl.size < 2) return Status::ok();
+  // Listen for a shrink now: by the time one is needed the parent's transport may be gone.
+  auto bind = listenAddress(peers, config().socketIfname);
+  auto l = bind.isOk() ? ShrinkListener::open(*bind) : Result<std::unique_ptr<ShrinkListener>>(bind.status());
+  if (l.isOk()) {
+    impl.shrinkListener = std::move(*l);
+  } else {
+    FERRY_INFO(log::kInit, "no shrink listener (shrink() will fail on this communicator): %s",
+               l.status().message().c_str());
   }
-  auto readies = rv.allGather(ready, deadline);
-  FERRY_TRY(readies);
-  if (impl->transport) impl->transport->sealed();
-  if (impl->arena) impl->arena->sealed();
+  auto t = createTransport(peers, impl.rank, impl.size, impl.id);
+  FERRY_TRY(t);
+  impl.transport = std::move(*t);
+  if (allOnOneHost(peers) && inOnePidSpace(peers)) {
+    auto a = transport::shm::createShmArena(arenaOptions(impl, cores));
+    FERRY_TRY(a);
+    impl.arena = std::move(*a);
+  }
+  return Status::ok();
+}
+
+// Round 2: every rank's addresses (AddressRecord), then the transport and the arena connect.
+Status exchangeAddresses(Rendezvous& rv, Comm::Impl& impl, Deadline deadline) {
+  Bytes mine;
+  if (impl.size > 1) {
+    AddressRecord a;
+    a.transport = impl.transport->localAddress();
+    if (impl.shrinkListener) a.shrink = impl.shrinkListener->contact();
+    if (impl.arena) a.arena = impl.arena->localAddress();
+    mine = a.serialize();
+  }
+  auto records = rv.allGather(mine, deadline);
+  FERRY_TRY(records);
+  if (impl.size < 2) return Status::ok();
+  std::vector<Bytes> transportAddrs(impl.size), arenaAddrs(impl.size);
+  for (int r = 0; r < impl.size; ++r) {
+    auto a = AddressRecord::deserialize((*records)[r], r);
+    FERRY_TRY(a);
+    transportAddrs[r] = std::move(a->transport);
+    impl.shrinkContacts.push_back(a->shrink);
+    arenaAddrs[r] = std::move(a->arena);
+  }
+  FERRY_TRY(impl.transport->connect(transportAddrs));
+  if (impl.arena) FERRY_TRY(impl.arena->connect(arenaAddrs));
+  return Status::ok();
+}
+
+// The watchdog listens for the other ranks' error reports and checks that same-host peers live.
+Status startWatchdog(Comm::Impl& impl, std::vector<PeerInfo> peers) {
+  impl.watchdog = std::make_unique<Watchdog>(impl.transport.get(), impl.rank, std::move(peers),
+                                             static_cast<double>(config().peerCheckMs) / 1000.0);
+  impl.watchdog->setTrace(impl.id, impl.size, &impl.trace);
+  return impl.watchdog->start();
+}
+
+// Round 3, the ready barrier: nobody sends before everyone listens for error reports. Each rank
+// says whether single-copy reads work there, and rank 0 adds its host model (ReadyRecord).
+Result<std::vector<ReadyRecord>> exchangeReady(Rendezvous& rv, Comm::Impl& impl, const std::string& hostKey,
+                                               const cpu_set_t& hostSet, Deadline deadline) {
+  ReadyRecord mine;
+  mine.singleCopyReads = impl.arena && impl.arena->canRead();
+  if (impl.rank == 0 && impl.arena) mine.model = loadOrMeasureHostModel(hostKey, config().tuneFile, hostSet);
+  auto records = rv.allGather(mine.serialize(), deadline);
+  FERRY_TRY(records);
+  if (impl.transport) impl.transport->sealed();
+  if (impl.arena) impl.arena->sealed();
+  std::vector<ReadyRecord> readies;
+  for (int r = 0; r < impl.size; ++r) {
+    auto rec = ReadyRecord::deserialize((*records)[r], r);
+    FERRY_TRY(rec);
+    readies.push_back(std::move(*rec));
+  }
+  return readies;
+}
+
+// What the tuner plans with, alike on every rank: rank 0's host model where the ranks share an
+// arena; else the hosts' layout (Comm::finish adds the network between them).
+Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyRecord>& readies, int cores) {
   TunerInputs ti;
-  ti.ranks = size;
-  ti.arena = impl->arena != nullptr;
+  ti.ranks = impl.size;
+  ti.arena = impl.arena != nullptr;
   ti.cma = ti.arena;
-  for (const Bytes& b : *readies) ti.cma &= !b.empty() && b[0] == 1;
+  for (const ReadyRecord& r : readies) ti.cma &= r.singleCopyReads;
   if (ti.arena) {
-    const Bytes& b0 = (*readies)[0];
-    auto m = HostModel::deserialize(Bytes(b0.begin() + 1, b0.end()));
-    if (!m.isOk()) return makeError(ErrorCode::kInternalError, "rank 0 sent no host model: %s", m.status().message().c_str());
-    ti.model = *m;
-    ti.mailboxBytes = impl->arena->slotBytes();
+    if (!readies[0].model) return makeError(ErrorCode::kInternalError, "rank 0 sent no host model");
+    ti.model = *readies[0].model;
+    ti.mailboxBytes = impl.arena->slotBytes();
     ti.sharedMinBytes = static_cast<size_t>(std::max<int64_t>(config().sharedMinBytes, 0));
-    ti.ranksOnHost = size;
+    ti.ranksOnHost = impl.size;
   } else {
     ti.model.cores = cores;
     ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.reduceBwCache = ti.model.cmaBw = 1e9;
-    ti.ranksPerHost = impl->layout.maxLocalSize();
-    ti.hosts = impl->layout.hosts;
-    ti.evenHosts = impl->layout.even();
+    ti.ranksPerHost = impl.layout.maxLocalSize();
+    ti.hosts = impl.layout.hosts;
+    ti.evenHosts = impl.layout.even();
   }
   ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
   // Measured selection: single-host communicators, and those that get two levels (Comm::finish).
-  // FERRY_TUNE_TRIALS < 0 (the default): 2 calls a plan on one host, 12 between hosts. There a
-  // plan that forwards through socket buffers (a flat chain) looks fast until they fill, and
-  // leaves a backlog the next plan's first calls pay for: on 2 hosts of 2 ranks, reduce of 1 and
-  // 4 MiB, runs of 3 calls chose the chain in 4 of 6 cases (2-5x slower than the two levels in a
-  // stream), runs of 7 in 2 of 14; broadcast of 1 MiB kept the chain in runs of 7 (its fastest
-  // call, Tuner::settle), 450-850 us a call against the two levels' 300-420. Now each plan runs 13
-  // calls twice in turn and keeps the better mean of its runs' last 6 (the two-level plans' trial
-  // calls no longer run their sub-communicators' own trials: Tuner::holdTrials).
-  const int64_t trials = config().tuneTrials >= 0 ? config().tuneTrials : (ti.arena ? 2 : 12);
-  ti.trials = static_cast<int>(std::clamp<int64_t>(trials, 0, 16));
+  ti.trials = resolveTuneTrials(ti.arena);
   ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
-  auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
-  FERRY_TRY(tuner);
-  impl->tuner = std::make_unique<Tuner>(std::move(*tuner));
+  return ti;
+}
 
-  auto& ctx = impl->ctx;
-  ctx.transport = impl->transport.get();
-  ctx.rank = rank;
-  ctx.size = size;
-  ctx.hooks = impl->watchdog.get();
-  if (impl->arena) {
-    // Peers read intermediate results out of the scratch (a reduce's segments, at the root): in
-    // shared memory they copy them, where private memory would need a cross-memory read.
-    impl->scratch.setAllocator({[](size_t bytes) -> void* {
-                                  auto p = transport::shm::allocShared(bytes);
-                                  return p.isOk() ? *p : std::aligned_alloc(64, (bytes + 63) & ~size_t{63});
-                                },
-                                [](void* p) {
-                                  if (!transport::shm::freeShared(p).isOk()) std::free(p);
-                                }});
-  }
-  ctx.scratch = &impl->scratch;
-  ctx.staging = &impl->staging;
-  ctx.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
+// Peers read intermediate results out of the scratch (a reduce's segments, at the root): in
+// shared memory they copy them, where private memory would need a cross-memory read.
+void useSharedScratch(coll::Scratch& scratch) {
+  scratch.setAllocator({[](size_t bytes) -> void* {
+                          auto p = transport::shm::allocShared(bytes);
+                          return p.isOk() ? *p : std::aligned_alloc(64, (bytes + 63) & ~size_t{63});
+                        },
+                        [](void* p) {
+                          if (!transport::shm::freeShared(p).isOk()) std::free(p);
+                        }});
+}
+
+// What every call runs with (coll::Context): the parts, and the knobs read once here.
+void setUpContext(Comm::Impl& impl, const TunerInputs& ti) {
+  auto& ctx = impl.ctx;
+  ctx.transport = impl.transport.get();
+  ctx.rank = impl.rank;
+  ctx.size = impl.size;
+  ctx.hooks = impl.watchdog.get();
+  if (impl.arena) useSharedScratch(impl.scratch);
+  ctx.scratch = &impl.scratch;
+  ctx.staging = &impl.staging;
+  ctx.sliceBytes = ti.sliceBytes;
   ctx.depth = static_cast<int>(std::clamp<int64_t>(config().pipelineDepth, 1, 1024));
   ctx.checkMismatch = config().checkMismatch;
-  ctx.trace = &impl->trace;
-  ctx.arena = impl->arena.get();
+  ctx.trace = &impl.trace;
+  ctx.arena = impl.arena.get();
   ctx.peerReads = ti.cma;
   // The pipelined reductions switch to reading shared buffers in place on their own (the hint the
   // tuner had may be one call old) only where the plan was not measured: measured plans stay what
   // they were measured as.
   ctx.sharedMinBytes = ti.trials > 0 ? std::max(ti.sharedMinBytes, ti.measureMaxBytes + 1) : ti.sharedMinBytes;
-  ctx.streamMinBytes = streamMinBytes();
-  // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).
-  auto gpu = cuda::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);
+  ctx.streamMinBytes = resolveStreamMinBytes();
+}
+
+// Rounds 4 and 5: the GPU half (every rank takes part, with or without a device), and the
+// SIGUSR1 dump, which also says what a timed-out GPU kernel was waiting for.
+Status buildGpuHalf(Rendezvous& rv, Comm::Impl& impl, const std::vector<PeerInfo>& peers, Deadline deadline) {
+  auto gpu = cuda::DeviceContext::create(rv, peers, impl.rank, impl.size, impl.device, impl.id, deadline);
   FERRY_TRY(gpu);
-  impl->gpu = std::move(*gpu);
-  // SIGUSR1 dumps also say what a timed-out GPU kernel was waiting for.
-  const cuda::DeviceContext* gpuCtx = impl->gpu.get();
-  impl->dumpRegistration = std::make_unique<StateDumpRegistration>(
-      impl->id, rank, size, &impl->trace, [gpuCtx]() -> std::string {
+  impl.gpu = std::move(*gpu);
+  const cuda::DeviceContext* gpuCtx = impl.gpu.get();
+  impl.dumpRegistration = std::make_unique<StateDumpRegistration>(
+      impl.id, impl.rank, impl.size, &impl.trace, [gpuCtx]() -> std::string {
         if (gpuCtx == nullptr) return {};
         Status st = gpuCtx->deviceError();
         return st.isOk() ? std::string() : st.message();
       });
-  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s%s, %s)", static_cast<unsigned long long>(impl->id),
-             rank, size, impl->transport ? impl->transport->name() : "single rank",
-             impl->arena ? (ti.cma ? " + shared-memory arena with single-copy reads" : " + shared-memory arena")
-                         : "",
-             allLocal ? "all ranks on this host" : "several hosts");
+  return Status::ok();
+}
+
+void logReady(const Comm::Impl& impl, bool singleCopyReads) {
+  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d ready (%s%s, %s)", static_cast<unsigned long long>(impl.id),
+             impl.rank, impl.size, impl.transport ? impl.transport->name() : "single rank",
+             impl.arena ? (singleCopyReads ? " + shared-memory arena with single-copy reads" : " + shared-memory arena")
+                        : "",
+             impl.layout.hosts == 1 ? "all ranks on this host" : "several hosts");
+}
+
+std::unique_ptr<Comm::Impl> newImpl(int rank, int size, int device) {
+  auto impl = std::make_unique<Comm::Impl>();
+  impl->rank = rank;
+  impl->size = size;
+  impl->device = device;
+  log::setRank(rank);
+  return impl;
+}
+
+Status createTuner(Comm::Impl& impl, const TunerInputs& ti) {
+  auto tuner = Tuner::create(ti, config().algo, config().proto, config().chunkBytes);
+  FERRY_TRY(tuner);
+  impl.tuner = std::make_unique<Tuner>(std::move(*tuner));
+  return Status::ok();
+}
+
+// The composition root: the init rounds over `rendezvous` (kInitRounds of them), each a step above.
+Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rendezvous, int rank, int size, int device) {
+  const Deadline deadline = Deadline::after(config().timeout);
+  CountedRendezvous rv(rendezvous);
+  auto impl = newImpl(rank, size, device);
+  auto peers = exchangePeers(rv, *impl, deadline);
+  FERRY_TRY(peers);
+  describeHostOnce((*peers)[rank]);
+  // The CPUs of this host's ranks together: ranks bound to a core each are not oversubscribed.
+  const cpu_set_t hostSet = hostCpus(*peers, rank);
+  const int cores = std::max(CPU_COUNT(&hostSet), 1);
+  FERRY_TRY(openEndpoints(*impl, *peers, cores));
+  FERRY_TRY(exchangeAddresses(rv, *impl, deadline));
+  FERRY_TRY(startWatchdog(*impl, *peers));
+  auto readies = exchangeReady(rv, *impl, (*peers)[0].hostId, hostSet, deadline);
+  FERRY_TRY(readies);
+  auto inputs = tunerInputs(*impl, *readies, cores);
+  FERRY_TRY(inputs);
+  FERRY_TRY(createTuner(*impl, *inputs));
+  setUpContext(*impl, *inputs);
+  FERRY_TRY(buildGpuHalf(rv, *impl, *peers, deadline));
+  FERRY_TRY(rv.checkRounds(rank));
+  logReady(*impl, inputs->cma);
   return impl;
 }
 
@@ -334,37 +367,36 @@ class SoloRendezvous final : public Rendezvous {
 
 }  // namespace
 
-// Rank 0's intra-host tuner inputs, rebuilt on every rank of `parent` (a broadcast of its host
-// model, rank count, mailbox size and whether single-copy reads work there).
+
+// Rank 0's intra-host tuner inputs (a LevelRecord), rebuilt on every rank of `parent`.
 Result<Tuner> agreedLevelTuner(Comm& parent, const Tuner& local) {
   Bytes blob;
   if (parent.rank() == 0) {
     const TunerInputs& in = local.inputs();
-    blob = in.model.serialize();
-    const uint64_t head[3] = {static_cast<uint64_t>(in.ranks), in.mailboxBytes, (in.arena ? 1u : 0u) | (in.cma ? 2u : 0u)};
-    const auto* h = reinterpret_cast<const uint8_t*>(head);
-    blob.insert(blob.begin(), h, h + sizeof(head));
+    LevelRecord mine;
+    mine.ranks = in.ranks;
+    mine.mailboxBytes = in.mailboxBytes;
+    mine.arena = in.arena;
+    mine.singleCopyReads = in.cma;
+    mine.model = in.model;
+    blob = mine.serialize();
   }
   uint64_t bytes = blob.size();
   FERRY_TRY(parent.broadcast(&bytes, &bytes, 1, DataType::kUint64, 0));
-  if (bytes < 24 || bytes > (1u << 20)) {
-    return makeError(ErrorCode::kInternalError, "rank 0 sent a %llu-byte intra-host model",
-                     static_cast<unsigned long long>(bytes));
+  if (bytes > LevelRecord::kMaxBytes) {
+    return makeError(ErrorCode::kInternalError, "rank 0 sent a %llu-byte intra-host record (expected at most %llu)",
+                     static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(LevelRecord::kMaxBytes));
   }
   blob.resize(bytes);
   FERRY_TRY(parent.broadcast(blob.data(), blob.data(), bytes, DataType::kUint8, 0));
-  uint64_t head[3];
-  std::memcpy(head, blob.data(), sizeof(head));
+  auto level = LevelRecord::deserialize(blob, 0);
+  FERRY_TRY(level);
   TunerInputs in = local.inputs();
-  in.ranks = in.ranksOnHost = static_cast<int>(head[0]);
-  in.mailboxBytes = head[1];
-  in.arena = (head[2] & 1) != 0;
-  in.cma = (head[2] & 2) != 0;
-  if (in.arena) {
-    auto m = HostModel::deserialize(Bytes(blob.begin() + sizeof(head), blob.end()));
-    FERRY_TRY(m);
-    in.model = *m;
-  }
+  in.ranks = in.ranksOnHost = level->ranks;
+  in.mailboxBytes = level->mailboxBytes;
+  in.arena = level->arena;
+  in.cma = level->singleCopyReads;
+  if (in.arena) in.model = level->model;
   return Tuner::create(in, config().algo, config().proto, config().chunkBytes);
 }
 
@@ -425,16 +457,19 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
     ti.hierarchy = true;
     ti.localCost = [localTuner](CallKind k, size_t b) { return localTuner->predict(k, b); };
     ti.localCopyBw = localTuner->inputs().arena ? localTuner->inputs().model.copyBw : 0;
-    auto chunk = hierChunkBytes(m.rank, *net, ti.localCopyBw);
+    auto chunk = resolveHierChunkBytes(m.rank, *net, ti.localCopyBw);
     FERRY_TRY(chunk);
     if (m.layout.hosts == 2) m.hier->setStreamChunkBytes(*chunk);
   }
   m.tuner->update(ti);
   const size_t chunk = m.hier ? m.hier->streamChunkBytes() : 0;
+  const std::string chunked = chunk == 0 ? std::string()
+                                         : "; all-reduces of " + std::to_string(2 * chunk) +
+                                               " bytes and more cross through each host's first rank in chunks of " +
+                                               std::to_string(chunk);
   FERRY_INFO(log::kInit, "comm %016llx rank %d of %d: %s; network between hosts %.1f us + %.3f GB/s per stream%s%s",
              static_cast<unsigned long long>(m.id), m.rank, m.size, m.layout.describe().c_str(), net->alpha * 1e6,
-             net->beta > 0 ? 1e-9 / net->beta : 0.0, m.hier ? "; two levels" : "",
-             chunk > 0 ? ("; all-reduces of " + std::to_string(2 * chunk) + " bytes and more cross through each host's first rank in chunks of " + std::to_string(chunk)).c_str() : "");
+             net->beta > 0 ? 1e-9 / net->beta : 0.0, m.hier ? "; two levels" : "", chunked.c_str());
   return comm;
 }
 
@@ -447,7 +482,8 @@ Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int siz
   FERRY_TRY(cuda::checkDeviceRequest("Comm::create", rank, device));
   auto root = bootstrap::decodeUniqueId(id.bytes);
   FERRY_TRY(root);
-  auto client = bootstrap::StoreClient::connect(root->addr, root->secret, rank, size, Deadline::after(config().timeout));
+  auto client =
+      bootstrap::StoreClient::connect(root->addr, root->secret, rank, size, Deadline::after(config().timeout));
   FERRY_TRY(client);
   auto rv = storeRendezvous(std::move(*client));
   auto impl = build(*rv, rank, size, device);
@@ -509,7 +545,8 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
 Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
   if (color < 0 && color != kSplitNoColor) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "split on rank %d: color %d is invalid (expected color >= 0, or kSplitNoColor = -1)", rank(), color);
+                     "split on rank %d: color %d is invalid (expected color >= 0, or kSplitNoColor = -1)", rank(),
+                     color);
   }
   const int n = size();
   int32_t mine[3] = {color, key, rank()};

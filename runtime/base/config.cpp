@@ -76,9 +76,10 @@ std::string expectation(std::string*) { return "a string"; }
 
 // Reads one knob: the FERRY_ name wins over the NCCL_ alias.
 template <typename T>
-void readKnob(const EnvLookup& lookup, const char* name, const char* alias, const char* desc,
+void readKnob(const EnvLookup& lookup, const char* member, const char* name, const char* alias, const char* desc,
               T* field, std::vector<std::string>* errors, std::vector<KnobInfo>* infos) {
   KnobInfo info;
+  info.field = member;
   info.name = name;
   info.alias = alias;
   info.kind = kindName(field);
@@ -112,6 +113,21 @@ struct Loaded {
   std::vector<KnobInfo> infos;
 };
 
+// The FERRY_AUTO row of `field`: its rule with {a} and {b} replaced by the constants.
+void describeAuto(std::vector<KnobInfo>& infos, const char* field, const char* resolver, AutoConstants c,
+                  std::string rule) {
+  for (const auto& [mark, value] : {std::pair{"{a}", c.a}, std::pair{"{b}", c.b}}) {
+    for (size_t at = rule.find(mark); at != std::string::npos; at = rule.find(mark, at)) {
+      rule.replace(at, 3, std::to_string(value));
+    }
+  }
+  for (KnobInfo& k : infos) {
+    if (k.field != field) continue;
+    k.autoRule = rule;
+    k.resolver = resolver;
+  }
+}
+
 const Loaded& loaded() {
   static const Loaded* value = [] {
     auto* l = new Loaded;  // never freed: logging may use it during static destruction
@@ -129,9 +145,12 @@ Config parseConfig(const EnvLookup& lookup, std::vector<std::string>* errors,
                    std::vector<KnobInfo>* infos) {
   Config c;
 #define FERRY_KNOB(field, kind, name, alias, def, desc) \
-  readKnob(lookup, name, alias, desc, &c.field, errors, infos);
+  readKnob(lookup, #field, name, alias, desc, &c.field, errors, infos);
 #include "knobs.def"
-#undef FERRY_KNOB
+  if (infos != nullptr) {
+#define FERRY_AUTO(field, resolver, a, b, rule) describeAuto(*infos, #field, #resolver, knob_auto::field, rule);
+#include "knobs.def"
+  }
   return c;
 }
 

@@ -33,11 +33,23 @@ struct Config {
 #define FERRY_KNOB_TYPE_String std::string
 #define FERRY_KNOB(field, kind, name, alias, def, desc) FERRY_KNOB_TYPE_##kind field = def;
 #include "knobs.def"
-#undef FERRY_KNOB
 };
+
+/// The two constants a knob's automatic value reads (a FERRY_AUTO row of knobs.def).
+struct AutoConstants {
+  int64_t a;
+  int64_t b;
+};
+
+/// Each automatic knob's constants, named after its Config field: knob_auto::spinNs.a.
+namespace knob_auto {
+#define FERRY_AUTO(field, resolver, a, b, rule) inline constexpr AutoConstants field{a, b};
+#include "knobs.def"
+}  // namespace knob_auto
 
 /// Description of one knob and the value in force, for `ferry-config` and the INIT log.
 struct KnobInfo {
+  std::string field;  ///< its member of Config
   std::string name;
   std::string alias;  ///< NCCL_* alias, empty when none
   std::string kind;   ///< "int", "seconds", "bool" or "string"
@@ -45,6 +57,9 @@ struct KnobInfo {
   std::string value;   ///< value in force, rendered as text
   std::string source;  ///< "default", or the variable it came from
   std::string description;
+  /// What the default -1 resolves to, with its constants (FERRY_AUTO); empty for other knobs.
+  std::string autoRule;
+  std::string resolver;  ///< the function that resolves -1, with autoRule
 };
 
 /// An environment lookup: returns nullptr when the variable is unset.

@@ -37,6 +37,36 @@ TEST_CASE("defaults apply when nothing is set", "[config]") {
   }
 }
 
+// knobs.def's FERRY_AUTO rows: each names a knob whose default is -1, and ferry-config prints its
+// rule with the constants its resolver reads.
+TEST_CASE("automatic knobs say what -1 resolves to", "[config]") {
+  std::vector<KnobInfo> infos;
+  parseConfig(fakeEnv({}), nullptr, &infos);
+  std::map<std::string, KnobInfo> byName;
+  for (const auto& k : infos) {
+    byName[k.name] = k;
+    INFO(k.name << " (default " << k.defaultValue << "): " << k.autoRule);
+    // Every -1 default says what it means, and only those.
+    CHECK((k.defaultValue == "-1") == !k.autoRule.empty());
+    if (k.autoRule.empty()) continue;
+    CHECK(k.resolver.rfind("resolve", 0) == 0);
+    CHECK(k.autoRule.find('{') == std::string::npos);
+  }
+  for (const char* name : {"FERRY_HIER_CHUNK_BYTES", "FERRY_TUNE_TRIALS", "FERRY_STREAM_MIN_BYTES", "FERRY_SPIN_NS",
+                           "FERRY_YIELD_NS"}) {
+    INFO(name);
+    CHECK(!byName.at(name).autoRule.empty());
+  }
+  const KnobInfo& spin = byName.at("FERRY_SPIN_NS");
+  CHECK(spin.resolver == "resolveSpinNs");
+  CHECK(spin.autoRule == std::to_string(knob_auto::spinNs.a) + " when every rank has a core, else " +
+                             std::to_string(knob_auto::spinNs.b));
+  CHECK(byName.at("FERRY_TUNE_TRIALS").autoRule.find(std::to_string(knob_auto::tuneTrials.b) + " between hosts") !=
+        std::string::npos);
+  CHECK(byName.at("FERRY_HIER_CHUNK_BYTES").resolver == "resolveHierChunkBytes");
+  CHECK(byName.at("FERRY_TIMEOUT").autoRule.empty());
+}
+
 TEST_CASE("FERRY_ names win over their NCCL_ aliases", "[config]") {
   std::vector<std::string> errors;
   std::vector<KnobInfo> infos;
