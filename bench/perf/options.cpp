@@ -30,17 +30,17 @@ Result<long> parseInteger(const std::string& flag, const std::string& text, long
   return v;
 }
 
+// An op by its name in ferry's op table (nccl-tests' names, and band, bor, bxor), or all.
 Result<std::optional<RedOp>> parseOp(const std::string& flag, const std::string& text) {
-  static constexpr struct {
-    const char* name;
-    RedOp op;
-  } kOps[] = {{"sum", RedOp::kSum}, {"prod", RedOp::kProd}, {"max", RedOp::kMax}, {"min", RedOp::kMin}, {"avg", RedOp::kAvg}};
   if (text == "all") return std::optional<RedOp>();
-  for (const auto& o : kOps) {
-    if (text == o.name) return std::optional<RedOp>(o.op);
+  std::string names;
+  for (int v = 0; v < kNumRedOps; ++v) {
+    const RedOp op = static_cast<RedOp>(v);
+    if (text == redOpName(op)) return std::optional<RedOp>(op);
+    names += std::string(redOpName(op)) + ", ";
   }
   if (text == "mulsum") return usageError(flag + " 'mulsum' is not supported: ferry has no pre-multiplied sum");
-  return usageError(flag + " '" + text + "' is not an op: expected sum, prod, min, max, avg or all");
+  return usageError(flag + " '" + text + "' is not an op: expected " + names + "or all");
 }
 
 Result<std::optional<DataType>> parseType(const std::string& flag, const std::string& text) {
@@ -132,6 +132,10 @@ Status validate(const Options& o) {
   if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.localRegister != 0) return usageError("-R 1 is for host buffers; not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
+  if (o.op && o.type && !redOpDefinedFor(*o.op, *o.type)) {
+    return usageError(std::string("-o ") + redOpName(*o.op) + " needs an integer type (" + integerTypeList() +
+                      "), got -d " + dataTypeName(*o.type));
+  }
   return Status::ok();
 }
 
@@ -262,7 +266,7 @@ std::string usage(const std::string& program) {
          "  -m,--agg_iters <n>          operations per iteration (default 1)\n"
          "  -N,--run_cycles <n>         run the sweep n times, 0 = forever (default 1)\n"
          "  -c,--check <n>              checked runs per size, 0 = no check (default 1)\n"
-         "  -o,--op <sum/prod/min/max/avg/all>      reduction (default sum)\n"
+         "  -o,--op <sum/prod/min/max/avg/band/bor/bxor/all>  reduction (default sum; all: sum..avg, as nccl-tests)\n"
          "  -d,--datatype <type/all>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
          "  -r,--root <rank/all>        root of broadcast and reduce (default 0)\n"
          "  -z,--blocking <0/1>         1: barrier after every operation (calls are always blocking on host)\n"

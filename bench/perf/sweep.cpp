@@ -277,7 +277,7 @@ Status Runner::runAll() {
       std::vector<RedOp> ops;
       if (!info.listsOp) ops.push_back(RedOp::kSum);
       else if (o_.op) ops.push_back(*o_.op);
-      else ops = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+      else ops = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};  // nccl-tests' "all"
       std::vector<int> roots;
       if (!info.rooted) roots.push_back(-1);
       else if (o_.root >= 0) roots.push_back(o_.root);
@@ -285,6 +285,7 @@ Status Runner::runAll() {
 
       for (DataType type : types) {
         for (RedOp op : ops) {
+          if (info.reduces && !redOpDefinedFor(op, type)) continue;  // -o band -d all: the integer types only
           if (!be_.supports(coll, type, op)) {
             progress_.clear();
             report_.skipped(coll, type, op, be_.library());
