@@ -19,8 +19,6 @@ namespace {
 #define FERRY_PERF_VERSION "0.0.0"
 #endif
 
-// nccl-tests' op names are ferry's (types.hpp's table).
-const char* opName(RedOp op) { return redOpName(op); }
 
 std::string now() {
   const std::time_t t = std::time(nullptr);

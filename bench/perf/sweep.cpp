@@ -285,7 +285,7 @@ Status Runner::runAll() {
 
       for (DataType type : types) {
         for (RedOp op : ops) {
-          if (info.reduces && !redOpDefinedFor(op, type)) continue;  // -o band -d all: the integer types only
+          if (info.reduces && !opRunsOn(op, type)) continue;  // -o band -d all: the integer types only
           if (!be_.supports(coll, type, op)) {
             progress_.clear();
             report_.skipped(coll, type, op, be_.library());

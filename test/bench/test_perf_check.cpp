@@ -8,6 +8,7 @@
 
 #include "bench/perf/check_values.hpp"
 #include "bench/perf/dtypes.hpp"
+#include "bench/perf/options.hpp"
 
 namespace {
 
@@ -92,7 +93,7 @@ TEST_CASE("ulp distance counts representable values between two elements") {
 TEST_CASE("reduction results are exact in every type and any order of combination") {
   for (DataType type : allTypes()) {
     for (RedOp op : kOps) {
-      if (!ferry::redOpDefinedFor(op, type)) continue;  // the bitwise ops: integer types only
+      if (!opRunsOn(op, type)) continue;  // the bitwise ops: integer types only
       for (int n : {1, 2, 3, 4, 5, 8, 17, 64, 300}) {
         CAPTURE(typeInfo(type).ferryName, static_cast<int>(op), n);
         const CheckPlan plan(Coll::kAllReduce, type, op, n, 0, 0, 42);
