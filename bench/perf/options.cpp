@@ -59,10 +59,10 @@ Result<std::optional<RedOp>> parseOp(const std::string& flag, const std::string&
   std::string names;
   for (const OpRow& o : kOps) {
     if (text == o.name) return std::optional<RedOp>(o.op);
-    names += std::string(o.name) + ", ";
+    names += std::string(names.empty() ? "" : ", ") + o.name;
   }
   if (text == "mulsum") return usageError(flag + " 'mulsum' is not supported: ferry has no pre-multiplied sum");
-  return usageError(flag + " '" + text + "' is not an op: expected " + names + "or all");
+  return usageError(flag + " '" + text + "' is not an op: expected " + names + " or all");
 }
 
 Result<std::optional<DataType>> parseType(const std::string& flag, const std::string& text) {

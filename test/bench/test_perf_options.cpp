@@ -67,7 +67,9 @@ TEST_CASE("short, attached, long and --name=value forms") {
 }
 
 TEST_CASE("-o takes the bitwise ops by name") {
-  CHECK(parseOk({"all_reduce", "-o", "band"}).op == RedOp::kBand);
+  CHECK(parseOk({"all_reduce", "-o", "band", "-d", "uint64"}).op == RedOp::kBand);
+  // The default type is float: a bitwise op needs -d.
+  CHECK_THAT(parseError({"all_reduce", "-o", "band"}), Catch::Contains("got -d float32"));
   CHECK(parseOk({"all_reduce", "-o", "bor", "-d", "int8"}).op == RedOp::kBor);
   CHECK(parseOk({"reduce", "--op", "bxor", "-d", "all"}).op == RedOp::kBxor);
 }
