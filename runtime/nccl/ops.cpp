@@ -51,7 +51,7 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   if (reduces(op->kind) && (raw.redOp < 0 || raw.redOp >= ncclNumOps)) {
     if (raw.redOp >= ncclNumOps) op->preMul = comm->redOps.find(raw.redOp);
     if (!op->preMul) {
-      return argError(fn, "op %d on rank %d is not a reduction: neither a built-in one (%s) nor a live PreMulSum "
+      return argError(fn, "op %d is not a reduction on rank %d: neither a built-in one (%s) nor a live PreMulSum "
                           "reduction of this communicator", raw.redOp, comm->rank, builtInOps());
     }
     builtIn = static_cast<int>(RedOp::kSum);

@@ -42,7 +42,7 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
    * created, they are refused, on an integer type too. */
   int32_t ibuf[4] = {0};
   CHECK_FAILS(ncclAllReduce(ibuf, ibuf, 4, ncclInt32, (ncclRedOp_t)5, comm, NULL), ncclInvalidArgument,
-              "op 5 on rank");
+              "op 5 is not a reduction");
   CHECK_FAILS(ncclReduce(ibuf, ibuf, 4, ncclInt32, (ncclRedOp_t)6, 0, comm, NULL), ncclInvalidArgument,
               "neither a built-in one (0..4: sum, prod, max, min, avg)");
   CHECK_FAILS(ncclAllReduce(ibuf, ibuf, 4, ncclUint8, (ncclRedOp_t)7, comm, NULL), ncclInvalidArgument,
