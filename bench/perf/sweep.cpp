@@ -25,11 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char* opText(RedOp op) {
-  static const char* const kNames[] = {"sum", "prod", "max", "min", "avg"};
-  return kNames[static_cast<int>(op)];
-}
-
 // -T: aborts the backend when one operation runs longer than the limit. Arming is two atomic
 // stores per operation, cheap next to any collective.
 class Watchdog {
@@ -298,7 +293,7 @@ Status Runner::runAll() {
               Row row{coll, c.bytes(elt), c.paramCount, type, op, root, {}, {}};
               for (bool inPlace : {false, true}) {
                 std::string what = std::string(info.name) + " " + typeInfo(type).ncclName +
-                                   (info.reduces ? std::string(" ") + opText(op) : "") + " " +
+                                   (info.reduces ? std::string(" ") + opName(op) : "") + " " +
                                    formatBytes(row.bytes) + (inPlace ? " in-place" : " out-of-place");
                 watchdog_.describe(what);
                 progress_.set(what + " (" + std::to_string(i + 1) + "/" + std::to_string(sizes.size()) + ")");
