@@ -18,6 +18,9 @@ uint32_t hash13(uint64_t count, int root) {
 }
 }  // namespace
 
+// The op field of the fingerprint is 3 bits wide.
+static_assert(kNumRedOps <= 8, "RedOp values no longer fit the fingerprint's op bits");
+
 uint32_t fingerprint(const OpDesc& d) {
   uint32_t kind = static_cast<uint32_t>(d.kind) & 0xF;
   uint32_t type = d.kind == CallKind::kBarrier ? 0 : static_cast<uint32_t>(d.type) & 0xF;

@@ -106,6 +106,14 @@ void CheckPlan::planReduction() {
       aMax_ = static_cast<uint64_t>(std::min<int64_t>(limit - (modulus_ - 1), kMaxOffset));
       aWeight = 1;
       break;
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor:
+      // Integer types only. No offset (a bitwise result is no affine function of it): 1..64 by phase.
+      pattern_ = Pattern::kDense;
+      modulus_ = std::min<int64_t>(limit, 64);
+      aMax_ = 0;
+      break;
   }
   period_ = static_cast<uint64_t>(modulus_);
   aMax_ = std::min<uint64_t>(aMax_, kMaxExpectedEntries / period_ - 1);
@@ -132,6 +140,9 @@ void CheckPlan::planReduction() {
         case RedOp::kProd: folded *= v; break;
         case RedOp::kMax: folded = std::max(folded, v); break;
         case RedOp::kMin: folded = std::min(folded, v); break;
+        case RedOp::kBand: folded = static_cast<double>(static_cast<int64_t>(folded) & static_cast<int64_t>(v)); break;
+        case RedOp::kBor: folded = static_cast<double>(static_cast<int64_t>(folded) | static_cast<int64_t>(v)); break;
+        case RedOp::kBxor: folded = static_cast<double>(static_cast<int64_t>(folded) ^ static_cast<int64_t>(v)); break;
       }
     }
     for (uint64_t a = 0; a <= aMax_; ++a) {

@@ -9,6 +9,8 @@
 //   prod      r contributes 2 if (k + r) mod q == 0, else 1: the result is 2^(count), and q keeps
 //             the count within the type's largest power of two.
 //   max, min  r contributes a + (k + r) mod (n+1): the result is a + a per-phase extreme.
+//   band, bor, bxor (integers only)  r contributes 1 + (k + 3r) mod P, P <= 64, without an offset:
+//             the result is a per-phase constant.
 // Every partial result is an integer no larger than the type's exact limit, so it is exact in any
 // order: results compare bit for bit. avg divides once at the end; it is compared within 2 ulp
 // (floats round the quotient, integers truncate it).

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "bench/perf/dtypes.hpp"
 
@@ -30,17 +31,38 @@ Result<long> parseInteger(const std::string& flag, const std::string& text, long
   return v;
 }
 
+// The ops -o takes, in RedOp order: nccl-tests' names, then ferry's bitwise ops (integers only).
+// The benchmark core links no ferry library, so it keeps this table of its own.
+struct OpRow {
+  const char* name;
+  RedOp op;
+  bool integerOnly;
+};
+constexpr OpRow kOps[] = {
+    {"sum", RedOp::kSum, false}, {"prod", RedOp::kProd, false}, {"max", RedOp::kMax, false},
+    {"min", RedOp::kMin, false}, {"avg", RedOp::kAvg, false},   {"band", RedOp::kBand, true},
+    {"bor", RedOp::kBor, true},  {"bxor", RedOp::kBxor, true},
+};
+static_assert(sizeof(kOps) / sizeof(kOps[0]) == static_cast<size_t>(kNumRedOps));
+
+// "int8, uint8, ...": the types the integer-only ops take, from the type table.
+std::string integerTypes() {
+  std::string s;
+  for (DataType t : allTypes()) {
+    if (!typeInfo(t).isFloat) s += (s.empty() ? "" : ", ") + std::string(typeInfo(t).ferryName);
+  }
+  return s;
+}
+
 Result<std::optional<RedOp>> parseOp(const std::string& flag, const std::string& text) {
-  static constexpr struct {
-    const char* name;
-    RedOp op;
-  } kOps[] = {{"sum", RedOp::kSum}, {"prod", RedOp::kProd}, {"max", RedOp::kMax}, {"min", RedOp::kMin}, {"avg", RedOp::kAvg}};
   if (text == "all") return std::optional<RedOp>();
-  for (const auto& o : kOps) {
+  std::string names;
+  for (const OpRow& o : kOps) {
     if (text == o.name) return std::optional<RedOp>(o.op);
+    names += std::string(names.empty() ? "" : ", ") + o.name;
   }
   if (text == "mulsum") return usageError(flag + " 'mulsum' is not supported: ferry has no pre-multiplied sum");
-  return usageError(flag + " '" + text + "' is not an op: expected sum, prod, min, max, avg or all");
+  return usageError(flag + " '" + text + "' is not an op: expected " + names + " or all");
 }
 
 Result<std::optional<DataType>> parseType(const std::string& flag, const std::string& text) {
@@ -132,10 +154,24 @@ Status validate(const Options& o) {
   if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.localRegister != 0) return usageError("-R 1 is for host buffers; not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
+  if (o.op && o.type && !opRunsOn(*o.op, *o.type)) {
+    return usageError(std::string("-o ") + opName(*o.op) + " needs an integer type (" + integerTypes() + "), got -d " +
+                      typeInfo(*o.type).ferryName);
+  }
   return Status::ok();
 }
 
 }  // namespace
+
+const char* opName(RedOp op) {
+  const auto v = static_cast<size_t>(op);
+  return v < std::size(kOps) ? kOps[v].name : "?";
+}
+
+bool opRunsOn(RedOp op, DataType type) {
+  const auto v = static_cast<size_t>(op);
+  return v < std::size(kOps) && (!kOps[v].integerOnly || !typeInfo(type).isFloat);
+}
 
 int Options::itersFor(size_t bytes) const {
   if (iterBudget == 0 || bytes == 0) return iters;
@@ -262,7 +298,7 @@ std::string usage(const std::string& program) {
          "  -m,--agg_iters <n>          operations per iteration (default 1)\n"
          "  -N,--run_cycles <n>         run the sweep n times, 0 = forever (default 1)\n"
          "  -c,--check <n>              checked runs per size, 0 = no check (default 1)\n"
-         "  -o,--op <sum/prod/min/max/avg/all>      reduction (default sum)\n"
+         "  -o,--op <sum/prod/min/max/avg/band/bor/bxor/all>  reduction (default sum; all: sum..avg, as nccl-tests)\n"
          "  -d,--datatype <type/all>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
          "  -r,--root <rank/all>        root of broadcast and reduce (default 0)\n"
          "  -z,--blocking <0/1>         1: barrier after every operation (calls are always blocking on host)\n"

@@ -53,6 +53,12 @@ struct Options {
 
 /// Parse argv[1..] (without the program name).
 Result<Options> parseOptions(const std::vector<std::string>& args);
+
+/// The name -o takes and the table prints for `op`: nccl-tests' ("sum" ... "avg"), then "band",
+/// "bor", "bxor"; "?" for a value outside the enum.
+const char* opName(RedOp op);
+/// Whether `op` runs on `type`: the bitwise ops on the integer types only, the others on every type.
+bool opRunsOn(RedOp op, DataType type);
 /// The usage text, naming the program as `program`.
 std::string usage(const std::string& program);
 /// "8", "64K", "1.5M", "2G" (powers of 1024) as bytes.

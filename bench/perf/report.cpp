@@ -19,16 +19,6 @@ namespace {
 #define FERRY_PERF_VERSION "0.0.0"
 #endif
 
-const char* opName(RedOp op) {
-  switch (op) {
-    case RedOp::kSum: return "sum";
-    case RedOp::kProd: return "prod";
-    case RedOp::kMax: return "max";
-    case RedOp::kMin: return "min";
-    case RedOp::kAvg: return "avg";
-  }
-  return "?";
-}
 
 std::string now() {
   const std::time_t t = std::time(nullptr);

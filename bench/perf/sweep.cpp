@@ -25,11 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char* opText(RedOp op) {
-  static const char* const kNames[] = {"sum", "prod", "max", "min", "avg"};
-  return kNames[static_cast<int>(op)];
-}
-
 // -T: aborts the backend when one operation runs longer than the limit. Arming is two atomic
 // stores per operation, cheap next to any collective.
 class Watchdog {
@@ -277,7 +272,7 @@ Status Runner::runAll() {
       std::vector<RedOp> ops;
       if (!info.listsOp) ops.push_back(RedOp::kSum);
       else if (o_.op) ops.push_back(*o_.op);
-      else ops = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+      else ops = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};  // nccl-tests' "all"
       std::vector<int> roots;
       if (!info.rooted) roots.push_back(-1);
       else if (o_.root >= 0) roots.push_back(o_.root);
@@ -285,6 +280,7 @@ Status Runner::runAll() {
 
       for (DataType type : types) {
         for (RedOp op : ops) {
+          if (info.reduces && !opRunsOn(op, type)) continue;  // -o band -d all: the integer types only
           if (!be_.supports(coll, type, op)) {
             progress_.clear();
             report_.skipped(coll, type, op, be_.library());
@@ -297,7 +293,7 @@ Status Runner::runAll() {
               Row row{coll, c.bytes(elt), c.paramCount, type, op, root, {}, {}};
               for (bool inPlace : {false, true}) {
                 std::string what = std::string(info.name) + " " + typeInfo(type).ncclName +
-                                   (info.reduces ? std::string(" ") + opText(op) : "") + " " +
+                                   (info.reduces ? std::string(" ") + opName(op) : "") + " " +
                                    formatBytes(row.bytes) + (inPlace ? " in-place" : " out-of-place");
                 watchdog_.describe(what);
                 progress_.set(what + " (" + std::to_string(i + 1) + "/" + std::to_string(sizes.size()) + ")");

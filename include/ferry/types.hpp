@@ -1,5 +1,5 @@
-// Data types and reduction operations. The numeric values are NCCL's (ncclDataType_t, ncclRedOp_t),
-// so the NCCL-compatible C API passes them through unchanged.
+// Data types and reduction operations. The numeric values are NCCL's (ncclDataType_t, and ncclRedOp_t
+// for sum..avg), so the NCCL-compatible C API passes them through unchanged.
 #pragma once
 
 #include <cstddef>
@@ -36,15 +36,20 @@ inline constexpr int kNumDataTypes = 12;
 // - Reductions widen to float32, compute there and round back once per op; avg divides the float32
 //   sum and rounds once (the float16/bfloat16 contract of kernels/host/reduce.hpp).
 
-/// Reduction operations. Values equal NCCL's ncclRedOp_t.
+/// Reduction operations. Values 0..4 equal NCCL's ncclRedOp_t. The bitwise ops (5..7) are ferry's own
+/// and are defined on the integer types only: NCCL has none, and its values from 5 up name PreMulSum
+/// reductions, so the NCCL C API never passes them through (runtime/nccl/ops.cpp).
 enum class RedOp : int {
   kSum = 0,
   kProd = 1,
   kMax = 2,
   kMin = 3,
-  kAvg = 4,  ///< sum divided by the number of ranks, computed once at the end
+  kAvg = 4,   ///< sum divided by the number of ranks, computed once at the end
+  kBand = 5,  ///< bitwise and (integers only)
+  kBor = 6,   ///< bitwise or (integers only)
+  kBxor = 7,  ///< bitwise exclusive or (integers only)
 };
-inline constexpr int kNumRedOps = 5;
+inline constexpr int kNumRedOps = 8;
 
 /// Every call ferry runs: the collectives, the barrier and point-to-point. One enum for the C++
 /// API, the host algorithms, the GPU kernels, the NCCL API and the benchmarks. The values are part
@@ -67,10 +72,12 @@ inline constexpr int kNumCallKinds = 10;
 bool isValidDataType(int value);
 bool isValidRedOp(int value);
 
-/// "0..11: int8, uint8, ..." and "0..4: sum, prod, ...": the valid values, from the name tables,
+/// "0..11: int8, uint8, ..." and "0..7: sum, prod, ...": the valid values, from the name tables,
 /// for error messages.
 const char* dataTypeList();
 const char* redOpList();
+/// "int8, uint8, int32, uint32, int64, uint64": the types the integer-only ops accept, from the tables.
+const char* integerTypeList();
 
 /// Size in bytes of one element.
 size_t dataTypeSize(DataType type);
@@ -82,5 +89,10 @@ const char* redOpName(RedOp op);
 const char* callKindName(CallKind kind);
 /// True for float16, float32, float64, bfloat16 and both float8 types.
 bool isFloatingPoint(DataType type);
+/// True for the ops defined on integer types only (band, bor, bxor).
+bool isIntegerOnly(RedOp op);
+/// Whether `op` is defined on `type` (every op on integers; all but the integer-only ones on floats).
+/// Both must be valid enum values.
+bool redOpDefinedFor(RedOp op, DataType type);
 
 }  // namespace ferry

@@ -11,7 +11,7 @@
 //   reduce() calls applied left to right;
 // - integers wrap (sum and prod run in the unsigned type); max/min propagate NaN with the host's
 //   formula (ordered choice, then a NaN in b wins, then a NaN in a wins), so even the choice of NaN
-//   payload and of +0/-0 matches;
+//   payload and of +0/-0 matches; band/bor/bxor exist for the integer types only;
 // - avg is a sum whose last step is fused with the division: v = (v + s_last) / divisor in Acc,
 //   rounded once (host sumDivide), or v = s_0 / divisor for one source (host divide). Integers
 //   truncate toward zero after wrapping, as C does.
@@ -114,6 +114,27 @@ struct OpMin {
     return op_detail::propagateNan(a < b ? a : b, a, b);
   }
 };
+/// a & b, integers only (dispatchTypeOp never pairs the bitwise functors with a floating type).
+struct OpBand {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return static_cast<A>(a & b);
+  }
+};
+/// a | b, integers only.
+struct OpBor {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return static_cast<A>(a | b);
+  }
+};
+/// a ^ b, integers only.
+struct OpBxor {
+  template <typename A>
+  FERRY_HOST_DEVICE A operator()(A a, A b) const {
+    return static_cast<A>(a ^ b);
+  }
+};
 
 namespace op_detail {
 /// The op half of dispatchTypeOp, as a functor for dispatchType (a lambda would take the
@@ -133,13 +154,25 @@ struct OpDispatch {
       case RedOp::kProd: f.template operator()<T, OpProd>(); break;
       case RedOp::kMax: f.template operator()<T, OpMax>(); break;
       case RedOp::kMin: f.template operator()<T, OpMin>(); break;
+      case RedOp::kBand: bitwise<T, OpBand>(); break;
+      case RedOp::kBor: bitwise<T, OpBor>(); break;
+      case RedOp::kBxor: bitwise<T, OpBxor>(); break;
     }
+  }
+  /// The bitwise ops exist for integer types only: no instantiation (and no call) for the others.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+  template <typename T, typename Op>
+  FERRY_HOST_DEVICE void bitwise() const {
+    if constexpr (std::is_integral_v<T>) f.template operator()<T, Op>();
   }
 };
 }  // namespace op_detail
 
 /// Calls f.template operator()<T, Op>() for the storage type T of `type` and the functor of `op`;
-/// kAvg dispatches as OpSum (the caller passes the divisor). Nothing for invalid values. Callable
+/// kAvg dispatches as OpSum (the caller passes the divisor). Nothing for invalid values, nor for a
+/// bitwise op on a floating-point type (callers validate: redOpDefinedFor). Callable
 /// from host code too (launchers choose their kernel instantiation with it).
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable

@@ -1,6 +1,7 @@
 // The standalone reduce-copy kernel: see reduce_copy_kernel.hpp.
 //
-// One instantiation per (type, op): 12 x 4 kernels, each a single call of reduceCopy. The pointer
+// One instantiation per (type, op): 12 x 4 kernels, and 6 x 3 more for the integer types' bitwise
+// ops, each a single call of reduceCopy. The pointer
 // arrays travel by value in the kernel parameters (ReduceCopyParams, under 200 bytes); each block
 // offsets them to its part in local arrays before the call.
 #include "kernels/cuda/reduce_copy_kernel.hpp"
@@ -42,8 +43,8 @@ __global__ void __launch_bounds__(kMaxReduceCopyThreads, 1) reduceCopyKernel(Red
 int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
                      size_t count, uint32_t divisor, int nBlocks, int nThreads, void* stream) {
   constexpr int kInvalidValue = 1;  // cudaErrorInvalidValue
-  if (!isValidDataType(static_cast<int>(type)) || !isValidRedOp(static_cast<int>(op)) || nSrcs < 1 ||
-      nSrcs > kMaxReduceSrcs || nDsts < 0 || nDsts > kMaxReduceDsts || nBlocks < 1 || nThreads < 1 ||
+  if (!isValidDataType(static_cast<int>(type)) || !isValidRedOp(static_cast<int>(op)) || !redOpDefinedFor(op, type) ||
+      nSrcs < 1 || nSrcs > kMaxReduceSrcs || nDsts < 0 || nDsts > kMaxReduceDsts || nBlocks < 1 || nThreads < 1 ||
       nThreads > kMaxReduceCopyThreads) {
     return kInvalidValue;
   }

@@ -14,9 +14,6 @@
 
 namespace ferry::kernels {
 
-/// Number of element-wise ops the table covers: sum, prod, max, min (RedOp values 0..3).
-inline constexpr int kNumTableOps = 4;
-
 /// dst[i] = a[i] op b[i].
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
 /// dst[i] = (a[i] + b[i]) / divisor.
@@ -24,10 +21,12 @@ using SumDivideFn = void (*)(void* dst, const void* a, const void* b, size_t cou
 /// dst[i] = src[i] / divisor.
 using DivideFn = void (*)(void* dst, const void* src, size_t count, uint32_t divisor);
 
-/// All kernels of one instruction set, indexed by DataType and RedOp values.
+/// All kernels of one instruction set, indexed by DataType and RedOp values. A reduce entry is null
+/// where the op is not element-wise (avg: sumDivide/divide do its last step) or not defined on the
+/// type (the bitwise ops on floating-point types).
 struct KernelTable {
   Isa isa;
-  ReduceFn reduce[kNumDataTypes][kNumTableOps];
+  ReduceFn reduce[kNumDataTypes][kNumRedOps];
   SumDivideFn sumDivide[kNumDataTypes];
   DivideFn divide[kNumDataTypes];
 };

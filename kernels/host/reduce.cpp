@@ -59,25 +59,22 @@ inline const KernelTable& table() {
   return *t;
 }
 
-/// Table index of a reduce op, or -1 for kAvg and values outside the enum.
-inline int opIndex(RedOp op) {
-  const unsigned k = static_cast<unsigned>(op);
-  return k < static_cast<unsigned>(kNumTableOps) ? static_cast<int>(k) : -1;
-}
-
 inline bool typeOk(DataType type) { return static_cast<unsigned>(type) < static_cast<unsigned>(kNumDataTypes); }
+inline bool opOk(RedOp op) { return static_cast<unsigned>(op) < static_cast<unsigned>(kNumRedOps); }
 
 }  // namespace
 
 void reduce(DataType type, RedOp op, void* dst, const void* a, const void* b, size_t count) {
-  const int k = opIndex(op);
-  if (__builtin_expect(!typeOk(type) || k < 0, 0)) {
+  // A null entry: avg, or an op the type does not define (bitwise on floats).
+  const ReduceFn fn =
+      typeOk(type) && opOk(op) ? table().reduce[static_cast<int>(type)][static_cast<int>(op)] : nullptr;
+  if (__builtin_expect(fn == nullptr, 0)) {
     // Collectives validate type and op before they get here; reaching this is a bug upstream.
     FERRY_WARN(log::kColl, "reduce kernel called with unsupported type %d / op %d; nothing done",
                static_cast<int>(type), static_cast<int>(op));
     return;
   }
-  table().reduce[static_cast<int>(type)][k](dst, a, b, count);
+  fn(dst, a, b, count);
 }
 
 void sumDivide(DataType type, void* dst, const void* a, const void* b, size_t count, uint32_t divisor) {

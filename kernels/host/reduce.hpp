@@ -5,6 +5,7 @@
 // - Integers wrap around (two's complement) for sum and prod; no undefined behaviour on overflow.
 // - float16 and bfloat16 are computed in float32 and rounded back with round-to-nearest-even.
 // - max/min propagate NaN: if either input is NaN the result is NaN. max(+0,-0) may return either zero.
+// - band/bor/bxor are defined on the integer types only (bitwise on the two's complement bits).
 // - avg is not an op here: collectives sum, then apply sumDivide/divide once at the end.
 // The implementation is chosen at run time from the widest instruction set the CPU has (AVX-512,
 // AVX2, baseline x86-64), so one binary runs everywhere.
@@ -20,7 +21,8 @@ namespace ferry::kernels {
 /// Instruction sets the host kernels are built for.
 enum class Isa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
 
-/// dst[i] = a[i] op b[i] for i < count. op must be kSum, kProd, kMax or kMin.
+/// dst[i] = a[i] op b[i] for i < count. op must not be kAvg; kBand, kBor and kBxor need an integer
+/// type. Anything else does nothing (and logs a warning: callers validate first).
 void reduce(DataType type, RedOp op, void* dst, const void* a, const void* b, size_t count);
 
 /// dst[i] = (a[i] + b[i]) / divisor: the last step of an avg reduction. Floating types divide in

@@ -19,6 +19,7 @@
 // - integer sum/prod run in unsigned lanes (wrap-around, no undefined behaviour);
 // - max/min: (a > b ? a : b), then a NaN in b wins, then a NaN in a wins. All instruction sets use
 //   this one formula, so even the choice between +0 and -0 and between two NaN payloads agrees;
+// - band/bor/bxor: &, |, ^ on integer lanes (no floating-point entries);
 // - division: floats divide in their own precision (float32 for the half types) and round once;
 //   integers truncate toward zero. 8-bit sums are divided in float32 and 32-bit sums in float64,
 //   which is exact: the quotient's rounding error is smaller than its distance to the next integer,
@@ -171,6 +172,26 @@ struct SimdKernels {
     }
   };
 
+  /// Bitwise ops, for integer T only (the table leaves them null for floating-point types).
+  struct Band {
+    template <typename T>
+    static Vec<T> apply(Vec<T> a, Vec<T> b) {
+      return a & b;
+    }
+  };
+  struct Bor {
+    template <typename T>
+    static Vec<T> apply(Vec<T> a, Vec<T> b) {
+      return a | b;
+    }
+  };
+  struct Bxor {
+    template <typename T>
+    static Vec<T> apply(Vec<T> a, Vec<T> b) {
+      return a ^ b;
+    }
+  };
+
   // ---- loop driver ------------------------------------------------------------------------
 
   /// Runs step(d, x, y) over count elements, kStep at a time, four steps per iteration, and the
@@ -312,6 +333,11 @@ struct SimdKernels {
       t.reduce[k][static_cast<int>(RedOp::kProd)] = &reduceKernel<Elem, Prod>;
       t.reduce[k][static_cast<int>(RedOp::kMax)] = &reduceKernel<Elem, Max>;
       t.reduce[k][static_cast<int>(RedOp::kMin)] = &reduceKernel<Elem, Min>;
+      if constexpr (std::is_integral_v<Elem>) {
+        t.reduce[k][static_cast<int>(RedOp::kBand)] = &reduceKernel<Elem, Band>;
+        t.reduce[k][static_cast<int>(RedOp::kBor)] = &reduceKernel<Elem, Bor>;
+        t.reduce[k][static_cast<int>(RedOp::kBxor)] = &reduceKernel<Elem, Bxor>;
+      }
     } else {
       t.reduce[k][static_cast<int>(RedOp::kSum)] = &reduceHalfKernel<Elem, Sum>;
       t.reduce[k][static_cast<int>(RedOp::kProd)] = &reduceHalfKernel<Elem, Prod>;

@@ -18,6 +18,15 @@ namespace ferry::bindings {
 namespace py = pybind11;
 namespace {
 
+// "'sum', 'prod', ...": every op's name, from the op table.
+std::string opNames() {
+  std::string s;
+  for (int i = 0; i < kNumRedOps; ++i) {
+    s += (i == 0 ? "'" : ", '") + std::string(redOpName(static_cast<RedOp>(i))) + "'";
+  }
+  return s;
+}
+
 // `op` as a ferry.RedOp or its name ("sum"); anything else names the argument in the error.
 RedOp parseOp(py::handle op, const ArgRef& arg) {
   if (py::isinstance<RedOp>(op)) return op.cast<RedOp>();
@@ -26,10 +35,10 @@ RedOp parseOp(py::handle op, const ArgRef& arg) {
     for (int i = 0; i < kNumRedOps; ++i) {
       if (s == redOpName(static_cast<RedOp>(i))) return static_cast<RedOp>(i);
     }
-    raiseArg(arg, "is '" + s + "'; expected one of 'sum', 'prod', 'max', 'min', 'avg' or a ferry.RedOp");
+    raiseArg(arg, "is '" + s + "'; expected one of " + opNames() + " or a ferry.RedOp");
   }
   throw py::type_error(arg.message("is a " + std::string(py::str(py::type::handle_of(op).attr("__name__"))) +
-                                   "; expected a string ('sum', 'prod', 'max', 'min', 'avg') or a ferry.RedOp"));
+                                   "; expected a string (" + opNames() + ") or a ferry.RedOp"));
 }
 
 // The C++ API takes one DataType per call, so both arrays must hold it.

@@ -19,7 +19,10 @@ PYBIND11_MODULE(_ferry, m) {
       .value("PROD", ferry::RedOp::kProd)
       .value("MAX", ferry::RedOp::kMax)
       .value("MIN", ferry::RedOp::kMin)
-      .value("AVG", ferry::RedOp::kAvg, "sum divided by the number of ranks (integers truncate toward zero)");
+      .value("AVG", ferry::RedOp::kAvg, "sum divided by the number of ranks (integers truncate toward zero)")
+      .value("BAND", ferry::RedOp::kBand, "bitwise and (integer types only)")
+      .value("BOR", ferry::RedOp::kBor, "bitwise or (integer types only)")
+      .value("BXOR", ferry::RedOp::kBxor, "bitwise exclusive or (integer types only)");
 
   ferry::bindings::registerErrors(m);
   ferry::bindings::registerWork(m);

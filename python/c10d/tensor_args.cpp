@@ -72,6 +72,7 @@ void checkListSize(const CallSite& at, const std::string& what, size_t size, siz
 
 RedOp toRedOp(const CallSite& at, const c10d::ReduceOp& op, at::ScalarType type) {
   const bool isBool = type == at::kBool;
+  RedOp r = RedOp::kSum;
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return isBool ? RedOp::kMax : RedOp::kSum;
     case c10d::ReduceOp::PRODUCT: return isBool ? RedOp::kMin : RedOp::kProd;
@@ -80,17 +81,19 @@ RedOp toRedOp(const CallSite& at, const c10d::ReduceOp& op, at::ScalarType type)
     case c10d::ReduceOp::AVG:
       TORCH_CHECK_VALUE(!isBool, prefix(at), "ReduceOp.AVG is not defined on bool tensors");
       return RedOp::kAvg;
-    case c10d::ReduceOp::BAND:
-      TORCH_CHECK_VALUE(isBool, prefix(at), "ReduceOp.BAND is supported on bool tensors only (ferry has no bitwise reductions)");
-      return RedOp::kMin;
-    case c10d::ReduceOp::BOR:
-      TORCH_CHECK_VALUE(isBool, prefix(at), "ReduceOp.BOR is supported on bool tensors only (ferry has no bitwise reductions)");
-      return RedOp::kMax;
+    case c10d::ReduceOp::BAND: r = RedOp::kBand; break;
+    case c10d::ReduceOp::BOR: r = RedOp::kBor; break;
+    case c10d::ReduceOp::BXOR: r = RedOp::kBxor; break;
     default:
       TORCH_CHECK_VALUE(false, prefix(at), "reduce op ", static_cast<int>(op.op_),
-                        " is not supported (expected SUM, PRODUCT, MIN, MAX or AVG; BAND and BOR on bool)");
+                        " is not supported (expected SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR or BXOR)");
   }
-  return RedOp::kSum;
+  // ferry's rule for the integer-only ops (types.hpp), applied here too so that the error is raised
+  // at once on the caller's thread rather than when the queued work runs. bool travels as uint8.
+  DataType t = DataType::kUint8;
+  TORCH_CHECK_VALUE(!mapType(type, &t) || redOpDefinedFor(r, t), prefix(at), "op ", redOpName(r),
+                    " needs an integer type (", integerTypeList(), ", or bool), got ", type);
+  return r;
 }
 
 int checkRoot(const CallSite& at, int64_t root, int size) {

@@ -42,7 +42,8 @@ std::vector<Buffer> checkTensors(const CallSite& at, const std::string& what, co
 void checkListSize(const CallSite& at, const std::string& what, size_t size, size_t n, const char* why);
 
 /// The ferry reduction for torch's `op` on tensors of `type`. bool: sum and max are logical or,
-/// product and min logical and (as NCCL's backend does). Bitwise ops and PREMUL_SUM are refused.
+/// product and min logical and (as NCCL's backend does). BAND, BOR and BXOR are ferry's bitwise ops,
+/// refused on floating-point tensors; PREMUL_SUM is refused.
 RedOp toRedOp(const CallSite& at, const c10d::ReduceOp& op, at::ScalarType type);
 
 /// A root rank from torch's options, checked against the group size.

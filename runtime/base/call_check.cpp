@@ -104,6 +104,7 @@ bool plainlyValid(const Call& a, int rank, int size, const CheckOptions& o) {
   const Rule& rule = ruleOf(a.kind);
   if (static_cast<unsigned>(static_cast<int>(a.type)) >= static_cast<unsigned>(kNumDataTypes)) return false;
   if (rule.reduces && static_cast<unsigned>(static_cast<int>(a.op)) >= static_cast<unsigned>(kNumRedOps)) return false;
+  if (rule.reduces && !redOpDefinedFor(a.op, a.type)) return false;
   if (rule.root != Root::kNone && static_cast<unsigned>(a.root) >= static_cast<unsigned>(size)) return false;
   if (rule.root == Root::kPeer && a.root == rank && !o.peerMayBeSelf) return false;
   if (a.count == 0) return true;
@@ -152,6 +153,10 @@ Status explainCall(const Call& a, int rank, int size, const CheckOptions& o) {
   }
   if (rule.reduces && !isValidRedOp(static_cast<int>(a.op))) {
     return bad("op " + std::to_string(static_cast<int>(a.op)) + " is not a reduction (expected " + redOpList() + ")");
+  }
+  if (rule.reduces && !redOpDefinedFor(static_cast<RedOp>(a.op), static_cast<DataType>(a.type))) {
+    return bad(std::string("op ") + redOpName(static_cast<RedOp>(a.op)) + " needs an integer type (" +
+               integerTypeList() + "), got " + dataTypeName(static_cast<DataType>(a.type)));
   }
   if (rule.root == Root::kRoot && (a.root < 0 || a.root >= size)) {
     return bad("root " + std::to_string(a.root) + " is out of range (expected 0 <= root < " + std::to_string(size) +

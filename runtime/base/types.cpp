@@ -43,15 +43,27 @@ const char* dataTypeName(DataType type) {
   return "invalid";
 }
 
+namespace {
+// One row per RedOp, in its order: the name, and whether only integer types define the op.
+struct RedOpRow {
+  const char* name;
+  bool integerOnly;
+};
+constexpr RedOpRow kRedOps[] = {
+    {"sum", false}, {"prod", false}, {"max", false}, {"min", false},
+    {"avg", false}, {"band", true},  {"bor", true},  {"bxor", true},
+};
+static_assert(sizeof(kRedOps) / sizeof(kRedOps[0]) == static_cast<size_t>(kNumRedOps));
+}  // namespace
+
 const char* redOpName(RedOp op) {
-  switch (op) {
-    case RedOp::kSum: return "sum";
-    case RedOp::kProd: return "prod";
-    case RedOp::kMax: return "max";
-    case RedOp::kMin: return "min";
-    case RedOp::kAvg: return "avg";
-  }
-  return "invalid";
+  const int v = static_cast<int>(op);
+  return isValidRedOp(v) ? kRedOps[v].name : "invalid";
+}
+
+bool isIntegerOnly(RedOp op) {
+  const int v = static_cast<int>(op);
+  return isValidRedOp(v) && kRedOps[v].integerOnly;
 }
 
 const char* callKindName(CallKind kind) {
@@ -74,6 +86,8 @@ bool isFloatingPoint(DataType type) {
          type == DataType::kBfloat16 || type == DataType::kFloat8e4m3 || type == DataType::kFloat8e5m2;
 }
 
+bool redOpDefinedFor(RedOp op, DataType type) { return !isIntegerOnly(op) || !isFloatingPoint(type); }
+
 namespace {
 template <typename Name>
 std::string listOf(int n, Name name) {
@@ -90,6 +104,18 @@ const char* dataTypeList() {
 
 const char* redOpList() {
   static const std::string list = listOf(kNumRedOps, [](int v) { return redOpName(static_cast<RedOp>(v)); });
+  return list.c_str();
+}
+
+const char* integerTypeList() {
+  static const std::string list = [] {
+    std::string s;
+    for (int v = 0; v < kNumDataTypes; ++v) {
+      const auto t = static_cast<DataType>(v);
+      if (!isFloatingPoint(t)) s += (s.empty() ? "" : ", ") + std::string(dataTypeName(t));
+    }
+    return s;
+  }();
   return list.c_str();
 }
 

@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "runtime/base/call_check.hpp"
 #include "runtime/nccl/comm_handle.hpp"
@@ -14,18 +15,31 @@ namespace {
 
 bool reduces(CallKind k) { return k == CallKind::kAllReduce || k == CallKind::kReduce || k == CallKind::kReduceScatter; }
 
+static_assert(ncclNumOps == static_cast<int>(RedOp::kAvg) + 1, "NCCL's built-in reductions are RedOp's first values");
+
+// "0..4: sum, prod, max, min, avg": NCCL's built-in reductions, named from ferry's op table.
+const char* builtInOps() {
+  static const std::string list = [] {
+    std::string s = "0.." + std::to_string(ncclNumOps - 1) + ":";
+    for (int v = 0; v < ncclNumOps; ++v) s += std::string(v == 0 ? " " : ", ") + redOpName(static_cast<RedOp>(v));
+    return s;
+  }();
+  return list.c_str();
+}
+
 }  // namespace
 
 Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   Call& call = op->call;
   if (comm == nullptr) return argError(call.name(), "comm is NULL");
-  // A reduction handle past the built-in ones names a PreMulSum reduction of this communicator.
+  // NCCL's built-in reductions are ferry's RedOp values below ncclNumOps; a value past them names a
+  // PreMulSum reduction of this communicator, never one of ferry's own ops (bitwise) that share it.
   int builtIn = reduces(call.kind) ? raw.redOp : static_cast<int>(RedOp::kSum);
-  if (reduces(call.kind) && raw.redOp >= ncclNumOps) {
-    op->preMul = comm->redOps.find(raw.redOp);
+  if (reduces(call.kind) && (raw.redOp < 0 || raw.redOp >= ncclNumOps)) {
+    if (raw.redOp >= ncclNumOps) op->preMul = comm->redOps.find(raw.redOp);
     if (!op->preMul) {
-      return argError(call.name(), "op %d on rank %d is neither a built-in reduction (%s) nor a live PreMulSum "
-                      "reduction of this communicator", raw.redOp, comm->rank, redOpList());
+      return argError(call.name(), "op %d is not a reduction on rank %d: neither a built-in one (%s) nor a live "
+                      "PreMulSum reduction of this communicator", raw.redOp, comm->rank, builtInOps());
     }
     builtIn = static_cast<int>(RedOp::kSum);
   }

@@ -8,6 +8,7 @@
 
 #include "bench/perf/check_values.hpp"
 #include "bench/perf/dtypes.hpp"
+#include "bench/perf/options.hpp"
 
 namespace {
 
@@ -15,7 +16,8 @@ using ferry::DataType;
 using ferry::RedOp;
 using namespace ferry::perf;
 
-constexpr RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+constexpr RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
+                          RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
 
 // a op b in `type`, the way a reduction kernel computes it: exactly, then rounded to the type.
 uint64_t combine(DataType type, RedOp op, uint64_t a, uint64_t b) {
@@ -27,6 +29,9 @@ uint64_t combine(DataType type, RedOp op, uint64_t a, uint64_t b) {
     case RedOp::kProd: r = x * y; break;
     case RedOp::kMax: r = std::max(x, y); break;
     case RedOp::kMin: r = std::min(x, y); break;
+    case RedOp::kBand: r = static_cast<double>(static_cast<int64_t>(x) & static_cast<int64_t>(y)); break;
+    case RedOp::kBor: r = static_cast<double>(static_cast<int64_t>(x) | static_cast<int64_t>(y)); break;
+    case RedOp::kBxor: r = static_cast<double>(static_cast<int64_t>(x) ^ static_cast<int64_t>(y)); break;
   }
   return encoder(type)(r);
 }
@@ -88,6 +93,7 @@ TEST_CASE("ulp distance counts representable values between two elements") {
 TEST_CASE("reduction results are exact in every type and any order of combination") {
   for (DataType type : allTypes()) {
     for (RedOp op : kOps) {
+      if (!opRunsOn(op, type)) continue;  // the bitwise ops: integer types only
       for (int n : {1, 2, 3, 4, 5, 8, 17, 64, 300}) {
         CAPTURE(typeInfo(type).ferryName, static_cast<int>(op), n);
         const CheckPlan plan(Coll::kAllReduce, type, op, n, 0, 0, 42);

@@ -66,6 +66,14 @@ TEST_CASE("short, attached, long and --name=value forms") {
   CHECK(o.iterBudget == size_t{1} << 30);
 }
 
+TEST_CASE("-o takes the bitwise ops by name") {
+  CHECK(parseOk({"all_reduce", "-o", "band", "-d", "uint64"}).op == RedOp::kBand);
+  // The default type is float: a bitwise op needs -d.
+  CHECK_THAT(parseError({"all_reduce", "-o", "band"}), Catch::Contains("got -d float32"));
+  CHECK(parseOk({"all_reduce", "-o", "bor", "-d", "int8"}).op == RedOp::kBor);
+  CHECK(parseOk({"reduce", "--op", "bxor", "-d", "all"}).op == RedOp::kBxor);
+}
+
 TEST_CASE("all, and nccl-tests' names for types, ops, roots and collectives") {
   const Options o = parseOk({"all", "-d", "all", "-o", "all", "-r", "all"});
   CHECK(o.colls.size() == kNumColls);
@@ -91,6 +99,11 @@ TEST_CASE("bad flags are usage errors naming the flag and the value") {
   CHECK_THAT(parseError({"all_reduce", "-a", "4"}), Catch::Contains("-a '4'"));
   CHECK_THAT(parseError({"all_reduce", "-o", "mean"}), Catch::Contains("-o 'mean' is not an op"));
   CHECK_THAT(parseError({"all_reduce", "-o", "mulsum"}), Catch::Contains("not supported"));
+  CHECK_THAT(parseError({"all_reduce", "-o", "mean"}),
+             Catch::Contains("expected sum, prod, max, min, avg, band, bor, bxor or all"));
+  CHECK_THAT(parseError({"all_reduce", "-o", "bxor", "-d", "float"}),
+             Catch::Contains("-o bxor needs an integer type (int8, uint8, int32, uint32, int64, uint64), got -d "
+                             "float32"));
   CHECK_THAT(parseError({"all_reduce", "--datatype", "float8"}), Catch::Contains("--datatype 'float8' is not a type"));
   CHECK_THAT(parseError({"all_reduce", "-e"}), Catch::Contains("-e needs a value"));
   CHECK_THAT(parseError({"all_reduce", "-g", "8"}), Catch::Contains("-g 8"));

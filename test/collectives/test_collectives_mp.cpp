@@ -276,6 +276,50 @@ TEST_CASE("reduce", "[mp]") {
   }, true);
 }
 
+// The bitwise ops on every integer type, through allReduce and reduce to the first and the last
+// rank. Apart from the sweeps: they exist for the integer types only, and the sweep variants would
+// multiply their cost.
+TEST_CASE("bitwise allReduce and reduce", "[mp]") {
+  const std::vector<int> sizes =
+      launchedWorldSize() > 0 ? std::vector<int>{launchedWorldSize()} : std::vector<int>{2, 3, 4};
+  for (int n : sizes) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
+      const int r = c.rank();
+      for (DataType t : allTypes()) {
+        if (isFloatingPoint(t)) continue;
+        const size_t es = dataTypeSize(t);
+        for (RedOp op : {RedOp::kBand, RedOp::kBor, RedOp::kBxor}) {
+          const auto input = pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); });
+          const auto want = pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); });
+          for (size_t count : {size_t{1}, size_t{7}, size_t{1023}, kQuickLargest}) {
+            for (bool inPlace : {false, true}) {
+              Buffer in(c, count * es + 1), out(c, count * es + 1);
+              fillPattern(t, in.data(), count, input);
+              void* dst = inPlace ? in.data() : out.data();
+              std::string what = label("allReduce", t, op, count, inPlace);
+              Status s = c.allReduce(in.data(), dst, count, t, op);
+              if (!s.isOk()) return failed(s, what);
+              std::string err = comparePattern(t, dst, count, want, 0, what);
+              if (!err.empty()) return err;
+              for (int root : {0, n - 1}) {
+                fillPattern(t, in.data(), count, input);
+                what = label("reduce", t, op, count, inPlace, root);
+                s = c.reduce(in.data(), dst, count, t, op, root);
+                if (!s.isOk()) return failed(s, what);
+                err = r == root ? comparePattern(t, dst, count, want, 0, what) : "";
+                if (!err.empty()) return err;
+              }
+            }
+          }
+        }
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
+
 TEST_CASE("sendRecv and barrier", "[mp]") {
   runSweep([](Comm& c, DataType t, RedOp, size_t count, bool inPlace) -> std::string {
     const int n = c.size(), r = c.rank();

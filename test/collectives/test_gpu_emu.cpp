@@ -64,7 +64,8 @@ using Bytes = std::vector<uint8_t, Alloc<uint8_t>>;
 const DataType kTypes[] = {DataType::kInt8,   DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
                            DataType::kInt64,  DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
                            DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2};
-const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
+                      RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
 struct Variant {
   DevAlgo algo;
   DevProto proto;
@@ -381,6 +382,7 @@ TEST_CASE("gpu emu: reductions, every type x op x algorithm", "[gpu-emu]") {
       for (DataType t : kTypes) {
         std::vector<std::unique_ptr<Case>> cases;
         for (RedOp op : kOps) {
+          if (!redOpDefinedFor(op, t)) continue;  // the bitwise ops: integer types only
           const bool inPlace = (static_cast<int>(op) + n) % 2 == 1;
           cases.push_back(std::make_unique<Case>(n, CallKind::kAllReduce, v, t, op, 37, inPlace, 0));
           cases.push_back(std::make_unique<Case>(n, CallKind::kReduceScatter, v, t, op, 13, !inPlace, 0));

@@ -21,6 +21,25 @@ TEST_CASE("fingerprints tell calls apart field by field", "[op]") {
   CHECK(explainMismatch(a, 0xF00000) == "runs an unknown operation (kind 15)");
 }
 
+TEST_CASE("every reduction op, the bitwise ones too, fingerprints apart and is named in a mismatch", "[op]") {
+  const RedOp ops[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
+                       RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
+  for (RedOp x : ops) {
+    for (RedOp y : ops) {
+      const OpDesc mine{OpKind::kReduce, 64, DataType::kInt32, x, 1};
+      OpDesc theirs = mine;
+      theirs.op = y;
+      INFO(redOpName(x) << " against " << redOpName(y));
+      if (x == y) {
+        CHECK(fingerprint(mine) == fingerprint(theirs));
+      } else {
+        CHECK(explainMismatch(mine, fingerprint(theirs), 4) == std::string("uses op ") + redOpName(y));
+      }
+    }
+  }
+  CHECK(describe(OpDesc{OpKind::kAllReduce, 8, DataType::kUint8, RedOp::kBxor, -1}) == "allReduce(count=8, uint8, bxor)");
+}
+
 // Found by test/fuzz/fuzz_call: hash13 computed root + 1 in int, which overflows (undefined
 // behaviour, reported by the asan suite's UBSan) for a root of INT_MAX; a peer's call header may
 // carry any root.

@@ -99,6 +99,14 @@ inline int64_t reduceInput(DataType t, RedOp op, int n, int rank, size_t i) {
     case RedOp::kMax:
     case RedOp::kMin: return u ? (r * 7 + k * 3) % 11 : (r * 7 + k * 3) % 11 - 5;
     case RedOp::kAvg: return n * (u ? (r * 3 + k) % 3 : (r * 3 + k) % 3 - 1);
+    case RedOp::kBand:
+    case RedOp::kBor:
+    case RedOp::kBxor: {
+      // Integer types only: bits 3..6 shared by every rank, bit r % 3 of the rank's own; signed
+      // types complement odd elements, so the sign bit and the wrap to the type's width are exercised.
+      const int64_t v = ((k % 11) << 3) | (int64_t{1} << (r % 3));
+      return (!u && k % 2 == 1) ? ~v : v;
+    }
   }
   return 0;
 }
@@ -114,6 +122,9 @@ inline int64_t reduceExpected(DataType t, RedOp op, int n, size_t i) {
       case RedOp::kProd: acc *= v; break;
       case RedOp::kMax: acc = v > acc ? v : acc; break;
       case RedOp::kMin: acc = v < acc ? v : acc; break;
+      case RedOp::kBand: acc &= v; break;
+      case RedOp::kBor: acc |= v; break;
+      case RedOp::kBxor: acc ^= v; break;
     }
   }
   return op == RedOp::kAvg ? acc / n : acc;

@@ -150,6 +150,12 @@ T refInt(RedOp op, T a, T b) {
       return a > b ? a : b;
     case RedOp::kMin:
       return a < b ? a : b;
+    case RedOp::kBand:
+      return static_cast<T>(static_cast<U>(a) & static_cast<U>(b));
+    case RedOp::kBor:
+      return static_cast<T>(static_cast<U>(a) | static_cast<U>(b));
+    case RedOp::kBxor:
+      return static_cast<T>(static_cast<U>(a) ^ static_cast<U>(b));
     default:
       return 0;
   }

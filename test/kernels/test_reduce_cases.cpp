@@ -1,6 +1,7 @@
 // Hand-written cases with expected values worked out by hand, independent of any reference code:
-// integer wrap-around, NaN and infinity in max/min, float16/bfloat16 rounding ties, and
-// sumDivide/divide on negative and wrapped integers and on every float type.
+// integer wrap-around, NaN and infinity in max/min, float16/bfloat16 rounding ties,
+// sumDivide/divide on negative and wrapped integers and on every float type, and the bitwise ops
+// over a rank-based fill with a closed-form result.
 //
 // Each case is a short list of (a, b, expected) triples. The list is repeated cyclically over 131
 // elements so every triple lands both in full vectors and in the staged tail, for every
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/host/reduce.hpp"
@@ -193,6 +195,77 @@ TEST_CASE("sumDivide and divide on float types round once") {
   expectKernel<uint16_t>(DataType::kFloat16, RedOp::kAvg, {{0x8000, 0, 0x8000}, {0xBC00, 0, 0xB400}}, 4, true);
   expectKernel<uint32_t>(DataType::kFloat32, RedOp::kAvg, {{f32(-0.0f), 0, f32(-0.0f)}, {f32(6.0f), 0, f32(1.5f)}}, 4,
                          true);
+}
+
+/// Rank r's element i for the bitwise closed forms: a pattern of i shared by every rank in the bits
+/// above the low four (the sign bit included), and bit r, which only rank r sets.
+template <typename T>
+T bitwiseFill(int r, size_t i) {
+  using U = std::make_unsigned_t<T>;
+  const U shared = static_cast<U>(static_cast<U>((i + 1) * 0x9E3779B97F4A7C15ull) & static_cast<U>(~U{0xF}));
+  return static_cast<T>(static_cast<U>(shared | static_cast<U>(1u << r)));
+}
+
+/// Folds n ranks' fills left to right with reduce(op), in place and out of place, on every
+/// instruction set, and compares with the closed form: shared bits s, own bits m = 2^n - 1:
+/// band = s (each own bit is missing from n - 1 ranks), bor = s | m, bxor = (n odd ? s : 0) | m.
+template <typename T>
+void expectBitwise(DataType type) {
+  using U = std::make_unsigned_t<T>;
+  const Isa restore = activeIsa();
+  for (Isa isa : kIsas) {
+    if (!setIsa(isa)) continue;
+    for (int n = 2; n <= 4; ++n) {
+      const U own = static_cast<U>((1u << n) - 1);
+      for (RedOp op : {RedOp::kBand, RedOp::kBor, RedOp::kBxor}) {
+        for (int inPlace = 0; inPlace < 2; ++inPlace) {
+          std::vector<T> acc(kCaseLength), next(kCaseLength), out(kCaseLength);
+          for (size_t i = 0; i < kCaseLength; ++i) acc[i] = bitwiseFill<T>(0, i);
+          for (int r = 1; r < n; ++r) {
+            for (size_t i = 0; i < kCaseLength; ++i) next[i] = bitwiseFill<T>(r, i);
+            T* dst = inPlace ? acc.data() : out.data();
+            reduce(type, op, dst, acc.data(), next.data(), kCaseLength);
+            if (!inPlace) acc = out;
+          }
+          size_t wrong = 0;
+          for (size_t i = 0; i < kCaseLength; ++i) {
+            const U shared = static_cast<U>(static_cast<U>(bitwiseFill<T>(0, i)) & static_cast<U>(~own));
+            const U want = op == RedOp::kBand ? shared
+                           : op == RedOp::kBor ? static_cast<U>(shared | own)
+                                               : static_cast<U>((n % 2 == 1 ? shared : U{0}) | own);
+            wrong += static_cast<U>(acc[i]) != want ? 1 : 0;
+          }
+          INFO(isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op) << " over " << n << " ranks"
+                            << (inPlace ? " in place" : ""));
+          CHECK(wrong == 0);
+        }
+      }
+    }
+  }
+  setIsa(restore);
+}
+
+TEST_CASE("band, bor and bxor over 2-4 ranks match the closed form for every integer type") {
+  expectBitwise<int8_t>(DataType::kInt8);
+  expectBitwise<uint8_t>(DataType::kUint8);
+  expectBitwise<int32_t>(DataType::kInt32);
+  expectBitwise<uint32_t>(DataType::kUint32);
+  expectBitwise<int64_t>(DataType::kInt64);
+  expectBitwise<uint64_t>(DataType::kUint64);
+}
+
+TEST_CASE("the bitwise ops have no kernel for floating-point types") {
+  // Callers refuse these pairs (checkCall); the dispatcher does nothing rather than reinterpret bits.
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const DataType type = static_cast<DataType>(t);
+    if (!isFloatingPoint(type)) continue;
+    for (RedOp op : {RedOp::kBand, RedOp::kBor, RedOp::kBxor}) {
+      uint64_t a[4] = {~0ull, ~0ull, ~0ull, ~0ull}, b[4] = {1, 2, 3, 4}, dst[4] = {7, 7, 7, 7};
+      reduce(type, op, dst, a, b, 32 / dataTypeSize(type));
+      INFO(dataTypeName(type) << " " << redOpName(op));
+      CHECK((dst[0] == 7 && dst[1] == 7 && dst[2] == 7 && dst[3] == 7));
+    }
+  }
 }
 
 }  // namespace

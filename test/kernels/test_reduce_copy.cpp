@@ -23,7 +23,8 @@ namespace ferry::kernels::test {
 namespace {
 
 constexpr size_t kCounts[] = {0, 1, 7, 8, 15, 16, 17, 1000, 4099};
-constexpr RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+constexpr RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
+                          RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
 constexpr uint32_t kAvgDivisor = 3;
 
 bool isNanBits(DataType type, const unsigned char* p) {
@@ -89,6 +90,7 @@ TEST_CASE("emulated reduceCopy equals the host kernels for every type, op, fan-i
     const DataType type = static_cast<DataType>(t);
     const size_t es = dataTypeSize(type);
     for (RedOp op : kOps) {
+      if (!redOpDefinedFor(op, type)) continue;  // the bitwise ops: integer types only
       const uint32_t divisor = op == RedOp::kAvg ? kAvgDivisor : 0;
       for (int nSrcs = 1; nSrcs <= 4; ++nSrcs) {
         for (size_t c = 0; c < std::size(kCounts); ++c) {
@@ -156,6 +158,11 @@ TEST_CASE("invalid launch arguments are refused") {
   CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 9, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
   CHECK(cuda::launchReduceCopy(static_cast<DataType>(12), RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
   CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1024, nullptr) != 0);
+  for (RedOp op : {RedOp::kBand, RedOp::kBor, RedOp::kBxor}) {  // integer types only
+    CHECK(cuda::launchReduceCopy(DataType::kFloat32, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+    CHECK(cuda::launchReduceCopy(DataType::kBfloat16, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+    CHECK(cuda::launchReduceCopy(DataType::kInt64, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) == 0);
+  }
 }
 
 /// One call of the pack function for storage type T, to compare with the host kernels.
@@ -178,7 +185,8 @@ TEST_CASE("LL pack arithmetic equals the host kernels") {
   for (int t = 0; t < kNumDataTypes; ++t) {
     const DataType type = static_cast<DataType>(t);
     const size_t es = dataTypeSize(type), n = 8 / es;
-    for (RedOp op : {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin}) {
+    for (RedOp op : kOps) {
+      if (op == RedOp::kAvg || !redOpDefinedFor(op, type)) continue;  // avg: the sum's divide calls below
       for (int iter = 0; iter < 2000; ++iter) {
         uint64_t a = rng(), b = rng();
         for (size_t i = 0; i < n; ++i) {  // no NaN pairs for sum/prod (see the top of the file)

@@ -153,6 +153,8 @@ int test_premulsum(ncclComm_t comm, int rank, int n) {
   int32_t scalar = 2;
   ncclRedOp_t iop;
   CHECK_NCCL(ncclRedOpCreatePreMulSum(&iop, &scalar, ncclInt32, ncclScalarDevice, comm));
+  /* The one live handle is 5, the value of ferry's own band: an int32 call with it must scale and sum. */
+  CHECK((int)iop == ncclNumOps, "the first PreMulSum handle is %d", (int)iop);
   scalar = 3; /* "device" residence: read at each use */
   int32_t* in = malloc((size_t)n * kCount * sizeof(int32_t));
   int32_t out[kCount];

@@ -38,6 +38,15 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
               "type 42 is not a data type");
   CHECK_FAILS(ncclAllGather(buf, buf, 4, (ncclDataType_t)-1, comm, NULL), ncclInvalidArgument, "type -1");
   CHECK_FAILS(ncclAllReduce(buf, buf, 4, ncclFloat32, (ncclRedOp_t)99, comm, NULL), ncclInvalidArgument, "op 99");
+  /* ncclRedOp_t 5..7 are PreMulSum handles in NCCL, never ferry's bitwise ops of the same values: not
+   * created, they are refused, on an integer type too. */
+  int32_t ibuf[4] = {0};
+  CHECK_FAILS(ncclAllReduce(ibuf, ibuf, 4, ncclInt32, (ncclRedOp_t)5, comm, NULL), ncclInvalidArgument,
+              "op 5 is not a reduction");
+  CHECK_FAILS(ncclReduce(ibuf, ibuf, 4, ncclInt32, (ncclRedOp_t)6, 0, comm, NULL), ncclInvalidArgument,
+              "neither a built-in one (0..4: sum, prod, max, min, avg)");
+  CHECK_FAILS(ncclAllReduce(ibuf, ibuf, 4, ncclUint8, (ncclRedOp_t)7, comm, NULL), ncclInvalidArgument,
+              "nor a live PreMulSum");
   CHECK_FAILS(ncclBroadcast(buf, buf, 4, ncclFloat32, n, comm, NULL), ncclInvalidArgument, "root");
   CHECK_FAILS(ncclReduce(buf, buf, 4, ncclFloat32, ncclSum, -1, comm, NULL), ncclInvalidArgument, "root -1");
   CHECK_FAILS(ncclBcast(buf, 4, ncclFloat32, n + 5, comm, NULL), ncclInvalidArgument, "out of range");

@@ -72,11 +72,38 @@ TEST_CASE("types and reductions are checked against their tables") {
   for (int op : {-1, -2, INT_MIN, ferry::kNumRedOps, 1000}) {
     for (CallKind k : {CallKind::kAllReduce, CallKind::kReduce, CallKind::kReduceScatter}) {
       requireRefused(check("call", args(k, a.data(), b.data(), 1, kUint8, op), 0, 4),
-                     {("op " + std::to_string(op) + " is not a reduction").c_str(), "0..4: sum, prod, max, min, avg"});
+                     {("op " + std::to_string(op) + " is not a reduction").c_str(),
+                      "0..7: sum, prod, max, min, avg, band, bor, bxor"});
     }
   }
   // Collectives without a reduction ignore op.
   CHECK(check("allGather", args(CallKind::kAllGather, a.data(), b.data(), 1, kUint8, -1), 0, 4).isOk());
+}
+
+TEST_CASE("the bitwise reductions are refused on floating-point types, naming op, rank and the valid types") {
+  std::vector<double> a(4), b(4);
+  for (int type = 0; type < ferry::kNumDataTypes; ++type) {
+    const auto t = static_cast<ferry::DataType>(type);
+    for (ferry::RedOp op : {ferry::RedOp::kBand, ferry::RedOp::kBor, ferry::RedOp::kBxor}) {
+      for (CallKind k : {CallKind::kAllReduce, CallKind::kReduce, CallKind::kReduceScatter}) {
+        const Status st = check("reduce", args(k, a.data(), b.data(), 1, type, static_cast<int>(op)), 2, 4);
+        INFO(ferry::dataTypeName(t) << " " << ferry::redOpName(op));
+        if (!ferry::isFloatingPoint(t)) {
+          CHECK(st.isOk());
+          continue;
+        }
+        const std::string text = std::string("op ") + ferry::redOpName(op) +
+                                 " needs an integer type (int8, uint8, int32, uint32, int64, uint64), got " +
+                                 ferry::dataTypeName(t);
+        requireRefused(st, {"reduce on rank 2: ", text.c_str()});
+      }
+    }
+  }
+  // The other ops stay defined on every type.
+  for (int op = 0; op <= static_cast<int>(ferry::RedOp::kAvg); ++op) {
+    const int kFloat32 = static_cast<int>(ferry::DataType::kFloat32);
+    CHECK(check("allReduce", args(CallKind::kAllReduce, a.data(), b.data(), 1, kFloat32, op), 0, 4).isOk());
+  }
 }
 
 TEST_CASE("roots and peers outside the communicator are refused, INT_MIN included") {
@@ -202,6 +229,10 @@ TEST_CASE("the C++ API refuses each bad argument on every rank and stays usable"
       {"allReduce op INT_MIN", [](C& c, uint8_t* s, uint8_t* r) {
          return c.allReduce(s, r, 16, DataType::kUint8, static_cast<RedOp>(INT_MIN));
        }},
+      {"allReduce band float32",
+       [](C& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, 16, DataType::kFloat32, RedOp::kBand); }},
+      {"reduce bxor bfloat16",
+       [](C& c, uint8_t* s, uint8_t* r) { return c.reduce(s, r, 16, DataType::kBfloat16, RedOp::kBxor, 0); }},
       {"allReduce shifted by one element",
        [](C& c, uint8_t* s, uint8_t*) { return c.allReduce(s, s + 4, 1024, DataType::kFloat32, RedOp::kSum); }},
   };

@@ -279,6 +279,30 @@ def check_async(comm, lib, c):
     comm.barrier()
 
 
+def check_bitwise(comm, lib, c):
+    """band, bor and bxor on every integer type: rank r sets bit r on top of bits 4..6, which every
+    rank shares; band keeps the shared bits, bor adds every rank's bit, bxor keeps the shared bits
+    when W is odd and sets every rank's bit."""
+    import ferry
+    W, r = comm.size, comm.rank
+    shared = (np.arange(61, dtype=np.int16) * 5 % 8) * 16
+    own = (1 << W) - 1
+    want = {"band": shared, "bor": shared | own, "bxor": (shared if W % 2 else 0 * shared) | own}
+    for dtype in lib.types:
+        if not lib.is_integer(dtype):
+            continue
+        for op, ideal in want.items():
+            got = comm.all_reduce(lib.make(shared | (1 << r), dtype), op=op)
+            c.equal(lib.values(got), cast(ideal, lib.values(got).dtype), f"{lib.name} {dtype}: all_reduce {op}")
+            root = W - 1
+            got = comm.reduce(lib.make(shared | (1 << r), dtype), root=root, op=getattr(ferry.RedOp, op.upper()))
+            if r == root:
+                c.equal(lib.values(got), cast(ideal, lib.values(got).dtype), f"{lib.name} {dtype}: reduce {op}")
+    c.raises(ferry.InvalidArgumentError, lambda: comm.all_reduce(lib.full(3, lib.types[-2]), op="bor"),
+             f"on rank {r}: op bor needs an integer type (int8, uint8, int32, uint32, int64, uint64)",
+             what="bor on a floating-point type")
+
+
 def check_split(comm, lib, c):
     import ferry
     W, r = comm.size, comm.rank
@@ -375,6 +399,7 @@ def main():
                 Sweep(comm, lib, c, dtype, n).run(ops if n < 1000 else ["sum", ops[1 + t % 4]])
             comm.barrier()
         check_async(comm, lib, c)
+        check_bitwise(comm, lib, c)
         check_split(comm, lib, c)
         check_errors(comm, lib, c)
         check_peer_death(comm, lib, c)  # last: the communicator is failed afterwards

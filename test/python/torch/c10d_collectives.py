@@ -54,6 +54,21 @@ def total(n, dtype, op):
     return out.to(dtype)
 
 
+def bits_fill(n, dtype, rank):
+    # rank r's element i: bits 4..6 shared by every rank ((5 i) mod 8), and bit r, which only rank r
+    # sets; at most 127, so exact in int8.
+    return ((torch.arange(n, dtype=torch.int64) * 5 % 8) * 16 + (1 << rank)).to(dtype)
+
+
+def bits_total(n, dtype, op):
+    # Closed forms: band keeps the shared bits, bor adds every rank's bit, bxor keeps the shared
+    # bits when WORLD is odd and sets every rank's bit.
+    shared = (torch.arange(n, dtype=torch.int64) * 5 % 8) * 16
+    own = (1 << WORLD) - 1
+    out = {"band": shared, "bor": shared | own, "bxor": (shared if WORLD % 2 else shared * 0) | own}[op]
+    return out.to(dtype)
+
+
 def main():
     dist.init_process_group("ferry", init_method="file://" + os.environ["FERRY_TEST_STORE"], rank=RANK,
                             world_size=WORLD)
@@ -66,6 +81,17 @@ def main():
                 t = fill(n, dtype, RANK)
                 dist.all_reduce(t, op=op)
                 expect_equal(f"all_reduce {name} {dtype} n={n}", t, total(n, dtype, name))
+            # all_reduce and reduce with the bitwise ops on the integer types
+            if not dtype.is_floating_point:
+                for name, op in {"band": dist.ReduceOp.BAND, "bor": dist.ReduceOp.BOR,
+                                 "bxor": dist.ReduceOp.BXOR}.items():
+                    t = bits_fill(n, dtype, RANK)
+                    dist.all_reduce(t, op=op)
+                    expect_equal(f"all_reduce {name} {dtype} n={n}", t, bits_total(n, dtype, name))
+                    t = bits_fill(n, dtype, RANK)
+                    dist.reduce(t, WORLD - 1, op=op)
+                    if RANK == WORLD - 1:
+                        expect_equal(f"reduce {name} {dtype} n={n}", t, bits_total(n, dtype, name))
             # broadcast from the last rank
             root = WORLD - 1
             t = fill(n, dtype, RANK)
@@ -111,6 +137,12 @@ def main():
     b = torch.tensor([RANK == 0, True, False])
     dist.all_reduce(b, op=dist.ReduceOp.BAND)
     expect_equal("all_reduce bool band", b, torch.tensor([WORLD == 1, True, False]))
+    b = torch.tensor([RANK == 0, True, False])
+    dist.all_reduce(b, op=dist.ReduceOp.BOR)
+    expect_equal("all_reduce bool bor", b, torch.tensor([True, True, False]))
+    b = torch.tensor([RANK == 0, True, False])
+    dist.all_reduce(b, op=dist.ReduceOp.BXOR)
+    expect_equal("all_reduce bool bxor", b, torch.tensor([True, WORLD % 2 == 1, False]))
     # coalesced all-reduce of tensors of several shapes
     ts = [fill(k, torch.float32, RANK).reshape(-1) for k in (3, 0, 1000, 17)]
     dist.all_reduce_coalesced(ts)
@@ -175,8 +207,11 @@ def main():
     # argument errors: raised at once, on the caller's thread, naming the argument and the rank
     expect_raises("non-contiguous", ValueError, "not contiguous", lambda: dist.all_reduce(torch.ones(4, 4).t()))
     expect_raises("int16 type", ValueError, "has type Short", lambda: dist.all_reduce(torch.ones(3, dtype=torch.int16)))
-    expect_raises("bxor", ValueError, "not supported",
-                  lambda: dist.all_reduce(torch.ones(3, dtype=torch.int32), op=dist.ReduceOp.BXOR))
+    expect_raises("bxor on float32", ValueError,
+                  f"allreduce on rank {RANK}: op bxor needs an integer type (int8, uint8, int32, uint32, int64, uint64",
+                  lambda: dist.all_reduce(torch.ones(3), op=dist.ReduceOp.BXOR))
+    expect_raises("band on bfloat16", ValueError, "op band needs an integer type",
+                  lambda: dist.reduce(torch.ones(3, dtype=torch.bfloat16), 0, op=dist.ReduceOp.BAND))
     expect_raises("_all_gather_base size", ValueError, f"on rank {RANK}: output_tensor has 5 elements",
                   lambda: dist._all_gather_base(torch.empty(5), torch.empty(3)))
     expect_raises("uneven splits", ValueError, "input_split_sizes adds up to",
