@@ -26,7 +26,7 @@ TEST_CASE("every reduction op, the bitwise ones too, fingerprints apart and is n
                        RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
   for (RedOp x : ops) {
     for (RedOp y : ops) {
-      const OpDesc mine{OpKind::kReduce, 64, DataType::kInt32, x, 1};
+      const OpDesc mine{CallKind::kReduce, 64, DataType::kInt32, x, 1};
       OpDesc theirs = mine;
       theirs.op = y;
       INFO(redOpName(x) << " against " << redOpName(y));
@@ -37,7 +37,7 @@ TEST_CASE("every reduction op, the bitwise ones too, fingerprints apart and is n
       }
     }
   }
-  CHECK(describe(OpDesc{OpKind::kAllReduce, 8, DataType::kUint8, RedOp::kBxor, -1}) == "allReduce(count=8, uint8, bxor)");
+  CHECK(describe(OpDesc{CallKind::kAllReduce, 8, DataType::kUint8, RedOp::kBxor, -1}) == "allReduce(count=8, uint8, bxor)");
 }
 
 // Found by test/fuzz/fuzz_call: hash13 computed root + 1 in int, which overflows (undefined
