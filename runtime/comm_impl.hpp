@@ -12,9 +12,9 @@
 
 #include "collectives/algorithms.hpp"
 #include "ferry/comm.hpp"
-#include "runtime/base/call_check.hpp"
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/call_check.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/device_context.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/cuda/group.hpp"

@@ -9,7 +9,7 @@ using coll::Plan;
 
 namespace {
 
-// The table-driven checks every front end shares (runtime/base/call_check.hpp).
+// The table-driven checks every front end shares (base/call_check.hpp).
 template <typename C>  // Comm::Impl (or anything with rank and size)
 Status validate(const C& c, const char* fn, CallKind kind, const void* send, const void* recv, size_t count,
                 DataType type, int op = 0, int root = 0, bool hostBuffers = true) {

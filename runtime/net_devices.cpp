@@ -2,8 +2,8 @@
 
 #include <atomic>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/topology.hpp"
 #include "transports/ib/nic_discovery.hpp"

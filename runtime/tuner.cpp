@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <new>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/staging.hpp"
 
 namespace ferry::cuda {

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "collectives/cuda/device.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/group_exchange.hpp"
 #include "runtime/peer_info.hpp"

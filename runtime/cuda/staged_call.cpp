@@ -1,7 +1,7 @@
 // The staged route (see staged_call.hpp).
 #include "runtime/cuda/staged_call.hpp"
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/staging.hpp"
 
 namespace ferry::cuda {

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/staged_call.hpp"
 
 namespace ferry::cuda {

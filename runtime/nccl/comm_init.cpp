@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <thread>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/comm_handle.hpp"

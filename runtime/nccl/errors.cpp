@@ -9,7 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 #include "runtime/nccl/entry.hpp"
 

@@ -4,7 +4,7 @@
 #include <thread>
 #include <utility>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 
 namespace ferry::nccl {

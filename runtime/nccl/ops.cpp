@@ -4,7 +4,7 @@
 #include <limits>
 #include <memory>
 
-#include "runtime/base/call_check.hpp"
+#include "base/call_check.hpp"
 #include "runtime/nccl/comm_handle.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/nccl/group.hpp"
@@ -42,7 +42,7 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
     }
     builtIn = static_cast<int>(RedOp::kSum);
   }
-  // Every other argument: the checks the C++ API runs (runtime/base/call_check.hpp).
+  // Every other argument: the checks the C++ API runs (base/call_check.hpp).
   CallArgs a;
   a.kind = callKind(op->kind);
   a.send = op->send;
