@@ -13,19 +13,18 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
-# The tracked text files the rewrites may touch (the pathspecs narrow them further).
+# The tracked files the rewrites may touch (the pathspecs narrow them further; grep -I skips binary ones).
 tracked() {
-  git ls-files -z -- "$@" ':!tools/relayout.sh' ':!docs/RELIABILITY.md' ':!collectives/cuda/kernel_figures.json' \
-    ':!*.png' ':!*.svg' ':!*.pdf'
+  git ls-files -z -- "$@" ':!tools/relayout.sh' ':!docs/RELIABILITY.md' ':!collectives/cuda/kernel_figures.json'
 }
 
-# subst ERE REPLACEMENT [PATHSPEC...]: sed -E 's#ERE#REPLACEMENT#g' on every tracked file that holds a match
+# subst ERE REPLACEMENT [PATHSPEC...]: sed -E 's/ERE/REPLACEMENT/g' on every tracked file that holds a match
 # (files without one are not rewritten, so their timestamps stay).
 subst() {
-  local from=$1 to=$2
+  local from=$1 to=$2 d=$'\001'  # a delimiter no pattern holds
   shift 2
   (( $# > 0 )) || set -- .
-  { tracked "$@" | xargs -0 -r grep -lZE -- "$from" || true; } | xargs -0 -r sed -i -E "s#${from}#${to}#g"
+  { tracked "$@" | xargs -0 -r grep -lIZE -- "$from" || true; } | xargs -0 -r sed -i -E "s${d}${from}${d}${to}${d}g"
 }
 
 # drop ERE [PATHSPEC...]: delete the lines that match, in every tracked file that holds one.
@@ -33,7 +32,7 @@ drop() {
   local re=$1
   shift
   (( $# > 0 )) || set -- .
-  { tracked "$@" | xargs -0 -r grep -lZE -- "$re" || true; } | xargs -0 -r sed -i -E "/${re}/d"
+  { tracked "$@" | xargs -0 -r grep -lIZE -- "$re" || true; } | xargs -0 -r sed -i -E "/${re}/d"
 }
 
 # move OLD NEW: git mv every tracked file under OLD (a file or a folder) to the same place under NEW.
@@ -69,7 +68,7 @@ step_nccl() {
   subst 'runtime/nccl/' 'nccl/'
   subst '\bruntime/nccl\b' 'nccl'
   # Runtime and base headers in nccl/ sources: one include of the support header instead.
-  subst '^#include "(base|kernels|runtime|transports|collectives)/[a-z_/]+\.hpp"$' \
+  subst '^#include "(base|kernels|runtime|transports|collectives)/[a-z0-9_/]+\.hpp"$' \
         '#include "runtime/nccl_support.hpp"' 'nccl/*.cpp' 'nccl/*.hpp'
   local f
   while IFS= read -r -d '' f; do

@@ -1,13 +1,12 @@
 // Checking and running the C API's collective and point-to-point calls.
-#include "runtime/nccl/ops.hpp"
+#include "nccl/ops.hpp"
 
 #include <limits>
 #include <memory>
 
-#include "base/call_check.hpp"
-#include "runtime/nccl/comm_handle.hpp"
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/group.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
+#include "nccl/group.hpp"
 
 namespace ferry::nccl {
 namespace {

@@ -2,8 +2,8 @@
 // Without a GPU, buffers are host memory: allocation is ferry::hostAlloc (shared memory the ranks
 // of a host map) and registration only records the buffer (registrations.hpp).
 #include "ferry/memory.hpp"
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/comm_handle.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
 

@@ -4,10 +4,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/comm_handle.hpp"
-#include "runtime/nccl/comm_init.hpp"
-#include "runtime/nccl/group.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
+#include "nccl/comm_init.hpp"
+#include "nccl/group.hpp"
 
 using namespace ferry::nccl;
 using ferry::Status;

@@ -1,14 +1,11 @@
 // Unique ids, joining a communicator and reading ncclConfig_t (see comm_init.hpp).
-#include "runtime/nccl/comm_init.hpp"
+#include "nccl/comm_init.hpp"
 
 #include <cstddef>
 #include <thread>
 
-#include "base/config.hpp"
-#include "base/log.hpp"
-#include "runtime/bootstrap/store.hpp"
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/comm_handle.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
 namespace {

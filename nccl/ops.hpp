@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
-#include "runtime/nccl/entry.hpp"
-#include "runtime/nccl/premul_sum.hpp"
+#include "nccl/entry.hpp"
+#include "nccl/premul_sum.hpp"
 
 namespace ferry::nccl {
 
