@@ -82,6 +82,7 @@ step_nic() {
   subst 'transports/ib/' 'transports/nic/'
   subst '\btransports/ib\b' 'transports/nic'
   subst '\btransport::ib\b' 'transport::nic'
+  subst "'ib/([a-z_]+\\.cpp)'" "'nic/\\1'" 'transports/meson.build'
 }
 
 # 4. One GPU namespace, ferry::gpu, for what were ferry::cuda (runtime/cuda), ferry::kernels::cuda
