@@ -52,8 +52,8 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   a.root = op->peer;
   a.peerMayBeSelf = true;  // a copy to this rank, which pairs inside a group (NCCL allows it)
   // Device buffers go to the stream-ordered overloads; host buffers keep the blocking host calls.
-  op->device = cuda::pointerKind(op->send) == cuda::MemKind::kDevice ||
-               cuda::pointerKind(op->recv) == cuda::MemKind::kDevice;
+  op->device = gpu::pointerKind(op->send) == gpu::MemKind::kDevice ||
+               gpu::pointerKind(op->recv) == gpu::MemKind::kDevice;
   a.hostBuffers = !op->device;
   if (op->kind == OpKind::kRecv) a.send = nullptr;
   if (op->kind == OpKind::kSend) a.recv = nullptr;

@@ -292,11 +292,11 @@ Result<std::unique_ptr<Comm::Impl>> build(Rendezvous& rv, int rank, int size, in
   ctx.sharedMinBytes = ti.trials > 0 ? std::max(ti.sharedMinBytes, ti.measureMaxBytes + 1) : ti.sharedMinBytes;
   ctx.streamMinBytes = streamMinBytes();
   // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device).
-  auto gpu = cuda::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);
+  auto gpu = gpu::DeviceContext::create(rv, peersForGpu, rank, size, device, impl->id, deadline);
   FERRY_TRY(gpu);
   impl->gpu = std::move(*gpu);
   // SIGUSR1 dumps also say what a timed-out GPU kernel was waiting for.
-  const cuda::DeviceContext* gpuCtx = impl->gpu.get();
+  const gpu::DeviceContext* gpuCtx = impl->gpu.get();
   impl->dumpRegistration = std::make_unique<StateDumpRegistration>(
       impl->id, rank, size, &impl->trace, [gpuCtx]() -> std::string {
         if (gpuCtx == nullptr) return {};
@@ -377,9 +377,9 @@ Comm::~Comm() {
   // being destroyed); the barrier has FERRY_TIMEOUT.
   if (impl_ && impl_->gpu && impl_->gpu->sharedAcrossProcesses() && impl_->gpu->ranksInProcess() == 1 &&
       impl_->sticky().isOk()) {
-    const cuda::Where w{impl_->rank, impl_->device};
-    Status st = cuda::setDevice(impl_->device, w);
-    if (st.isOk()) st = cuda::synchronizeDevice(w);
+    const gpu::Where w{impl_->rank, impl_->device};
+    Status st = gpu::setDevice(impl_->device, w);
+    if (st.isOk()) st = gpu::synchronizeDevice(w);
     if (st.isOk()) st = barrier();
     if (!st.isOk()) {
       FERRY_WARN(log::kInit, "rank %d: teardown without its peers: %s", impl_->rank, st.message().c_str());
@@ -443,7 +443,7 @@ Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int siz
 
 Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size, int device) {
   FERRY_TRY(checkRankSize("Comm::create", rank, size));
-  FERRY_TRY(cuda::checkDeviceRequest("Comm::create", rank, device));
+  FERRY_TRY(gpu::checkDeviceRequest("Comm::create", rank, device));
   auto root = bootstrap::decodeUniqueId(id.bytes);
   FERRY_TRY(root);
   auto client = bootstrap::StoreClient::connect(root->addr, root->secret, rank, size, Deadline::after(config().timeout));

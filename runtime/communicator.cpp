@@ -184,9 +184,9 @@ Status Comm::barrier() {
 // Stream-ordered calls: the host API's checks, then one DevWork submitted (issued now, or recorded
 // by the thread's open group); runtime/cuda/stream_issue.hpp routes it by its buffers.
 namespace {
-cuda::DevWork work(cuda::WorkKind kind, const void* send, void* recv, size_t count, DataType type, RedOp op,
+gpu::DevWork work(gpu::WorkKind kind, const void* send, void* recv, size_t count, DataType type, RedOp op,
                    int root) {
-  cuda::DevWork w;
+  gpu::DevWork w;
   w.kind = kind;
   w.send = send;
   w.recv = recv;
@@ -201,53 +201,53 @@ cuda::DevWork work(cuda::WorkKind kind, const void* send, void* recv, size_t cou
 Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op, Stream stream) {
   Status st = validate(*impl_, "allReduce", CallKind::kAllReduce, send, recv, count, type, static_cast<int>(op), 0,
                        false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kAllReduce, send, recv, count, type, op, 0), stream);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kAllReduce, send, recv, count, type, op, 0), stream);
 }
 
 Status Comm::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, RedOp op, Stream stream) {
   Status st = validate(*impl_, "reduceScatter", CallKind::kReduceScatter, send, recv, recvCount, type,
                        static_cast<int>(op), 0, false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kReduceScatter, send, recv, recvCount, type, op, 0), stream);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kReduceScatter, send, recv, recvCount, type, op, 0), stream);
 }
 
 Status Comm::allGather(const void* send, void* recv, size_t sendCount, DataType type, Stream stream) {
   Status st = validate(*impl_, "allGather", CallKind::kAllGather, send, recv, sendCount, type, 0, 0, false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kAllGather, send, recv, sendCount, type, RedOp::kSum, 0), stream);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kAllGather, send, recv, sendCount, type, RedOp::kSum, 0), stream);
 }
 
 Status Comm::allToAll(const void* send, void* recv, size_t count, DataType type, Stream stream) {
   Status st = validate(*impl_, "allToAll", CallKind::kAllToAll, send, recv, count, type, 0, 0, false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kAllToAll, send, recv, count, type, RedOp::kSum, 0), stream);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kAllToAll, send, recv, count, type, RedOp::kSum, 0), stream);
 }
 
 Status Comm::broadcast(const void* send, void* recv, size_t count, DataType type, int root, Stream stream) {
   Status st = validate(*impl_, "broadcast", CallKind::kBroadcast, send, recv, count, type, 0, root, false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kBroadcast, send, recv, count, type, RedOp::kSum, root), stream);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kBroadcast, send, recv, count, type, RedOp::kSum, root), stream);
 }
 
 Status Comm::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root, Stream stream) {
   Status st = validate(*impl_, "reduce", CallKind::kReduce, send, recv, count, type, static_cast<int>(op), root,
                        false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kReduce, send, recv, count, type, op, root), stream);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kReduce, send, recv, count, type, op, root), stream);
 }
 
 Status Comm::send(const void* buf, size_t count, DataType type, int peer, Stream stream) {
   // A transfer to this rank is a copy, which pairs only inside a group (as in NCCL).
-  Status st = validateP2p(*impl_, true, buf, count, type, peer, cuda::groupDepth() > 0, false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kSend, buf, nullptr, count, type, RedOp::kSum, peer), stream);
+  Status st = validateP2p(*impl_, true, buf, count, type, peer, gpu::groupDepth() > 0, false);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kSend, buf, nullptr, count, type, RedOp::kSum, peer), stream);
 }
 
 Status Comm::recv(void* buf, size_t count, DataType type, int peer, Stream stream) {
-  Status st = validateP2p(*impl_, false, buf, count, type, peer, cuda::groupDepth() > 0, false);
-  return cuda::submit(*this, impl_->gpu.get(), st,
-                      work(cuda::WorkKind::kRecv, nullptr, buf, count, type, RedOp::kSum, peer), stream);
+  Status st = validateP2p(*impl_, false, buf, count, type, peer, gpu::groupDepth() > 0, false);
+  return gpu::submit(*this, impl_->gpu.get(), st,
+                      work(gpu::WorkKind::kRecv, nullptr, buf, count, type, RedOp::kSum, peer), stream);
 }
 
 }  // namespace ferry

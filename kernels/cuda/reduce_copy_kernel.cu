@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace ferry::kernels::cuda {
+namespace ferry::gpu {
 namespace {
 
 /// Everything one launch needs, by value.
@@ -72,4 +72,4 @@ int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs
   return rc;
 }
 
-}  // namespace ferry::kernels::cuda
+}  // namespace ferry::gpu

@@ -11,8 +11,7 @@
 #include "base/log.hpp"
 #include "runtime/cuda/staging.hpp"
 
-namespace ferry::cuda {
-namespace gpu = coll::gpu;
+namespace ferry::gpu {
 namespace {
 
 // Round A: one rank's device, or why it has none. The sizes are rank 0's knobs, which every rank
@@ -457,4 +456,4 @@ DeviceContext::~DeviceContext() {
   hostFree(errorRecord_.host);
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -1,7 +1,7 @@
 // DevWork extents and their host execution (see work_extent.hpp).
 #include "runtime/cuda/work_extent.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 const char* workName(WorkKind kind) {
   switch (kind) {
@@ -22,8 +22,8 @@ std::string describe(const DevWork& w, bool device) {
   if (w.kind == WorkKind::kSend || w.kind == WorkKind::kRecv) s += " with peer " + std::to_string(w.root);
   if (w.kind == WorkKind::kBroadcast || w.kind == WorkKind::kReduce) s += " from root " + std::to_string(w.root);
   if (device) {
-    s += w.algo == coll::gpu::DevAlgo::kDirect ? " (direct" : " (ring";
-    s += w.proto == coll::gpu::DevProto::kLL ? ", LL)" : ", simple)";
+    s += w.algo == gpu::DevAlgo::kDirect ? " (direct" : " (ring";
+    s += w.proto == gpu::DevProto::kLL ? ", LL)" : ", simple)";
   }
   return s;
 }
@@ -80,4 +80,4 @@ Status runOnHost(Comm& comm, const std::vector<DevWork>& works) {
   return Status::ok();
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

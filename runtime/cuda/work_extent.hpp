@@ -8,10 +8,8 @@
 #include "collectives/cuda/device.hpp"
 #include "ferry/comm.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
-using coll::gpu::DevWork;
-using coll::gpu::WorkKind;
 
 /// The Comm method's name ("allReduce").
 const char* workName(WorkKind kind);
@@ -30,4 +28,4 @@ size_t recvBytes(const DevWork& w, int rank, int nRanks);
 /// and receive as one Comm::sendRecv batch (so a group's pairs never deadlock, whatever the order).
 Status runOnHost(Comm& comm, const std::vector<DevWork>& works);
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu
