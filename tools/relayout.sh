@@ -71,7 +71,7 @@ step_nccl() {
   # that the support header does not hold yet is named here: add it there (or make it public).
   local inc
   while IFS= read -r inc; do
-    grep -qF "#include \"${inc#*:}\"" runtime/nccl_support.hpp ||
+    grep -qsF "#include \"${inc#*:}\"" runtime/nccl_support.hpp ||
       echo "relayout: ${inc%%:*} includes ${inc#*:}: add it to runtime/nccl_support.hpp" >&2
   done < <({ tracked 'nccl/*.cpp' 'nccl/*.hpp' | xargs -0 -r grep -HoE \
     '^#include "(base|kernels|runtime|transports|collectives)/[a-z0-9_/]+\.hpp"' || true; } |
