@@ -60,7 +60,7 @@ if [[ -z $build ]]; then
   fi
   # Only what the bundle carries: the tools, libnccl and the gpu suite's executables.
   targets=(bench/ferry-perf bench/ferry-gpu-micro bench/ferry-gpu-probe tools/ferryrun
-           "$(ninja -C "$build" -t targets all | awk -F: '$1 ~ /^runtime\/nccl\/libnccl\.so\.[0-9.]+$/ && !t {t = $1} END {print t}')")
+           "$(ninja -C "$build" -t targets all | awk -F: '$1 ~ /^nccl\/libnccl\.so\.[0-9.]+$/ && !t {t = $1} END {print t}')")
   mapfile -t -O ${#targets[@]} targets < <(meson introspect "$build" --tests | /usr/bin/python3 -c '
 import json, os, sys
 build = sys.argv[1]
@@ -79,7 +79,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/ucx" "$out/tests"
 cp "$build/bench/ferry-perf" "$build/bench/ferry-gpu-micro" "$build/bench/ferry-gpu-probe" "$build/tools/ferryrun" "$out/bin/"
 cp "$src/bench/gpu_check.sh" "$src/collectives/cuda/kernel_figures.json" "$out/"
-cp -P "$build"/runtime/nccl/libnccl.so* "$out/lib/" 2> /dev/null || true
+cp -P "$build"/nccl/libnccl.so* "$out/lib/" 2> /dev/null || true
 
 # nccl-tests, built in a scratch copy against ferry's header and library (docs/NCCL.md).
 if [[ -n $nccl_tests ]]; then
@@ -87,7 +87,7 @@ if [[ -n $nccl_tests ]]; then
   trap 'rm -rf "$nt"' EXIT
   mkdir -p "$nt/nccl/include" "$nt/nccl/lib"
   cp "$src/include/ferry/nccl.h" "$nt/nccl/include/nccl.h"
-  for f in "$build"/runtime/nccl/libnccl.so* "$build"/runtime/libferry.so*; do [[ -d $f ]] || cp -P "$f" "$nt/nccl/lib/"; done
+  for f in "$build"/nccl/libnccl.so* "$build"/runtime/libferry.so*; do [[ -d $f ]] || cp -P "$f" "$nt/nccl/lib/"; done
   cp -r "$nccl_tests" "$nt/src"
   # H100/H200 machine code and its PTX (which the driver compiles for any newer GPU): one ptxas run
   # per file keeps the bundle under 10 minutes; nccl-tests' kernels are small.

@@ -30,10 +30,10 @@
 #include "kernels/cuda/reduce_copy_kernel.hpp"
 // The launcher's namespace is the kernels' own; name every candidate so the call below finds it.
 namespace ferry::kernels {}
-namespace ferry::kernels::cuda {}
+namespace ferry::gpu {}
 using namespace ferry;
 using namespace ferry::kernels;
-using namespace ferry::kernels::cuda;
+using namespace ferry::gpu;
 #endif
 
 namespace {

@@ -11,7 +11,7 @@
 #include "collectives/cuda/device.hpp"
 #include "collectives/cuda/kernel_figures.hpp"
 
-using namespace ferry::coll::gpu;
+using namespace ferry::gpu;
 
 int main() {
   int driver = 0, runtime = 0, devices = 0;

@@ -10,7 +10,7 @@
 #include "collectives/op.hpp"
 #include "collectives/tag.hpp"
 #include "ferry/status.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "transports/arena.hpp"
 #include "transports/transport.hpp"
 

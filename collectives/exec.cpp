@@ -13,7 +13,7 @@
 #include "collectives/algorithms.hpp"
 #include "collectives/table.hpp"
 #include "collectives/context.hpp"
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry::coll {
 

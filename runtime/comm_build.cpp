@@ -281,10 +281,10 @@ void setUpContext(Comm::Impl& impl, const TunerInputs& ti) {
 // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device), and the
 // SIGUSR1 dump, which also says what a timed-out GPU kernel was waiting for.
 Status buildGpuHalf(Rendezvous& rv, Comm::Impl& impl, const std::vector<PeerInfo>& peers, Deadline deadline) {
-  auto gpu = cuda::DeviceContext::create(rv, peers, impl.rank, impl.size, impl.device, impl.id, deadline);
+  auto gpu = gpu::DeviceContext::create(rv, peers, impl.rank, impl.size, impl.device, impl.id, deadline);
   FERRY_TRY(gpu);
   impl.gpu = std::move(*gpu);
-  const cuda::DeviceContext* gpuCtx = impl.gpu.get();
+  const gpu::DeviceContext* gpuCtx = impl.gpu.get();
   impl.dumpRegistration = std::make_unique<StateDumpRegistration>(
       impl.id, impl.rank, impl.size, &impl.trace, [gpuCtx]() -> std::string {
         if (gpuCtx == nullptr) return {};
@@ -409,9 +409,9 @@ Comm::~Comm() {
   // being destroyed); the barrier has FERRY_TIMEOUT.
   if (impl_ && impl_->gpu && impl_->gpu->sharedAcrossProcesses() && impl_->gpu->ranksInProcess() == 1 &&
       impl_->sticky().isOk()) {
-    const cuda::Where w{impl_->rank, impl_->device};
-    Status st = cuda::setDevice(impl_->device, w);
-    if (st.isOk()) st = cuda::synchronizeDevice(w);
+    const gpu::Where w{impl_->rank, impl_->device};
+    Status st = gpu::setDevice(impl_->device, w);
+    if (st.isOk()) st = gpu::synchronizeDevice(w);
     if (st.isOk()) st = barrier();
     if (!st.isOk()) {
       FERRY_WARN(log::kInit, "rank %d: teardown without its peers: %s", impl_->rank, st.message().c_str());
@@ -479,7 +479,7 @@ Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int siz
 
 Result<std::unique_ptr<Comm>> Comm::create(const UniqueId& id, int rank, int size, int device) {
   FERRY_TRY(checkRankSize("Comm::create", rank, size));
-  FERRY_TRY(cuda::checkDeviceRequest("Comm::create", rank, device));
+  FERRY_TRY(gpu::checkDeviceRequest("Comm::create", rank, device));
   auto root = bootstrap::decodeUniqueId(id.bytes);
   FERRY_TRY(root);
   auto client =

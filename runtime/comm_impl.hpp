@@ -12,9 +12,9 @@
 
 #include "collectives/table.hpp"
 #include "ferry/comm.hpp"
-#include "runtime/base/call_check.hpp"
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/call_check.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/device_context.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/cuda/group.hpp"
@@ -67,7 +67,7 @@ struct Comm::Impl {
   std::unique_ptr<StateDumpRegistration> dumpRegistration;
   WorkQueue queue;
   int device = -1;                          ///< the CUDA device this rank drives, or -1
-  std::unique_ptr<cuda::DeviceContext> gpu;  ///< null without a device
+  std::unique_ptr<gpu::DeviceContext> gpu;  ///< null without a device
   HostLayout layout;                         ///< which ranks share a host
   std::unique_ptr<Hierarchy> hier;           ///< the two levels, when the ranks span hosts
   uint64_t measuredCalls = 0;                ///< calls the tuner measured (Comm::measuredCalls)

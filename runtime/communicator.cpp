@@ -1,5 +1,5 @@
 // Comm's calls. Every method builds a Call and hands it to collective(), which validates it once
-// (runtime/base/call_check.hpp) and runs it: stream-ordered calls through runtime/cuda/group.hpp,
+// (base/call_check.hpp) and runs it: stream-ordered calls through runtime/cuda/group.hpp,
 // host calls through Comm::Impl (comm_impl.hpp), which plans them and runs the chosen row of the
 // algorithm table (collectives/table.hpp).
 #include "runtime/comm_impl.hpp"
@@ -12,8 +12,8 @@ using coll::Plan;
 namespace {
 
 // The device side's description of a stream-ordered call.
-cuda::DevWork deviceWork(const Call& c) {
-  cuda::DevWork w;
+gpu::DevWork deviceWork(const Call& c) {
+  gpu::DevWork w;
   w.kind = c.kind;
   w.send = c.send;
   w.recv = c.recv;
@@ -48,13 +48,13 @@ Status Comm::collective(const Call& call) {
     // A transfer to this rank is a copy, which pairs only inside a group (as in NCCL).
     CheckOptions options;
     options.hostBuffers = false;
-    options.peerMayBeSelf = p2p && cuda::groupDepth() > 0;
+    options.peerMayBeSelf = p2p && gpu::groupDepth() > 0;
     Status st = checkCall(call, impl_->rank, impl_->size, options);
     if (call.kind == CallKind::kBarrier && st.isOk()) {
       st = makeError(ErrorCode::kInvalidArgument, "barrier on rank %d: there is no stream-ordered barrier (call it "
                      "without a stream)", impl_->rank);
     }
-    return cuda::submit(*this, impl_->gpu.get(), st, deviceWork(call), *call.stream);
+    return gpu::submit(*this, impl_->gpu.get(), st, deviceWork(call), *call.stream);
   }
   if (p2p) {
     P2pOp op{call.kind == CallKind::kSend ? P2pOp::Kind::kSend : P2pOp::Kind::kRecv,

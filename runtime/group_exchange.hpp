@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ferry/status.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 
 namespace ferry {
 

@@ -6,7 +6,7 @@
 
 #include "ferry/memory.hpp"
 #include "kernels/host/reduce.hpp"
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
 namespace {

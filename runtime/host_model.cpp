@@ -22,9 +22,9 @@
 #include <thread>
 
 #include "kernels/host/reduce.hpp"
-#include "runtime/base/config.hpp"
-#include "runtime/base/deadline.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/deadline.hpp"
+#include "base/log.hpp"
 #include "runtime/topology.hpp"
 
 namespace ferry {

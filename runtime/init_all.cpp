@@ -23,7 +23,7 @@ Result<std::vector<std::unique_ptr<Comm>>> Comm::initAll(const std::vector<int>&
     }
     // Refused before any rank joins (Comm::create checks again): one rank failing alone would
     // leave the others waiting for it in the rendezvous until the deadline.
-    FERRY_TRY(cuda::checkDeviceRequest("Comm::initAll", i, devices[i]));
+    FERRY_TRY(gpu::checkDeviceRequest("Comm::initAll", i, devices[i]));
   }
   auto id = UniqueId::create();
   FERRY_TRY(id);

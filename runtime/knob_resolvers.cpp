@@ -2,14 +2,14 @@
 
 #include <algorithm>
 
-#include "runtime/base/config.hpp"
+#include "base/config.hpp"
 #include "runtime/topology.hpp"
 
 namespace ferry {
 
 // Every resolver a FERRY_AUTO row names exists (and is not overloaded).
 #define FERRY_AUTO(field, resolver, a, b, rule) static_assert(sizeof(&resolver) > 0);
-#include "runtime/base/knobs.def"
+#include "base/knobs.def"
 
 size_t resolveStreamMinBytes() {
   // An output as large as the last-level cache cannot stay in it until its reader comes.

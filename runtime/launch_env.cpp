@@ -18,7 +18,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
 namespace {

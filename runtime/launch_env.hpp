@@ -4,7 +4,7 @@
 #include <string>
 
 #include "ferry/status.hpp"
-#include "runtime/base/config.hpp"
+#include "base/config.hpp"
 
 namespace ferry {
 

@@ -2,22 +2,22 @@
 
 #include <atomic>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/topology.hpp"
-#include "transports/ib/nic_discovery.hpp"
+#include "transports/nic/nic_discovery.hpp"
 
 namespace ferry {
 namespace {
 
 // Discovery runs once per process (a few milliseconds with devices); a failure to list them is
 // reported as the reason there are none.
-const transport::ib::NicInventory& rdma() {
-  static const transport::ib::NicInventory inventory = [] {
-    auto found = transport::ib::discoverNics();
+const transport::nic::NicInventory& rdma() {
+  static const transport::nic::NicInventory inventory = [] {
+    auto found = transport::nic::discoverNics();
     if (found.isOk()) return *found;
-    transport::ib::NicInventory none;
+    transport::nic::NicInventory none;
     none.whyNone = found.status().message();
     return none;
   }();
@@ -27,12 +27,12 @@ const transport::ib::NicInventory& rdma() {
 }  // namespace
 
 const std::string& describeRdma() {
-  static const std::string text = transport::ib::describeNics(rdma());
+  static const std::string text = transport::nic::describeNics(rdma());
   return text;
 }
 
 bool hasActiveRdma() {
-  for (const transport::ib::NicPort& p : rdma().ports) {
+  for (const transport::nic::NicPort& p : rdma().ports) {
     if (p.active) return true;
   }
   return false;
@@ -50,7 +50,7 @@ Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int ran
     auto t = discoverTopology();
     return t.isOk() ? t->numaNode : -1;
   }();
-  std::string devices = transport::ib::ucxNetDevices(rdma().ports, numa, localIndex);
+  std::string devices = transport::nic::ucxNetDevices(rdma().ports, numa, localIndex);
   static std::atomic<bool> said{false};  // once per process: every communicator would say the same
   if (!said.exchange(true)) {
     FERRY_INFO(log::kNet, "%s", describeRdma().c_str());

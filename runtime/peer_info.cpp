@@ -11,7 +11,7 @@
 #include <limits>
 #include <random>
 
-#include "runtime/base/config.hpp"
+#include "base/config.hpp"
 
 namespace ferry {
 namespace {

@@ -13,8 +13,8 @@
 #include <set>
 #include <string>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
 

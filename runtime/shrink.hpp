@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "ferry/status.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "runtime/bootstrap/socket.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/group_exchange.hpp"

@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "runtime/base/deadline.hpp"
-#include "runtime/base/log.hpp"
+#include "base/deadline.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "collectives/table.hpp"
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "ferry/comm.hpp"
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/bootstrap/store.hpp"
 #include "runtime/peer_info.hpp"

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "collectives/tag.hpp"
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/state_dump.hpp"
 
 namespace ferry {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "collectives/table.hpp"
-#include "runtime/base/config.hpp"
+#include "base/config.hpp"
 
 int main(int argc, char** argv) {
   if (argc > 1 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {

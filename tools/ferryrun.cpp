@@ -55,7 +55,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "tools/binding.hpp"
 #include "tools/line_relay.hpp"
 #include "tools/rank_env.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ferry/status.hpp"
-#include "runtime/base/config.hpp"
+#include "base/config.hpp"
 
 namespace ferry::tools {
 

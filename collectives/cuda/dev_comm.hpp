@@ -22,7 +22,7 @@
 #include "collectives/cuda/device.hpp"
 #include "collectives/ring_math.hpp"  // FERRY_HOST_DEVICE
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 
 /// Pointer exchange of the direct algorithms, one per rank and channel, in that rank's memory.
 /// Written only by the owning rank's block (thread 0), read by every peer's block of the channel.
@@ -146,4 +146,4 @@ struct DevComm {
 /// The layout for `config` (host side; buildDevComm stores it in the DevComm).
 DevLayout makeDevLayout(const DevConfig& config);
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

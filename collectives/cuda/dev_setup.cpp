@@ -3,7 +3,7 @@
 
 #include "collectives/cuda/dev_comm.hpp"
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 namespace {
 
 constexpr size_t kAlign = 256;
@@ -66,4 +66,4 @@ void buildDevComm(const DevConfig& config, int rank, const std::vector<void*>& r
 
 size_t devCommBytes() { return sizeof(DevComm); }
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

@@ -18,7 +18,7 @@
 
 #include "ferry/types.hpp"
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 
 /// What one DevWork does (its CallKind; never kBarrier). Counts are in elements of `type`, with NCCL's meanings:
 ///   kAllReduce      count = elements of send and recv
@@ -153,4 +153,4 @@ int kernelAttributes(int* registers, size_t* localBytes, int* maxThreads);
 /// occupancy rules of launch_fit.hpp (a large number where the build has no figures: no nvcc).
 int residentBlocksPerSm(int nThreads);
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

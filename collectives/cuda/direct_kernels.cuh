@@ -20,7 +20,7 @@
 #include "collectives/cuda/prims.cuh"
 #include "collectives/cuda/ring_kernels.cuh"
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 
 /// This rank's sequence number of the direct work now starting on channel c.
 struct DirectWork {
@@ -95,7 +95,7 @@ __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* co
     for (int d0 = 0; d0 < nDsts; d0 += 8) {
       const int k = nDsts - d0 < 8 ? nDsts - d0 : 8;
       for (int j = 0; j < k; ++j) d[j] = static_cast<uint8_t*>(dsts[d0 + j]) + off;
-      kernels::cuda::copyBytes(k, d, scr, len);
+      gpu::copyBytes(k, d, scr, len);
     }
     __syncthreads();
   }
@@ -165,14 +165,14 @@ FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm,
       uint8_t* to = peerRecv(comm, q, c) + blk * r + off;
       if (to != src) d[k++] = to;
       if (k == 8 || (q == n - 1 && k > 0)) {
-        kernels::cuda::copyBytes(k, d, src, len);
+        gpu::copyBytes(k, d, src, len);
         k = 0;
       }
     }
   } else if (len > 0 && w.kind == CallKind::kBroadcast) {
     void* to = peerRecv(comm, r, c) + off;
     const uint8_t* from = peerSend(comm, w.root, c) + off;
-    if (to != from) kernels::cuda::copyBytes(1, &to, from, len);
+    if (to != from) gpu::copyBytes(1, &to, from, len);
   } else if (len > 0) {  // all-to-all
     const uint8_t* mySend = peerSend(comm, r, c);
     uint8_t* myRecv = peerRecv(comm, r, c);
@@ -180,7 +180,7 @@ FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm,
       const int d = ringMod(j - r, n);
       if (j == r) {
         void* to = myRecv + blk * r + off;
-        if (to != mySend + blk * r + off) kernels::cuda::copyBytes(1, &to, mySend + blk * r + off, len);
+        if (to != mySend + blk * r + off) gpu::copyBytes(1, &to, mySend + blk * r + off, len);
       } else if (2 * d < n || (2 * d == n && r < j)) {
         exchangeBytes(myRecv + blk * j + off, mySend + blk * j + off, peerRecv(comm, j, c) + blk * r + off,
                       peerSend(comm, j, c) + blk * r + off, len);
@@ -190,4 +190,4 @@ FERRY_DEVICE_NOINLINE __device__ inline void directCopyWork(const DevComm& comm,
   directEnd(comm, dw, c);
 }
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

@@ -57,7 +57,7 @@
 #include "collectives/cuda/kernel_figures.hpp"  // generated: launch_fit.py header
 #endif
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 namespace {
 
 __device__ __forceinline__ bool isP2p(CallKind k) { return k == CallKind::kSend || k == CallKind::kRecv; }
@@ -67,7 +67,7 @@ __device__ void localCopy(const DevWork& w, int c, int nChannels) {
   const Part part = bytePart(w.count * elemBytes(w.type), nChannels, c);
   void* to = static_cast<uint8_t*>(w.recv) + part.off;
   const uint8_t* from = static_cast<const uint8_t*>(w.send) + part.off;
-  if (part.len > 0 && to != from) kernels::cuda::copyBytes(1, &to, from, part.len);
+  if (part.len > 0 && to != from) gpu::copyBytes(1, &to, from, part.len);
   __syncthreads();
 }
 
@@ -191,4 +191,4 @@ int residentBlocksPerSm(int nThreads) {
 #endif
 }
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

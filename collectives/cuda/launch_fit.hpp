@@ -19,12 +19,12 @@
 #include <cstdint>
 #include <cstring>
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 
 /// ptxas's figures for one kernel entry on one architecture (ptxas -v).
 struct KernelFigures {
   const char* arch;     ///< "sm_90"
-  const char* kernel;   ///< demangled name without arguments, e.g. "ferry::coll::gpu::collectiveKernel"
+  const char* kernel;   ///< demangled name without arguments, e.g. "ferry::gpu::collectiveKernel"
   int registers;        ///< per thread
   int stackBytes;       ///< per thread (local memory frame, cumulative over calls)
   int spillStoreBytes;
@@ -118,4 +118,4 @@ inline int residentBlocks(const KernelFigures& f, int nThreads) {
 /// of what sits there (pointer arrays of the reduce steps, the p2p streams of a round).
 inline constexpr int kStackBudgetBytes = 1024;
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

@@ -19,7 +19,7 @@
 #include "collectives/cuda/prims.cuh"
 #include "collectives/cuda/ring_kernels.cuh"
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 
 /// A channel's part of `bytes` bytes, in 16-byte units so parts stay aligned.
 __device__ __forceinline__ Part bytePart(size_t bytes, int nChannels, int c) {
@@ -110,7 +110,7 @@ struct P2pStream {
     const size_t bytes = left < room ? left : room;
     if (send && !ll) {
       void* slot = ss.slot();
-      kernels::cuda::copyBytes(1, &slot, ptr, bytes);
+      gpu::copyBytes(1, &slot, ptr, bytes);
       __syncthreads();
       if (threadIdx.x == 0) {
         peerFence(*ss.link.comm);
@@ -126,7 +126,7 @@ struct P2pStream {
       ++ls.step;
     } else if (!ll) {
       void* dst = ptr;
-      kernels::cuda::copyBytes(1, &dst, sr.slot(), bytes);
+      gpu::copyBytes(1, &dst, sr.slot(), bytes);
       __syncthreads();
       if (threadIdx.x == 0) {
         peerFence(*sr.link.comm);
@@ -199,4 +199,4 @@ FERRY_DEVICE_NOINLINE __device__ inline void p2pRun(const DevComm& comm, const D
   }
 }
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

@@ -41,7 +41,7 @@
 #define FERRY_DEVICE_NOINLINE __noinline__
 #endif
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
 
 using simt::loadVolatile;
 using simt::pollPause;
@@ -280,7 +280,7 @@ struct RedCopy {
   static constexpr size_t kElemBytes = 1;
   __device__ size_t elemBytes() const { return 1; }
   FERRY_DEVICE_NOINLINE __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes, uint32_t) {
-    kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
+    gpu::copyBytes(nDsts, dsts, srcs[0], bytes);
   }
   __device__ static uint64_t pack(uint64_t a, uint64_t, uint32_t) { return a; }
 };
@@ -291,18 +291,18 @@ struct Red {
   FERRY_DEVICE_NOINLINE __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes,
                              uint32_t divisor) {
     if (nSrcs == 1 && divisor == 0) {
-      kernels::cuda::copyBytes(nDsts, dsts, srcs[0], bytes);
+      gpu::copyBytes(nDsts, dsts, srcs[0], bytes);
       return;
     }
     const T* s[8] = {};
     T* d[8] = {};
     for (int i = 0; i < nSrcs; ++i) s[i] = static_cast<const T*>(srcs[i]);
     for (int i = 0; i < nDsts; ++i) d[i] = static_cast<T*>(dsts[i]);
-    kernels::cuda::reduceCopy<T, Op>(nSrcs, s, nDsts, d, bytes / sizeof(T), divisor);
+    gpu::reduceCopy<T, Op>(nSrcs, s, nDsts, d, bytes / sizeof(T), divisor);
   }
   /// a op b over one pack; with a divisor, the avg's fused last step.
   __device__ static uint64_t pack(uint64_t a, uint64_t b, uint32_t divisor) {
-    return divisor != 0 ? kernels::cuda::applyPack8Divide<T, Op>(a, b, divisor) : kernels::cuda::applyPack8<T, Op>(a, b);
+    return divisor != 0 ? gpu::applyPack8Divide<T, Op>(a, b, divisor) : gpu::applyPack8<T, Op>(a, b);
   }
 };
 
@@ -322,11 +322,11 @@ struct RedRt {
       RedCopy::run(1, srcs, nDsts, dsts, n, 0);
       return;
     }
-    kernels::cuda::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { Red<T, Op>::run(nSrcs, srcs, nDsts, dsts, n, divisor); });
+    gpu::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { Red<T, Op>::run(nSrcs, srcs, nDsts, dsts, n, divisor); });
   }
   FERRY_DEVICE_NOINLINE __device__ uint64_t pack(uint64_t a, uint64_t b, uint32_t divisor) const {
     uint64_t v = 0;
-    kernels::cuda::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { v = Red<T, Op>::pack(a, b, divisor); });
+    gpu::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { v = Red<T, Op>::pack(a, b, divisor); });
     return v;
   }
 };
@@ -446,4 +446,4 @@ struct Prims<DevProto::kLL> {
   }
 };
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

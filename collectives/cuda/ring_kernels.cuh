@@ -12,7 +12,17 @@
 #include "collectives/cuda/prims.cuh"
 #include "collectives/ring_math.hpp"
 
-namespace ferry::coll::gpu {
+namespace ferry::gpu {
+
+// The index math the host executor shares (ferry::coll), by the names the device loops use.
+using coll::agRecvSegment;
+using coll::chainPosition;
+using coll::ringMod;
+using coll::rsRecvSegment;
+using coll::rsSendSegment;
+using coll::segmentBegin;
+using coll::segmentCount;
+using coll::sliceCount;
 
 /// One channel's part of a range of `elems` elements: [off, off + len).
 struct Part {
@@ -141,4 +151,4 @@ FERRY_DEVICE_NOINLINE __device__ void ringCopyWork(const DevComm& comm, const De
   prims.save();
 }
 
-}  // namespace ferry::coll::gpu
+}  // namespace ferry::gpu

@@ -1,6 +1,6 @@
 // One call of any front end, as data: the C++ API's methods, the NCCL C API, Python and
 // torch.distributed all build a Call and hand it to Comm::collective(), which validates it once
-// (runtime/base/call_check.hpp) and runs it through the algorithm table (collectives/table.hpp).
+// (base/call_check.hpp) and runs it through the algorithm table (collectives/table.hpp).
 #pragma once
 
 #include <cstddef>

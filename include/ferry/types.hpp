@@ -38,7 +38,7 @@ inline constexpr int kNumDataTypes = 12;
 
 /// Reduction operations. Values 0..4 equal NCCL's ncclRedOp_t. The bitwise ops (5..7) are ferry's own
 /// and are defined on the integer types only: NCCL has none, and its values from 5 up name PreMulSum
-/// reductions, so the NCCL C API never passes them through (runtime/nccl/ops.cpp).
+/// reductions, so the NCCL C API never passes them through (nccl/ops.cpp).
 enum class RedOp : int {
   kSum = 0,
   kProd = 1,

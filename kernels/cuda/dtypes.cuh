@@ -27,7 +27,7 @@
 #define FERRY_HOST_DEVICE inline
 #endif
 
-namespace ferry::kernels::cuda {
+namespace ferry::gpu {
 
 // ---- storage types --------------------------------------------------------------------------
 // One distinct type per 16/8-bit float format, so that templates over the storage type tell
@@ -263,4 +263,4 @@ FERRY_HOST_DEVICE void dispatchType(DataType type, F&& f) {
   }
 }
 
-}  // namespace ferry::kernels::cuda
+}  // namespace ferry::gpu

@@ -45,7 +45,7 @@
 #define FERRY_UNROLL _Pragma("GCC unroll 16")
 #endif
 
-namespace ferry::kernels::cuda {
+namespace ferry::gpu {
 
 /// Largest fan-in and fan-out of one reduceCopy call.
 inline constexpr int kMaxReduceSrcs = 8;
@@ -436,4 +436,4 @@ __device__ __forceinline__ uint64_t dividePack8(uint64_t a, uint32_t divisor) {
   return rc_detail::divideWord<T, uint64_t>(a, divisor);
 }
 
-}  // namespace ferry::kernels::cuda
+}  // namespace ferry::gpu

@@ -12,7 +12,7 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace ferry::kernels::cuda {
+namespace ferry::gpu {
 namespace {
 
 /// Everything one launch needs, by value.
@@ -73,4 +73,4 @@ int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs
   return rc;
 }
 
-}  // namespace ferry::kernels::cuda
+}  // namespace ferry::gpu

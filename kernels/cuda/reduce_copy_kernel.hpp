@@ -12,7 +12,7 @@
 
 #include "ferry/types.hpp"
 
-namespace ferry::kernels::cuda {
+namespace ferry::gpu {
 
 /// Most threads per block launchReduceCopy accepts: at 1024 the kernel's registers (unrolled
 /// 16-byte vectors of every source) exceed the multiprocessor's file and the launch fails.
@@ -32,4 +32,4 @@ inline constexpr int kMaxReduceCopyThreads = 512;
 int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
                      size_t count, uint32_t divisor, int nBlocks, int nThreads, void* stream);
 
-}  // namespace ferry::kernels::cuda
+}  // namespace ferry::gpu

@@ -15,7 +15,7 @@
 #endif
 
 #include "kernels/host/kernel_table.hpp"
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry::kernels {
 namespace {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry::bootstrap {
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "ferry/status.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "runtime/bootstrap/wire.hpp"
 
 namespace ferry::bootstrap {

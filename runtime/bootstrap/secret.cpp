@@ -12,7 +12,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/store.hpp"
 
 namespace ferry::bootstrap {

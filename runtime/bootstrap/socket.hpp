@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ferry/status.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "runtime/bootstrap/store.hpp"
 
 namespace ferry::bootstrap {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ferry/status.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 
 namespace ferry::bootstrap {
 

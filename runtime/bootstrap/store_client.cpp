@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/handshake.hpp"
 #include "runtime/bootstrap/socket.hpp"
 #include "runtime/bootstrap/store.hpp"

@@ -35,8 +35,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/root_state.hpp"
 #include "runtime/bootstrap/server_session.hpp"
 #include "runtime/bootstrap/socket.hpp"

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 namespace {
 std::string where(Where w) {
@@ -272,4 +272,4 @@ Status checkDeviceRequest(const char* fn, int rank, int device) {
   return Status::ok();
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -16,7 +16,7 @@
 #include "ferry/comm.hpp"
 #include "ferry/status.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 /// Who makes a call, for error messages (device -1: none yet).
 struct Where {
@@ -100,4 +100,4 @@ std::string errorText(int error);
 /// The Status for a failed launch (error is a cudaError_t from launchWorkList).
 Status launchError(int error, const std::string& what, Where w);
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

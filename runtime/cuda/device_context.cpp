@@ -7,12 +7,11 @@
 #include <cstring>
 #include <new>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/staging.hpp"
 
-namespace ferry::cuda {
-namespace gpu = coll::gpu;
+namespace ferry::gpu {
 namespace {
 
 // What a rank's card of either round says. The values travel between processes inside the cards:
@@ -535,4 +534,4 @@ DeviceContext::~DeviceContext() {
   hostFree(errorRecord_.host);
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "collectives/cuda/device.hpp"
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "runtime/cuda/cuda_api.hpp"
 #include "runtime/group_exchange.hpp"
 #include "runtime/peer_info.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 enum class DevicePath { kKernel, kStaged, kNone };
 
@@ -58,12 +58,12 @@ class DeviceContext {
   size_t memoryBytes() const { return memoryBytes_; }
 
   /// Kernel path: launch parameters.
-  const coll::gpu::DevComm* devComm() const { return devComm_; }
+  const gpu::DevComm* devComm() const { return devComm_; }
   int channels() const { return config_.nChannels; }
   int threads() const { return threads_; }
   /// The algorithm and protocol for a message of `bytes` per rank (knobs first).
-  coll::gpu::DevAlgo algo() const { return algo_; }
-  coll::gpu::DevProto proto(size_t bytes) const;
+  gpu::DevAlgo algo() const { return algo_; }
+  gpu::DevProto proto(size_t bytes) const;
 
   /// Staged path: the pinned buffers of one stream.
   StagingPool& staging() { return *staging_; }
@@ -88,15 +88,15 @@ class DeviceContext {
   Where where_;
   DevicePath path_ = DevicePath::kNone;
   std::string whyNot_;
-  coll::gpu::DevConfig config_;
+  gpu::DevConfig config_;
   int threads_ = 0;
-  coll::gpu::DevAlgo algo_ = coll::gpu::DevAlgo::kRing;
+  gpu::DevAlgo algo_ = gpu::DevAlgo::kRing;
   int forcedProto_ = -1;  ///< FERRY_GPU_PROTO as a DevProto, or -1
   size_t llMaxBytes_ = 0;
   void* resources_ = nullptr;
   std::vector<void*> opened_;  ///< peers' blocks mapped by CUDA IPC, closed at destruction
-  coll::gpu::DevComm* devComm_ = nullptr;
-  MappedHost errorRecord_;  ///< coll::gpu::DevError, host-mapped
+  gpu::DevComm* devComm_ = nullptr;
+  MappedHost errorRecord_;  ///< gpu::DevError, host-mapped
   int sharingGpuInProcess_ = 1;
   uint64_t commId_ = 0;
   bool crossProcess_ = false;
@@ -106,4 +106,4 @@ class DeviceContext {
   std::unique_ptr<StagingPool> staging_;
 };
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

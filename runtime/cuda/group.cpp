@@ -4,10 +4,10 @@
 #include <thread>
 #include <utility>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 
 namespace ferry {
-namespace cuda {
+namespace gpu {
 namespace {
 
 struct Recorded {
@@ -97,28 +97,28 @@ Status submit(Comm& comm, DeviceContext* ctx, const Status& checked, const DevWo
   return issueCalls(comm, ctx, {StreamCall{work, stream}});
 }
 
-}  // namespace cuda
+}  // namespace gpu
 
 Status groupStart() {
-  ++cuda::tGroup.depth;
+  ++gpu::tGroup.depth;
   return Status::ok();
 }
 
 Status groupEnd() {
-  auto& g = cuda::tGroup;
+  auto& g = gpu::tGroup;
   if (g.depth == 0) {
     return Status(ErrorCode::kInvalidUsage, "groupEnd: no group is open on this thread (groupStart was not called)");
   }
   if (--g.depth > 0) return Status::ok();
-  cuda::GroupState done = std::move(g);
-  g = cuda::GroupState{};
+  gpu::GroupState done = std::move(g);
+  g = gpu::GroupState{};
   if (!done.error.isOk()) {
     return Status(done.error.code(),
                   "groupEnd: a call in the group failed, so none of its " + std::to_string(done.calls.size()) +
                       " recorded calls ran: " + done.error.message());
   }
   FERRY_TRACE(log::kColl, "group end: %zu stream-ordered calls", done.calls.size());
-  Status st = cuda::issueGroup(std::move(done.calls));
+  Status st = gpu::issueGroup(std::move(done.calls));
   if (!st.isOk()) return Status(st.code(), "groupEnd: " + st.message());
   return st;
 }

@@ -14,7 +14,7 @@
 
 #include "runtime/cuda/stream_issue.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 /// Issue `work` on `comm` now, or record it when this thread is inside a group. `checked` is the
 /// outcome of the caller's argument checks (an error is returned, and remembered by the group).
@@ -23,4 +23,4 @@ Status submit(Comm& comm, DeviceContext* ctx, const Status& checked, const DevWo
 /// This thread's group depth (0: outside any group).
 int groupDepth();
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

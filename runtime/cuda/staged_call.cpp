@@ -1,10 +1,10 @@
 // The staged route (see staged_call.hpp).
 #include "runtime/cuda/staged_call.hpp"
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/staging.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 namespace {
 
 constexpr size_t kAlign = 256;
@@ -78,4 +78,4 @@ Status issueStaged(Comm& comm, DeviceContext& ctx, const std::vector<DevWork>& w
   return Status::ok();
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -15,9 +15,9 @@
 #include "runtime/cuda/device_context.hpp"
 #include "runtime/cuda/work_extent.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 /// Enqueue `works` (all device buffers, in order) on `stream` through the staging buffers.
 Status issueStaged(Comm& comm, DeviceContext& ctx, const std::vector<DevWork>& works, Stream stream);
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 StagingPool::~StagingPool() {
   for (void* p : pinned_) hostFree(p);
@@ -41,4 +41,4 @@ void StagingPool::keep(std::shared_ptr<void> record) {
   kept_.push_back(std::move(record));
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

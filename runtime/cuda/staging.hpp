@@ -17,7 +17,7 @@
 
 #include "runtime/cuda/cuda_api.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 class StagingPool {
  public:
@@ -47,4 +47,4 @@ class StagingPool {
   std::vector<std::shared_ptr<void>> kept_;
 };
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

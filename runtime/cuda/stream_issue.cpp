@@ -5,10 +5,10 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "runtime/cuda/staged_call.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 namespace {
 
 enum class Route { kSkip, kHost, kDevice };
@@ -117,9 +117,9 @@ Status launchKernels(DeviceContext& ctx, int rank, std::vector<DevWork> works, S
     w.algo = ctx.algo();
     w.proto = ctx.proto(w.count * dataTypeSize(w.type));
   }
-  for (size_t first = 0; first < works.size(); first += coll::gpu::kMaxWorksPerLaunch) {
-    coll::gpu::DevWorkList list;
-    const size_t n = std::min<size_t>(coll::gpu::kMaxWorksPerLaunch, works.size() - first);
+  for (size_t first = 0; first < works.size(); first += gpu::kMaxWorksPerLaunch) {
+    gpu::DevWorkList list;
+    const size_t n = std::min<size_t>(gpu::kMaxWorksPerLaunch, works.size() - first);
     size_t largest = 0;
     for (size_t i = 0; i < n; ++i) {
       list.works[i] = works[first + i];
@@ -127,10 +127,10 @@ Status launchKernels(DeviceContext& ctx, int rank, std::vector<DevWork> works, S
     }
     list.nWorks = static_cast<int>(n);
     // Small lists run on one channel: every rank decides alike from the same counts.
-    const int blocks = largest <= coll::gpu::kOneChannelMaxBytes ? 1 : ctx.channels();
+    const int blocks = largest <= gpu::kOneChannelMaxBytes ? 1 : ctx.channels();
     const uint64_t launch = ctx.nextLaunch();
     if (ctx.ranksSharingGpuInProcess() > 1) FERRY_TRY(claimStream(ctx, rank, launch, stream, list.works[0]));
-    int err = coll::gpu::launchWorkList(ctx.devComm(), list, blocks, ctx.threads(), stream);
+    int err = gpu::launchWorkList(ctx.devComm(), list, blocks, ctx.threads(), stream);
     if (err != 0) {
       std::string what = describe(list.works[0], true);
       if (n > 1) what += " and " + std::to_string(n - 1) + " more works of one group";
@@ -214,4 +214,4 @@ Status issueCalls(Comm& comm, DeviceContext* ctx, const std::vector<StreamCall>&
   return runHost(comm, *routed);
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -22,7 +22,7 @@
 #include "runtime/cuda/device_context.hpp"
 #include "runtime/cuda/work_extent.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 /// One stream-ordered call of a communicator, already checked (arguments valid for this rank).
 struct StreamCall {
@@ -51,4 +51,4 @@ Status runHost(Comm& comm, const RoutedCalls& routed);
 /// All three, for one communicator's calls outside a group.
 Status issueCalls(Comm& comm, DeviceContext* ctx, const std::vector<StreamCall>& calls);
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

@@ -1,15 +1,15 @@
 // DevWork extents and their host execution (see work_extent.hpp).
 #include "runtime/cuda/work_extent.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
 std::string describe(const DevWork& w, bool device) {
   std::string s = std::string(callKindName(w.kind)) + " of " + std::to_string(w.count) + " " + dataTypeName(w.type);
   if (w.kind == CallKind::kSend || w.kind == CallKind::kRecv) s += " with peer " + std::to_string(w.root);
   if (w.kind == CallKind::kBroadcast || w.kind == CallKind::kReduce) s += " from root " + std::to_string(w.root);
   if (device) {
-    s += w.algo == coll::gpu::DevAlgo::kDirect ? " (direct" : " (ring";
-    s += w.proto == coll::gpu::DevProto::kLL ? ", LL)" : ", simple)";
+    s += w.algo == gpu::DevAlgo::kDirect ? " (direct" : " (ring";
+    s += w.proto == gpu::DevProto::kLL ? ", LL)" : ", simple)";
   }
   return s;
 }
@@ -63,4 +63,4 @@ Status runOnHost(Comm& comm, const std::vector<DevWork>& works) {
   return Status::ok();
 }
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

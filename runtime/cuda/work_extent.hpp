@@ -8,9 +8,8 @@
 #include "collectives/cuda/device.hpp"
 #include "ferry/comm.hpp"
 
-namespace ferry::cuda {
+namespace ferry::gpu {
 
-using coll::gpu::DevWork;
 
 /// "allReduce of 1024 float32 (ring, LL)" for messages; algo and proto when `device`.
 std::string describe(const DevWork& w, bool device);
@@ -27,4 +26,4 @@ size_t recvBytes(const DevWork& w, int rank, int nRanks);
 /// and receive as one Comm::sendRecv batch (so a group's pairs never deadlock, whatever the order).
 Status runOnHost(Comm& comm, const std::vector<DevWork>& works);
 
-}  // namespace ferry::cuda
+}  // namespace ferry::gpu

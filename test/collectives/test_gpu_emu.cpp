@@ -33,7 +33,7 @@
 
 using namespace ferry;
 using namespace ferry::coll;
-using namespace ferry::coll::gpu;
+using namespace ferry::gpu;
 
 namespace {
 

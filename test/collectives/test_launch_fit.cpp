@@ -15,14 +15,14 @@
 #include "collectives/cuda/kernel_figures.hpp"
 #include "kernels/cuda/reduce_copy_kernel.hpp"
 
-using namespace ferry::coll::gpu;
+using namespace ferry::gpu;
 
 namespace {
 
 /// The block size the runtime launches kernel `name` with.
 int launchedThreads(const std::string& name) {
   if (name.find("collectiveKernel") != std::string::npos) return maxThreadsPerBlock();
-  if (name.find("reduceCopyKernel") != std::string::npos) return ferry::kernels::cuda::kMaxReduceCopyThreads;
+  if (name.find("reduceCopyKernel") != std::string::npos) return ferry::gpu::kMaxReduceCopyThreads;
   return 0;
 }
 
@@ -73,7 +73,7 @@ TEST_CASE("launch fit: every kernel launches at the runtime's block size on ever
   }
   if (FERRY_BUILT_WITH_NVCC) {
     CHECK(archesSeen == std::set<std::string>{"sm_80", "sm_90", "sm_100"});
-    CHECK(kernelsSeen.count("ferry::coll::gpu::collectiveKernel") == 1);
+    CHECK(kernelsSeen.count("ferry::gpu::collectiveKernel") == 1);
   }
 }
 

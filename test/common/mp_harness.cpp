@@ -16,7 +16,7 @@
 #include <memory>
 #include <new>
 
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 
 namespace ferry::test {
 

@@ -7,8 +7,8 @@
 // straight to their parsers, and every value is tried as an interface name against the filter.
 #include <map>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/tuner.hpp"

@@ -17,7 +17,7 @@
 namespace ferry::kernels::test {
 namespace {
 
-namespace dev = ferry::kernels::cuda;
+namespace dev = ferry::gpu;
 
 /// Floats that probe narrowing: each value of the format, the midpoints to its neighbour and the
 /// floats next to them, random patterns, and large values.

@@ -118,7 +118,7 @@ TEST_CASE("emulated reduceCopy equals the host kernels for every type, op, fan-i
               else dstPtrs.push_back(dstMem[d].at(shift));
             }
             const int threads = layout == 0 ? 4 : layout == 1 ? 8 : 32;
-            REQUIRE(cuda::launchReduceCopy(type, op, nSrcs, srcPtrs.data(), nDsts, dstPtrs.data(), n, divisor, 3,
+            REQUIRE(gpu::launchReduceCopy(type, op, nSrcs, srcPtrs.data(), nDsts, dstPtrs.data(), n, divisor, 3,
                                            threads, nullptr) == 0);
             for (int d = 0; d < nDsts; ++d) {
               INFO("destination " << d);
@@ -141,7 +141,7 @@ TEST_CASE("emulated copyBytes copies to every destination at any alignment") {
         // The last destination is misaligned by one more byte when nDsts == 3 (the scalar path).
         void* dsts[3] = {d0.at(offset), d1.at(offset), d2.at(offset + (nDsts == 3 ? 1 : 0))};
         const void* from = src.at(offset);
-        simt::launch(dim3(1), dim3(8), [&] { cuda::copyBytes(nDsts, dsts, from, bytes); });
+        simt::launch(dim3(1), dim3(8), [&] { gpu::copyBytes(nDsts, dsts, from, bytes); });
         for (int d = 0; d < nDsts; ++d) {
           INFO("bytes " << bytes << " offset " << offset << " destination " << d << " of " << nDsts);
           CHECK((bytes == 0 || std::memcmp(dsts[d], from, bytes) == 0));
@@ -154,14 +154,14 @@ TEST_CASE("emulated copyBytes copies to every destination at any alignment") {
 TEST_CASE("invalid launch arguments are refused") {
   const void* s[1] = {nullptr};
   void* d[1] = {nullptr};
-  CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 0, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
-  CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 9, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
-  CHECK(cuda::launchReduceCopy(static_cast<DataType>(12), RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
-  CHECK(cuda::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1024, nullptr) != 0);
+  CHECK(gpu::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 0, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+  CHECK(gpu::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 9, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+  CHECK(gpu::launchReduceCopy(static_cast<DataType>(12), RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+  CHECK(gpu::launchReduceCopy(DataType::kFloat32, RedOp::kSum, 1, s, 1, d, 0, 0, 1, 1024, nullptr) != 0);
   for (RedOp op : {RedOp::kBand, RedOp::kBor, RedOp::kBxor}) {  // integer types only
-    CHECK(cuda::launchReduceCopy(DataType::kFloat32, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
-    CHECK(cuda::launchReduceCopy(DataType::kBfloat16, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
-    CHECK(cuda::launchReduceCopy(DataType::kInt64, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) == 0);
+    CHECK(gpu::launchReduceCopy(DataType::kFloat32, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+    CHECK(gpu::launchReduceCopy(DataType::kBfloat16, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) != 0);
+    CHECK(gpu::launchReduceCopy(DataType::kInt64, op, 1, s, 1, d, 0, 0, 1, 1, nullptr) == 0);
   }
 }
 
@@ -174,9 +174,9 @@ struct PackCall {
   uint64_t result = 0;
   template <typename T, typename Op>
   void operator()() {
-    if (which == 0) result = cuda::applyPack8<T, Op>(a, b);
-    if (which == 1) result = cuda::applyPack8Divide<T, Op>(a, b, divisor);
-    if (which == 2) result = cuda::dividePack8<T>(a, divisor);
+    if (which == 0) result = gpu::applyPack8<T, Op>(a, b);
+    if (which == 1) result = gpu::applyPack8Divide<T, Op>(a, b, divisor);
+    if (which == 2) result = gpu::dividePack8<T>(a, divisor);
   }
 };
 
@@ -199,7 +199,7 @@ TEST_CASE("LL pack arithmetic equals the host kernels") {
         for (int which = 0; which < 3; ++which) {
           if (which != 0 && op != RedOp::kSum) continue;
           PackCall call{op, which, a, b, divisor};
-          cuda::dispatchTypeOp(type, op, call);
+          gpu::dispatchTypeOp(type, op, call);
           uint64_t want = 0;
           if (which == 0) reduce(type, op, &want, &a, &b, n);
           if (which == 1) sumDivide(type, &want, &a, &b, n, divisor);

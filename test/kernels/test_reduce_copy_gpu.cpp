@@ -88,7 +88,7 @@ int checkAll() {
             }
             if (nSrcs == 1 && divisor != 0) ferry::kernels::divide(type, want.data(), want.data(), n, divisor);
             CHECK_CUDA(static_cast<cudaError_t>(
-                ferry::kernels::cuda::launchReduceCopy(type, op, nSrcs, srcPtrs, nDsts, dstPtrs, n, divisor, 64, 256, nullptr)));
+                ferry::gpu::launchReduceCopy(type, op, nSrcs, srcPtrs, nDsts, dstPtrs, n, divisor, 64, 256, nullptr)));
             CHECK_CUDA(cudaDeviceSynchronize());
             for (int d = 0; d < nDsts; ++d) {
               std::vector<unsigned char> got(n * es);
@@ -151,7 +151,7 @@ int bandwidth() {
     for (int perSm : {2, 4, 8, 16}) {
       for (int threads : {256, 512}) {
         const float ms = time([&] {
-          ferry::kernels::cuda::launchReduceCopy(type, RedOp::kSum, 2, srcs, 1, dsts, n, 0, sms * perSm, threads,
+          ferry::gpu::launchReduceCopy(type, RedOp::kSum, 2, srcs, 1, dsts, n, 0, sms * perSm, threads,
                                                  nullptr);
         });
         const double bw = 3.0 * kBytes / (ms * 1e6);

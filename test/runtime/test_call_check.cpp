@@ -1,4 +1,4 @@
-// The argument checks every front end shares (runtime/base/call_check.hpp), alone and through the
+// The argument checks every front end shares (base/call_check.hpp), alone and through the
 // C++ API with ranks as threads: each bad argument is refused with its name, value, rank and the
 // valid range, before anything moves; exact in-place buffers pass.
 #include <catch2/catch.hpp>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
-#include "runtime/base/call_check.hpp"
+#include "base/call_check.hpp"
 #include "test/common/rank_threads.hpp"
 
 using ferry::Call;

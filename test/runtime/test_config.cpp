@@ -4,9 +4,9 @@
 #include <map>
 #include <string>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/deadline.hpp"
-#include "runtime/base/log.hpp"
+#include "base/config.hpp"
+#include "base/deadline.hpp"
+#include "base/log.hpp"
 
 using namespace ferry;
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/base/config.hpp"
+#include "base/config.hpp"
 #include "runtime/init_records.hpp"
 #include "runtime/knob_resolvers.hpp"
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/base/deadline.hpp"
+#include "base/deadline.hpp"
 #include "transports/transport.hpp"
 
 namespace ferry::test {

@@ -1,4 +1,4 @@
-// RDMA NIC discovery (transports/ib) against faked verbs: no devices, no kernel support, a device
+// RDMA NIC discovery (transports/nic) against faked verbs: no devices, no kernel support, a device
 // that will not open, and two devices with ports in several states on two NUMA nodes. Then the
 // sysfs readers against a tree of the test's own, and the real libibverbs of this machine, which
 // may have NICs or (usually) none.
@@ -11,11 +11,11 @@
 #include <map>
 #include <memory>
 
-#include "transports/ib/ib_sysfs.hpp"
-#include "transports/ib/nic_discovery.hpp"
+#include "transports/nic/ib_sysfs.hpp"
+#include "transports/nic/nic_discovery.hpp"
 
 using namespace ferry;
-using namespace ferry::transport::ib;
+using namespace ferry::transport::nic;
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "transports/shm/segment.hpp"
 
 namespace ferry::transport::shm {

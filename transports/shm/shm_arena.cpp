@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "transports/shm/segment.hpp"
 #include "transports/shm/shared_memory.hpp"
 

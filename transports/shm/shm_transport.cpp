@@ -39,8 +39,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/base/deadline.hpp"
-#include "runtime/base/log.hpp"
+#include "base/deadline.hpp"
+#include "base/log.hpp"
 #include "transports/shm/segment.hpp"
 
 namespace ferry::transport::shm {

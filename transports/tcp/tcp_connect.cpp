@@ -15,7 +15,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/base/log.hpp"
+#include "base/log.hpp"
 #include "transports/tcp/tcp_wire.hpp"
 
 namespace ferry::transport::tcp {

@@ -27,8 +27,8 @@
 #include <random>
 #include <string>
 
-#include "runtime/base/deadline.hpp"
-#include "runtime/base/log.hpp"
+#include "base/deadline.hpp"
+#include "base/log.hpp"
 #include "transports/tcp/buffer_pool.hpp"
 #include "transports/tcp/tcp_connect.hpp"
 #include "transports/tcp/tcp_wire.hpp"

@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/base/deadline.hpp"
-#include "runtime/base/log.hpp"
+#include "base/deadline.hpp"
+#include "base/log.hpp"
 
 namespace ferry::transport::ucx {
 namespace {

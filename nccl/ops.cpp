@@ -1,14 +1,13 @@
 // Checking and running the C API's collective and point-to-point calls.
-#include "runtime/nccl/ops.hpp"
+#include "nccl/ops.hpp"
 
 #include <limits>
 #include <memory>
 #include <string>
 
-#include "runtime/base/call_check.hpp"
-#include "runtime/nccl/comm_handle.hpp"
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/group.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
+#include "nccl/group.hpp"
 
 namespace ferry::nccl {
 namespace {
@@ -46,7 +45,7 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   call.type = static_cast<DataType>(raw.type);
   call.op = static_cast<RedOp>(builtIn);
   // Device buffers go to the stream-ordered path; host buffers keep the blocking host calls.
-  if (cuda::pointerKind(call.send) == cuda::MemKind::kDevice || cuda::pointerKind(call.recv) == cuda::MemKind::kDevice) {
+  if (gpu::pointerKind(call.send) == gpu::MemKind::kDevice || gpu::pointerKind(call.recv) == gpu::MemKind::kDevice) {
     call.stream = op->stream;
   }
   if (!inGroup() && !op->preMul) return Status::ok();  // Comm::collective validates it

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 
 /// Where the kernel lists RDMA devices, one folder per device name.
 inline constexpr const char* kSysfsInfiniband = "/sys/class/infiniband";
@@ -18,4 +18,4 @@ int readNumaNode(const std::string& root, const std::string& device);
 /// names one (InfiniBand ports have none).
 std::string readNetdev(const std::string& root, const std::string& device, int port);
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

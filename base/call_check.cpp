@@ -1,4 +1,4 @@
-#include "runtime/base/call_check.hpp"
+#include "base/call_check.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>

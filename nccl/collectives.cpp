@@ -1,7 +1,7 @@
 // Collective and point-to-point entry points. Each builds an Op and submits it (ops.cpp): checked,
 // then run now or queued by the open group. Calls on host buffers ignore `stream` and complete
 // before they return; calls on device buffers are enqueued on `stream` (ops.cpp: runOnStream).
-#include "runtime/nccl/ops.hpp"
+#include "nccl/ops.hpp"
 
 using namespace ferry::nccl;
 using ferry::CallKind;

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "ferry/comm.hpp"
-#include "runtime/nccl/entry.hpp"
-#include "runtime/nccl/premul_sum.hpp"
-#include "runtime/nccl/registrations.hpp"
+#include "nccl/entry.hpp"
+#include "nccl/premul_sum.hpp"
+#include "nccl/registrations.hpp"
 
 struct ncclComm {
  public:

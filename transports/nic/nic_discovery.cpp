@@ -1,14 +1,14 @@
 // Discovery proper: walk the devices verbs lists, open each, and turn every port's attributes
 // into a NicPort. Failures are kept as small as they are: a device that will not open costs that
 // device, a port that cannot be queried costs that port, a GID that cannot be read costs the GID.
-#include "transports/ib/nic_discovery.hpp"
+#include "transports/nic/nic_discovery.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 namespace {
 
 constexpr int kStateActive = 4;     // IBV_PORT_ACTIVE
@@ -97,4 +97,4 @@ Result<NicInventory> discoverNics(const VerbsApi& api) {
   return inv;
 }
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

@@ -5,9 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
-#include "runtime/nccl/comm_init.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_init.hpp"
 
 extern char** environ;
 

@@ -1,14 +1,13 @@
 // PreMulSum reductions: the table of a communicator's reductions, the scaling of an input, and the
 // ncclRedOpCreatePreMulSum / ncclRedOpDestroy entry points.
-#include "runtime/nccl/premul_sum.hpp"
+#include "nccl/premul_sum.hpp"
 
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/host/fp8.hpp"
-#include "kernels/host/half.hpp"
-#include "runtime/nccl/comm_handle.hpp"
-#include "runtime/nccl/entry.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
+#include "nccl/entry.hpp"
 
 namespace ferry::nccl {
 namespace {

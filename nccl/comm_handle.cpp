@@ -1,5 +1,5 @@
 // struct ncclComm's life cycle: init results, entering and leaving calls, finalize, destroy, abort.
-#include "runtime/nccl/comm_handle.hpp"
+#include "nccl/comm_handle.hpp"
 
 using ferry::ErrorCode;
 using ferry::Status;

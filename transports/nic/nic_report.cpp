@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "transports/ib/nic_discovery.hpp"
+#include "transports/nic/nic_discovery.hpp"
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 namespace {
 
 // "mlx5_0:1 ACTIVE InfiniBand 4x HDR 200 Gb/s NUMA 0 GID fe80::1"
@@ -67,4 +67,4 @@ std::string ucxNetDevices(const std::vector<NicPort>& ports, int numaNode, int l
   return pool[pick]->device + ":" + std::to_string(pool[pick]->port);
 }
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

@@ -1,14 +1,11 @@
 // Unique ids, joining a communicator and reading ncclConfig_t (see comm_init.hpp).
-#include "runtime/nccl/comm_init.hpp"
+#include "nccl/comm_init.hpp"
 
 #include <cstddef>
 #include <thread>
 
-#include "runtime/base/config.hpp"
-#include "runtime/base/log.hpp"
-#include "runtime/bootstrap/store.hpp"
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/comm_handle.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
 namespace {
@@ -54,7 +51,7 @@ Status runInit(const InitRequest& r) {
   Status root = r.rank == 0 ? startEnvironmentRoot(r.id, r.size) : Status::ok();
   // With a GPU the rank drives its handle's device (ncclCommInitRank: the caller's current device;
   // ncclCommInitAll: devlist); without one it stays on the host.
-  const int device = cuda::deviceCount() > 0 ? r.handle->device : -1;
+  const int device = gpu::deviceCount() > 0 ? r.handle->device : -1;
   auto created = root.isOk() ? Comm::create(r.id, r.rank, r.size, device) : Result<std::unique_ptr<Comm>>(root);
   Status st = created.status();
   if (r.handle->finishInit(std::move(created))) delete r.handle;

@@ -5,9 +5,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "transports/ib/nic_discovery.hpp"
+#include "transports/nic/nic_discovery.hpp"
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 namespace {
 
 // One per-lane speed grade: active_speed's bit, its name, its nominal per-lane rate.
@@ -80,4 +80,4 @@ std::string formatGid(const Gid& gid) {
   return text;
 }
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

@@ -4,10 +4,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/comm_handle.hpp"
-#include "runtime/nccl/comm_init.hpp"
-#include "runtime/nccl/group.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
+#include "nccl/comm_init.hpp"
+#include "nccl/group.hpp"
 
 using namespace ferry::nccl;
 using ferry::Status;
@@ -33,8 +33,8 @@ Outcome initRank(const char* fn, ncclComm_t* comm, int nranks, const ncclUniqueI
   r.size = nranks;
   // NCCL's rule: the rank drives the calling thread's current device.
   int device = 0;
-  if (ferry::cuda::deviceCount() > 0) {
-    auto current = ferry::cuda::currentDevice(ferry::cuda::Where{rank, -1});
+  if (ferry::gpu::deviceCount() > 0) {
+    auto current = ferry::gpu::currentDevice(ferry::gpu::Where{rank, -1});
     if (!current.isOk()) return current.status();
     device = *current;
   }

@@ -15,8 +15,8 @@
 // returns it again without running anything.
 #pragma once
 
-#include "runtime/nccl/comm_init.hpp"
-#include "runtime/nccl/ops.hpp"
+#include "nccl/comm_init.hpp"
+#include "nccl/ops.hpp"
 
 namespace ferry::nccl {
 

@@ -1,6 +1,6 @@
 // Entry points about an existing communicator: ncclCommFinalize, ncclCommDestroy, ncclCommAbort,
 // ncclCommGetAsyncError, ncclCommCount, ncclCommCuDevice and ncclCommUserRank.
-#include "runtime/nccl/comm_handle.hpp"
+#include "nccl/comm_handle.hpp"
 
 using namespace ferry::nccl;
 using ferry::Status;

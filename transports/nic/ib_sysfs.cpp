@@ -1,13 +1,13 @@
 // sysfs reads for NIC discovery. Every failure means "not known", never an error: these facts
 // only refine the report and the choice of NIC.
-#include "transports/ib/ib_sysfs.hpp"
+#include "transports/nic/ib_sysfs.hpp"
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 namespace {
 
 // The first line of a small sysfs file without its newline; empty when it cannot be read.
@@ -46,4 +46,4 @@ std::string readNetdev(const std::string& root, const std::string& device, int p
   return count == 1 ? name : std::string();
 }
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

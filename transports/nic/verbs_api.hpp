@@ -16,7 +16,7 @@
 
 #include "ferry/status.hpp"
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 
 /// What ibv_get_device_list said.
 struct DeviceList {
@@ -68,4 +68,4 @@ const VerbsApi& systemVerbs();
 /// Whether this build links libibverbs.
 bool builtWithVerbs();
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

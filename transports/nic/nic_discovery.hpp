@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "ferry/status.hpp"
-#include "transports/ib/verbs_api.hpp"
+#include "transports/nic/verbs_api.hpp"
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 
 /// One port of one RDMA device.
 struct NicPort {
@@ -71,4 +71,4 @@ std::string linkLayerName(int linkLayer);
 /// A GID as IPv6 text, zero runs compressed ("fe80::1").
 std::string formatGid(const Gid& gid);
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

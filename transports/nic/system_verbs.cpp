@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "transports/ib/ib_sysfs.hpp"
-#include "transports/ib/verbs_api.hpp"
+#include "transports/nic/ib_sysfs.hpp"
+#include "transports/nic/verbs_api.hpp"
 
 #ifndef FERRY_HAVE_IBVERBS
 #define FERRY_HAVE_IBVERBS 0
@@ -21,7 +21,7 @@
 #include <infiniband/verbs.h>
 #endif
 
-namespace ferry::transport::ib {
+namespace ferry::transport::nic {
 namespace {
 
 #if FERRY_HAVE_IBVERBS
@@ -163,4 +163,4 @@ const VerbsApi& systemVerbs() {
 
 bool builtWithVerbs() { return FERRY_HAVE_IBVERBS != 0; }
 
-}  // namespace ferry::transport::ib
+}  // namespace ferry::transport::nic

@@ -9,9 +9,9 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "runtime/base/log.hpp"
-#include "runtime/nccl/comm_handle.hpp"
-#include "runtime/nccl/entry.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
+#include "nccl/entry.hpp"
 
 namespace ferry::nccl {
 namespace {

@@ -2,8 +2,8 @@
 // Without a GPU, buffers are host memory: allocation is ferry::hostAlloc (shared memory the ranks
 // of a host map) and registration only records the buffer (registrations.hpp).
 #include "ferry/memory.hpp"
-#include "runtime/cuda/cuda_api.hpp"
-#include "runtime/nccl/comm_handle.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
 
@@ -32,10 +32,10 @@ extern "C" ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     *ptr = nullptr;
     // With a GPU, NCCL's contract: device memory on the current device (what callers then pass as
     // device buffers). Without one, page-aligned host memory (ferry's host extension).
-    if (ferry::cuda::deviceCount() > 0) {
-      auto device = ferry::cuda::currentDevice(ferry::cuda::Where{});
+    if (ferry::gpu::deviceCount() > 0) {
+      auto device = ferry::gpu::currentDevice(ferry::gpu::Where{});
       FERRY_TRY(device);
-      auto mem = ferry::cuda::deviceAlloc(size > 0 ? size : 1, ferry::cuda::Where{-1, *device});
+      auto mem = ferry::gpu::deviceAlloc(size > 0 ? size : 1, ferry::gpu::Where{-1, *device});
       FERRY_TRY(mem);
       *ptr = *mem;
       return Status::ok();
@@ -52,8 +52,8 @@ FERRY_NCCL_ALIAS(ncclMemAlloc)
 
 extern "C" ncclResult_t pncclMemFree(void* ptr) {
   return entry("ncclMemFree", [&]() -> Status {
-    if (ptr != nullptr && ferry::cuda::pointerKind(ptr) == ferry::cuda::MemKind::kDevice) {
-      ferry::cuda::deviceFree(ptr);
+    if (ptr != nullptr && ferry::gpu::pointerKind(ptr) == ferry::gpu::MemKind::kDevice) {
+      ferry::gpu::deviceFree(ptr);
       return Status::ok();
     }
     Status st = ferry::hostFree(ptr);

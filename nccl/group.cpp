@@ -1,11 +1,11 @@
 // ncclGroupStart / ncclGroupEnd and what the outermost end runs (see group.hpp).
-#include "runtime/nccl/group.hpp"
+#include "nccl/group.hpp"
 
 #include <thread>
 #include <utility>
 
-#include "runtime/base/log.hpp"
-#include "runtime/nccl/comm_handle.hpp"
+#include "runtime/nccl_support.hpp"
+#include "nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
 namespace {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
-#include "runtime/nccl/entry.hpp"
-#include "runtime/nccl/premul_sum.hpp"
+#include "nccl/entry.hpp"
+#include "nccl/premul_sum.hpp"
 
 namespace ferry::nccl {
 
@@ -32,7 +32,7 @@ struct RawArgs {
 
 /// Resolve what only the C API has (a PreMulSum reduction handle, device or host buffers) into
 /// op->call. Calls that run before Comm sees them (queued by a group, scaled for PreMulSum) are
-/// validated here (runtime/base/call_check.hpp); the others by Comm::collective.
+/// validated here (base/call_check.hpp); the others by Comm::collective.
 Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op);
 
 /// Run one collective (not point-to-point) on `comm`.
