@@ -373,7 +373,7 @@ TEST_CASE("over the network small all-reduces double recursively, large ones tak
   CHECK(plan(*t, OpKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
   CHECK(plan(*t, OpKind::kAllReduce, 16 << 20).algorithm == Algorithm::kRing);
   CHECK(plan(*t, OpKind::kAllGather, 1024).algorithm == Algorithm::kRing);
-  // Not measured (one host over UCX): the ring, as before, unless FERRY_ALGO asks for doubling.
+  // No network measured (one host without an arena): the ring, unless FERRY_ALGO asks for doubling.
   TunerInputs flat = networkInputs(4, 1, false);
   flat.net = NetLevel{};
   auto u = Tuner::create(flat, "", "", 0);
