@@ -109,11 +109,10 @@ struct Context {
   bool peerReads = false;
   /// Below this many bytes per call (the vector, or all ranks' blocks together) plans that read
   /// peers' shared buffers in place are not chosen (FERRY_SHARED_MIN_BYTES): not by the tuner,
-  /// not by the pipelined reductions' switch; reads other plans make still go in place. On the
-  /// project's test VM the first access to each page of a peer's buffer not touched for a while
-  /// cost up to ~7 us (ferry-perf walks fresh regions of 256 MiB buffers at mid sizes) where the
-  /// mailboxes stay warm: 2 ranks, 16 MiB all-reduce 1.0 GB/s in place against 3.3 through the
-  /// mailboxes; from 64 MiB the in-place reads won (10.3 against 5.6).
+  /// not by the pipelined reductions' switch; reads other plans make still go in place. The first
+  /// access to each page of a peer's buffer not touched for a while costs a fault where the
+  /// mailboxes stay warm; only large calls win back that cost (evidence: docs/PERFORMANCE.md,
+  /// "Reading peers' buffers in place").
   size_t sharedMinBytes = size_t{32} << 20;
   /// Calls whose buffers on this host (every rank's input and output) add up to this many bytes
   /// write their outputs with streaming stores (kernels::copyStreaming; FERRY_STREAM_MIN_BYTES,
@@ -323,8 +322,9 @@ class Exec {
   Status sendAck();
   Status postGuard();
   /// Start the call's clock and deadline, at its first wait that blocks: a stream of small calls
-  /// that never block then reads no clock (two reads were a quarter of a small broadcast's time
-  /// on a virtual machine where one takes 56 ns).
+  /// that never block then reads no clock, where a virtual machine's clock reads are a large share
+  /// of a small call (evidence: docs/PERFORMANCE.md, "The call's clock starts at its first
+  /// blocking wait").
   void startClock();
 
   Context& ctx_;

@@ -299,8 +299,8 @@ Status Hierarchy::broadcast(const void* in, void* out, size_t count, DataType ty
     // Across in the cross group of the root's local index (it spans every host), then within. The
     // root sends `in` across as it is (in place there: an in-place root writes nothing) and leaves
     // its own copy to `out` to the intra-host step, whose readers do not wait for it: copied before
-    // the crossing, it held up both steps (2 hosts of 2 ranks, 64 MiB: 28-32 ms out of place
-    // against 18-19 in place).
+    // the crossing, it held up both steps (evidence: docs/PERFORMANCE.md, "Several hosts: What
+    // stands between", item 3).
     const bool isRoot = rank_ == root;
     if (localIndex_ == rootLocal) {
       void* crossOut = isRoot ? const_cast<void*>(in) : out;

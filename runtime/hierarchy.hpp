@@ -3,8 +3,9 @@
 // A communicator whose ranks sit on several hosts, some with more than one rank, gets two private
 // sub-communicators per rank (host_layout.hpp): `local`, its host's ranks, which run the
 // single-host algorithms through shared memory, and `cross`, the ranks of its local index on the
-// other hosts, which talk over the network (UCX). Each collective is then a short schedule of
-// calls on the two. All-reduce, the case the network makes expensive:
+// other hosts, which talk over the network (FERRY_TRANSPORT=auto: ferry's own TCP transport, or UCX
+// where an RDMA port is active; createTransport in runtime/comm_build.cpp). Each collective is then
+// a short schedule of calls on the two. All-reduce, the case the network makes expensive:
 //
 //   local reduce-scatter      each of a host's L ranks ends with 1/L of the host's sum
 //   cross all-reduce          the L slices cross the network at once, one per local rank

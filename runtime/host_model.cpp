@@ -56,10 +56,10 @@ long futexCall(std::atomic<uint32_t>* w, int op, uint32_t v) {
 
 // Round trips between two threads; returns seconds per one-way hand-off. A hand-off moves what an
 // arena hand-off moves: the poster writes a call header and a line of data, then its counter; the
-// waiter, once it sees the counter, reads both (a bare flag bounced alone measured 36 ns on the
-// 2-core VM, where a hand-off of the collectives cost several times that: a flag alone made the
-// tuner count extra hand-offs as nearly free). Spinning, the two threads run on two different CPUs
-// where this process may use two, as ferryrun binds ranks.
+// waiter, once it sees the counter, reads both: a bare flag costs a fraction of the collectives'
+// hand-off, and the tuner would count extra hand-offs as nearly free (evidence:
+// docs/PERFORMANCE.md, "The host model's hand-off probe"). Spinning, the two threads run on two
+// different CPUs where this process may use two, as ferryrun binds ranks.
 double handOff(bool sleep, int rounds, const cpu_set_t& allowed) {
   struct alignas(64) Line {
     std::atomic<uint64_t> v{0};

@@ -1,12 +1,12 @@
 // Which core each rank of a launch runs on (ferryrun --bind-to).
 //
 // Left alone, the scheduler may put two ranks that hand data back and forth on one core while the
-// other idles: on the 2-core test VM, two unbound ranks took 0.4 us or 4 us per 8-byte all-reduce
-// depending on where they landed, bound ones 0.5 us every time. So ferryrun, like mpirun (which
-// binds to cores by default for up to two ranks), binds each rank to a core of its own when there
-// are enough: rank r to the r-th core of the launcher's allowed CPUs, distinct physical cores
-// first (one hardware thread of each), then their sibling threads. With more ranks than allowed
-// CPUs nothing is bound (pinning several busy ranks to one CPU only hides the oversubscription).
+// other idles, and a small call then takes ten times as long (evidence: docs/PERFORMANCE.md,
+// "Binding ranks to cores"). So ferryrun, like mpirun (which binds to cores by default for up to
+// two ranks), binds each rank to a core of its own when there are enough: rank r to the r-th core
+// of the launcher's allowed CPUs, distinct physical cores first (one hardware thread of each), then
+// their sibling threads. With more ranks than allowed CPUs nothing is bound (pinning several busy
+// ranks to one CPU only hides the oversubscription).
 #pragma once
 
 #include <sched.h>

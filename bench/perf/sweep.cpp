@@ -87,12 +87,13 @@ struct Buffer {
       touchFromKernel(static_cast<uint8_t*>(p), size);
     }
   }
-  // The kernel's first access to a page can cost more again than the process's: on a
-  // paravirtualised guest (this project's test VM) the kernel maps user pages in page tables of
-  // its own, one fault (~7 us) per page on its first copy to or from it (a socket's receive or
-  // send, a cross-memory read). Let it write every page once now (a read from /dev/zero), so that
-  // the first timed calls of a size that land on pages no call has used yet do not pay it, for
-  // any library. Best effort: without /dev/zero the pages are only touched as above.
+  // The kernel's first access to a page can cost more again than the process's: a
+  // paravirtualised guest's kernel maps user pages in page tables of its own, one fault per page
+  // on its first copy to or from it (a socket's receive or send, a cross-memory read; evidence:
+  // docs/BENCHMARKS.md, "The table", time). Let it write every page once now (a read from
+  // /dev/zero), so that the first timed calls of a size that land on pages no call has used yet do
+  // not pay it, for any library. Best effort: without /dev/zero the pages are only touched as
+  // above.
   static void touchFromKernel(uint8_t* p, size_t bytes) {
     const int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
@@ -202,10 +203,10 @@ Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollC
   }
   // Where the warm-up went to trials, the kept plan has not yet run on the buffers the timed calls
   // use (the same shifts as the warm-up's): run it there once more. A plan's first calls on pages
-  // it has not moved before are no measure of a stream of calls: on this project's test VM the
-  // kernel's first copy to or from a page (a socket's, a cross-memory read's) costs ~7 us, and a
-  // transport's memory for early messages grows with the backlog the plan builds; a 1 MiB
-  // broadcast timed right after the trials took 1.6-2 ms a call, and 0.3 ms on the next pass.
+  // it has not moved before are no measure of a stream of calls: the kernel's first copy to or
+  // from a page (a socket's, a cross-memory read's) faults, and a transport's memory for early
+  // messages grows with the backlog the plan builds (evidence: docs/BENCHMARKS.md, "Command line",
+  // warm-up).
   double trialed = be_.measuredCalls() != first ? 1 : 0;
   if (m.warmupIters > 0) FERRY_TRY(be_.allReduceDoubles(&trialed, 1, RedOp::kMax));
   if (trialed != 0) {

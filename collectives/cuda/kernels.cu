@@ -159,7 +159,10 @@ int launchWorkList(const DevComm* devComm, const DevWorkList& list, int nBlocks,
   return simt::launch(dim3(static_cast<unsigned>(nBlocks)), dim3(static_cast<unsigned>(nThreads)), collectiveKernel,
                       devComm, list);
 #else
+  // clang-format 14 splits this launch's >>> into > > >, which nvcc rejects.
+  // clang-format off
   collectiveKernel<<<nBlocks, nThreads, 0, static_cast<cudaStream_t>(stream)>>>(devComm, list);
+  // clang-format on
   return static_cast<int>(cudaGetLastError());
 #endif
 }

@@ -330,8 +330,9 @@ inline constexpr int kReduceCopyUnrollFor =
 /// Registers: the unrolled body holds 2 x kReduceCopyUnroll 16-byte vectors plus their float32
 /// lanes, more than 64 registers per thread, so a kernel calling it launches with at most 512
 /// threads per block unless it caps registers (__launch_bounds__), which costs spills.
-/// Performance (H200, two bfloat16/float32 sources, 1 GiB): 85-87% of the device-to-device copy
-/// bandwidth with 2-4 blocks of 512 threads per multiprocessor, 93-95% with 16 of 256.
+/// Performance: many blocks of 256 threads come closer to the device-to-device copy bandwidth than
+/// a few of 512, whose loads in flight do not cover the memory latency (evidence:
+/// docs/PERFORMANCE.md, "GPU").
 template <typename T, typename Op>
 __device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t count,
                            uint32_t divisor) {

@@ -376,7 +376,7 @@ TEST_CASE("over the network small all-reduces and all-gathers take log2(n) steps
   // (4 x 16 MiB at 10 GB/s) costs more than the ring's one more message.
   CHECK(plan(*t, CallKind::kAllGather, 1024).algorithm == Algorithm::kBruck);
   CHECK(plan(*t, CallKind::kAllGather, 16 << 20).algorithm == Algorithm::kRing);
-  // Not measured (one host over UCX): the ring, as before, unless FERRY_ALGO asks for doubling.
+  // No network measured (one host without an arena): the ring, unless FERRY_ALGO asks for doubling.
   TunerInputs flat = networkInputs(4, 1, false);
   flat.net = NetLevel{};
   auto u = Tuner::create(flat, "", "", 0);

@@ -1,7 +1,8 @@
-// Each strategy on 2 and 4 real processes over UCX: after K steps every rank's parameters equal
-// those of one process trained on the same global batches (relative difference under 1e-5), and
-// the bytes each rank sent and received per step equal the strategy's formula (strategies/cost.hpp),
-// as do the bytes of all ranks together. Each rank prints its numbers; the test prints them all.
+// Each strategy on 2 and 4 real processes on one host (shared memory, FERRY_TRANSPORT=auto): after
+// K steps every rank's parameters equal those of one process trained on the same global batches
+// (relative difference under 1e-5), and the bytes each rank sent and received per step equal the
+// strategy's formula (strategies/cost.hpp), as do the bytes of all ranks together. Each rank prints
+// its numbers; the test prints them all.
 #include <catch2/catch.hpp>
 
 #include <cinttypes>

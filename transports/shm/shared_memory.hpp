@@ -38,11 +38,10 @@ bool isShared(const void* ptr, size_t bytes);
 int registryFd();
 /// One access per 4 KiB page of [p, p + bytes): a load, or with `write` a store of what the page
 /// holds. What maps shared pages before a stream of calls walks through them: a first access to a
-/// page costs a fault in the guest, and on a paravirtualised guest (PVM, this project's test VM,
-/// whose hypervisor fills page tables of its own) more again. Loads and stores, not MAP_POPULATE
-/// or MADV_POPULATE_*: there a first memcpy from a 256 MiB mapping ran at 15 GB/s after these
-/// accesses every time, after MAP_POPULATE and them at 14 in some runs and 0.8-0.9 in others,
-/// untouched at 1.9-2.1 (bench/host-costs).
+/// page costs a fault in the guest, and on a paravirtualised guest (whose hypervisor fills page
+/// tables of its own) more again. Loads and stores, not MAP_POPULATE or MADV_POPULATE_*: only the
+/// accesses made the first copies fast in every run (evidence: docs/PERFORMANCE.md, "Touching
+/// pages with loads and stores").
 void touchPages(void* p, size_t bytes, bool write);
 
 /// One peer process's registry as this process sees it, and the allocations of it mapped here.

@@ -13,13 +13,13 @@
 // sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter (release) and,
 // only when it sees a sleeper, bumps `wake` and FUTEX_WAKEs. post() puts no store-load fence
 // between the two: one would make every post wait until its stores, among them the data lines its
-// readers are polling, had reached them (a cache-line transfer, 15-20% of a 2-rank 8 B broadcast
-// or all-reduce on this project's test VM). So a waiter that registers while the poster's counter
-// store still sits in the poster's store buffer can miss the wake-up; the store becomes visible
-// within a microsecond or so (store buffers drain on their own, and at every context switch or VM
-// exit), so a waiter's first sleep is kFirstSleepNs: a missed wake-up costs at most that. Later
-// sleeps are 5 ms, so deadlines and the caller's poll (abort, dead peers) are checked even if
-// every peer is gone.
+// readers are polling, had reached them, a cache-line transfer on every small call (evidence:
+// docs/PERFORMANCE.md, "No fence between the arena's counter and its sleeper check"). So a waiter
+// that registers while the poster's counter store still sits in the poster's store buffer can miss
+// the wake-up; the store becomes visible within a microsecond or so (store buffers drain on their
+// own, and at every context switch or VM exit), so a waiter's first sleep is kFirstSleepNs: a
+// missed wake-up costs at most that. Later sleeps are 5 ms, so deadlines and the caller's poll
+// (abort, dead peers) are checked even if every peer is gone.
 #include "transports/shm/shm_arena.hpp"
 
 #include <sched.h>
@@ -54,9 +54,9 @@ constexpr size_t kPage = 4096;
 constexpr size_t kRingDepth = 512;
 constexpr size_t kRingSlotBytes = 4096;
 // Line slots: calls of a few bytes with their flag and call description (LineHeader) in the same
-// cache lines. 1 KiB holds up to 1008 B of data (a 512 B all-reduce: on 2 ranks 0.70 us through
-// a line slot, 0.78 through the mailboxes) and packs the ring into 128 pages, where the 4 KiB ring
-// slots take one page per call.
+// cache lines. 1 KiB holds up to 1008 B of data, up to where a line slot still beats the mailboxes
+// (evidence: docs/PERFORMANCE.md, "Line slots of 1 KiB"), and packs the ring into 128 pages, where
+// the 4 KiB ring slots take one page per call.
 constexpr size_t kLineSlotBytes = 1024;
 // The call log: a few bits per call (Arena::noteCall), by sequence number mod kCallLog. A rank
 // can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
@@ -285,12 +285,11 @@ class ShmArena final : public Arena {
     Clock::time_point spinUntil = start + std::chrono::nanoseconds(spinBudgetNs_);
     // Spinning only pays while the awaited peer runs on another core. When it shares ours (more
     // ranks than cores, or other processes crowding the cores) every spin runs to its end while
-    // the peer cannot run: 2 ranks sharing a core with a 20 us spin took 22 us per 8 B
-    // all-reduce. So the budget adapts: halved by each wait that outlasts it while the core was
-    // wanted elsewhere, doubled back (up to spinNs_) by each that ends within it, or soon after
-    // while nothing else wanted the core (the yields below tell). The clock is read every 8
-    // pauses (a pause takes 10 to 140 cycles depending on the CPU: 38 ns on this project's test
-    // host).
+    // the peer cannot run, and a call of a few bytes takes the whole spin. So the budget adapts:
+    // halved by each wait that outlasts it while the core was wanted elsewhere, doubled back (up
+    // to spinNs_) by each that ends within it, or soon after while nothing else wanted the core
+    // (the yields below tell). The clock is read every 8 pauses: a pause takes 10 to 140 cycles
+    // depending on the CPU (evidence: docs/PERFORMANCE.md, "The arena's adaptive spin").
     for (unsigned i = 1;; ++i) {
       cpuPause();
       if (spinOn->load(std::memory_order_acquire) >= spinTarget) {
@@ -415,8 +414,8 @@ class ShmArena final : public Arena {
 
   // Map the control page, the call log and the rings now (touchPages): a stream of small calls
   // walks through a new ring slot every call, and a first access in each of the n ranks on the
-  // way would cost more than the call (on this project's PVM test VM the first 512 broadcasts,
-  // one per ring slot, took 6 us each untouched, 0.4 us touched). The owner's segment is fresh
+  // way would cost more than the call (evidence: docs/PERFORMANCE.md, "Touching the arena's rings
+  // when it connects"). The owner's segment is fresh
   // (zero) and its control page written by init(); mailboxes are reused every other call and
   // fault in once.
   void prefault(int r, bool write) {

@@ -234,8 +234,7 @@ class TcpTransport final : public Transport {
   // Within the spin window of the last activity the wait keeps the core and only yields it: a
   // thread that blocks hands its core to the idle loop, and waking it when the next piece arrives
   // (an interrupt, and in a virtual machine an exit to the hypervisor) costs tens of microseconds
-  // at every step of a collective (2 hosts of 1 rank in a VM, all_reduce of 8 KiB: 31 us blocking
-  // at once, 20 with the spin).
+  // at every step of a collective (evidence: docs/ARCHITECTURE.md, "Layers", transports/tcp).
   bool waitForWork(long ns) override {
     if (closed_ || peers_.empty()) return false;
     if (spin_.count() > 0 && Clock::now() - lastActive_ < spin_) {
