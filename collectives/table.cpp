@@ -6,24 +6,46 @@
 
 namespace ferry::coll {
 
-#define FERRY_ALGORITHM_ROWS(X)                                                                   \
-  /* allReduce */                                                                                 \
-  X(kOneShotAllReduce) X(kTwoShotMailboxAllReduce) X(kTwoShotCmaAllReduce) X(kRingAllReduce)      \
-  X(kDoublingAllReduce) X(kTwoLevelAllReduce)                                                     \
-  /* reduceScatter */                                                                             \
-  X(kDirectMailboxReduceScatter) X(kDirectCmaReduceScatter) X(kRingReduceScatter)                 \
-  X(kTwoLevelReduceScatter)                                                                       \
-  /* allGather */                                                                                 \
-  X(kDirectMailboxAllGather) X(kDirectCmaAllGather) X(kRingAllGather) X(kBruckAllGather)          \
-  X(kTwoLevelAllGather)                                                                           \
-  /* allToAll */                                                                                  \
-  X(kDirectMailboxAllToAll) X(kDirectCmaAllToAll) X(kPairwiseAllToAll) X(kTwoLevelAllToAll)       \
-  /* broadcast */                                                                                 \
-  X(kDirectMailboxBroadcast) X(kDirectCmaBroadcast) X(kChainBroadcast) X(kTwoLevelBroadcast)      \
-  /* reduce */                                                                                    \
-  X(kOneShotReduce) X(kDirectMailboxReduce) X(kDirectCmaReduce) X(kChainReduce) X(kTwoLevelReduce) \
-  /* barrier */                                                                                   \
-  X(kArenaBarrier) X(kDisseminationBarrier)
+// clang-format off
+#define FERRY_ALGORITHM_ROWS(X)  \
+  /* allReduce */                \
+  X(kOneShotAllReduce)           \
+  X(kTwoShotMailboxAllReduce)    \
+  X(kTwoShotCmaAllReduce)        \
+  X(kRingAllReduce)              \
+  X(kDoublingAllReduce)          \
+  X(kTwoLevelAllReduce)          \
+  /* reduceScatter */            \
+  X(kDirectMailboxReduceScatter) \
+  X(kDirectCmaReduceScatter)     \
+  X(kRingReduceScatter)          \
+  X(kTwoLevelReduceScatter)      \
+  /* allGather */                \
+  X(kDirectMailboxAllGather)     \
+  X(kDirectCmaAllGather)         \
+  X(kRingAllGather)              \
+  X(kBruckAllGather)             \
+  X(kTwoLevelAllGather)          \
+  /* allToAll */                 \
+  X(kDirectMailboxAllToAll)      \
+  X(kDirectCmaAllToAll)          \
+  X(kPairwiseAllToAll)           \
+  X(kTwoLevelAllToAll)           \
+  /* broadcast */                \
+  X(kDirectMailboxBroadcast)     \
+  X(kDirectCmaBroadcast)         \
+  X(kChainBroadcast)             \
+  X(kTwoLevelBroadcast)          \
+  /* reduce */                   \
+  X(kOneShotReduce)              \
+  X(kDirectMailboxReduce)        \
+  X(kDirectCmaReduce)            \
+  X(kChainReduce)                \
+  X(kTwoLevelReduce)             \
+  /* barrier */                  \
+  X(kArenaBarrier)               \
+  X(kDisseminationBarrier)
+// clang-format on
 
 #define FERRY_DECLARE_ROW(name) extern const AlgorithmRow name;
 FERRY_ALGORITHM_ROWS(FERRY_DECLARE_ROW)
@@ -36,7 +58,7 @@ namespace {
 constexpr const AlgorithmRow* kTable[] = {FERRY_ALGORITHM_ROWS(FERRY_ROW_ADDRESS)};
 #undef FERRY_ROW_ADDRESS
 
-constexpr const char* kAlgorithmNames[] = {nullptr,  "ring",   "chain",    "pairwise",    "oneshot",
+constexpr const char* kAlgorithmNames[] = {nullptr,   "ring",   "chain",    "pairwise",     "oneshot",
                                            "twoshot", "direct", "doubling", "hierarchical", "bruck"};
 constexpr const char* kProtocolNames[] = {nullptr, "messages", "mailbox", "cma"};
 
