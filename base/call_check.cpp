@@ -36,15 +36,15 @@ struct Rule {
 
 // One row per CallKind, in its order (values from 1).
 constexpr Rule kRules[] = {
-    {true, Root::kNone, false, false, Need::kAlways, Need::kAlways, InPlace::kSame},           // allReduce
-    {true, Root::kNone, true, false, Need::kAlways, Need::kAlways, InPlace::kSendBlock},       // reduceScatter
-    {false, Root::kNone, false, true, Need::kAlways, Need::kAlways, InPlace::kRecvBlock},      // allGather
-    {false, Root::kNone, true, true, Need::kAlways, Need::kAlways, InPlace::kSame},            // allToAll
-    {false, Root::kRoot, false, false, Need::kAtRoot, Need::kAlways, InPlace::kSame},          // broadcast
-    {true, Root::kRoot, false, false, Need::kAlways, Need::kAtRoot, InPlace::kSame},           // reduce
-    {false, Root::kNone, false, false, Need::kNever, Need::kNever, InPlace::kSame},            // barrier
-    {false, Root::kPeer, false, false, Need::kAlways, Need::kNever, InPlace::kSame},           // send
-    {false, Root::kPeer, false, false, Need::kNever, Need::kAlways, InPlace::kSame},           // recv
+    {true, Root::kNone, false, false, Need::kAlways, Need::kAlways, InPlace::kSame},       // allReduce
+    {true, Root::kNone, true, false, Need::kAlways, Need::kAlways, InPlace::kSendBlock},   // reduceScatter
+    {false, Root::kNone, false, true, Need::kAlways, Need::kAlways, InPlace::kRecvBlock},  // allGather
+    {false, Root::kNone, true, true, Need::kAlways, Need::kAlways, InPlace::kSame},        // allToAll
+    {false, Root::kRoot, false, false, Need::kAtRoot, Need::kAlways, InPlace::kSame},      // broadcast
+    {true, Root::kRoot, false, false, Need::kAlways, Need::kAtRoot, InPlace::kSame},       // reduce
+    {false, Root::kNone, false, false, Need::kNever, Need::kNever, InPlace::kSame},        // barrier
+    {false, Root::kPeer, false, false, Need::kAlways, Need::kNever, InPlace::kSame},       // send
+    {false, Root::kPeer, false, false, Need::kNever, Need::kAlways, InPlace::kSame},       // recv
 };
 static_assert(sizeof(kRules) / sizeof(kRules[0]) == kNumCallKinds - 1);
 
@@ -137,7 +137,8 @@ Status checkCall(const Call& a, int rank, int size, CheckOptions options) {
     return makeError(ErrorCode::kInvalidArgument, "call on rank %d: kind %d is not a call (expected 1..%d)", rank,
                      static_cast<int>(a.kind), kNumCallKinds - 1);
   }
-  if (plainlyValid(a, rank, size, options)) [[likely]] return Status::ok();
+  if (plainlyValid(a, rank, size, options)) [[likely]]
+    return Status::ok();
   return explainCall(a, rank, size, options);
 }
 
@@ -149,7 +150,8 @@ Status explainCall(const Call& a, int rank, int size, const CheckOptions& o) {
   };
   const Rule& rule = ruleOf(a.kind);
   if (!isValidDataType(static_cast<int>(a.type))) {
-    return bad("type " + std::to_string(static_cast<int>(a.type)) + " is not a data type (expected " + dataTypeList() + ")");
+    return bad("type " + std::to_string(static_cast<int>(a.type)) + " is not a data type (expected " + dataTypeList() +
+               ")");
   }
   if (rule.reduces && !isValidRedOp(static_cast<int>(a.op))) {
     return bad("op " + std::to_string(static_cast<int>(a.op)) + " is not a reduction (expected " + redOpList() + ")");
@@ -198,8 +200,11 @@ Status explainCall(const Call& a, int rank, int size, const CheckOptions& o) {
     }
     if (o.hostBuffers && bytes >= kProbeBytes && (!pageMapped(p) || !pageMapped(p + bytes - 1))) {
       char text[200];
-      std::snprintf(text, sizeof(text), "%s buffer [0x%" PRIxPTR ", 0x%" PRIxPTR ") is not mapped memory (count %zu "
-                    "is larger than the buffer?)", which, p, p + bytes, a.count);
+      std::snprintf(text, sizeof(text),
+                    "%s buffer [0x%" PRIxPTR ", 0x%" PRIxPTR
+                    ") is not mapped memory (count %zu "
+                    "is larger than the buffer?)",
+                    which, p, p + bytes, a.count);
       return bad(text);
     }
     return Status::ok();
@@ -227,7 +232,8 @@ Status explainCall(const Call& a, int rank, int size, const CheckOptions& o) {
     if (!exact) {
       char text[320];
       std::snprintf(text, sizeof(text),
-                    "send buffer [0x%" PRIxPTR ", +%zu) and receive buffer [0x%" PRIxPTR ", +%zu) overlap without "
+                    "send buffer [0x%" PRIxPTR ", +%zu) and receive buffer [0x%" PRIxPTR
+                    ", +%zu) overlap without "
                     "being in place (expected disjoint buffers, or %s)",
                     s, sendBytes, r, recvBytes, rule_text);
       return bad(text);

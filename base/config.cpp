@@ -99,8 +99,8 @@ void readKnob(const EnvLookup& lookup, const char* member, const char* name, con
       *field = parsed;
       info.source = used;
     } else if (errors != nullptr) {
-      errors->push_back(std::string(used) + "='" + text + "' is not valid: expected " +
-                        expectation(field) + " (" + desc + ")");
+      errors->push_back(std::string(used) + "='" + text + "' is not valid: expected " + expectation(field) + " (" +
+                        desc + ")");
     }
   }
   info.value = render(*field);
@@ -141,8 +141,7 @@ const Loaded& loaded() {
 
 const char* readEnv(const char* name) { return std::getenv(name); }
 
-Config parseConfig(const EnvLookup& lookup, std::vector<std::string>* errors,
-                   std::vector<KnobInfo>* infos) {
+Config parseConfig(const EnvLookup& lookup, std::vector<std::string>* errors, std::vector<KnobInfo>* infos) {
   Config c;
 #define FERRY_KNOB(field, kind, name, alias, def, desc) \
   readKnob(lookup, #field, name, alias, desc, &c.field, errors, infos);

@@ -69,8 +69,7 @@ using EnvLookup = std::function<const char*(const char*)>;
 const char* readEnv(const char* name);
 
 /// Parse every knob through `lookup`. Errors (unparsable values) are appended to `errors`.
-Config parseConfig(const EnvLookup& lookup, std::vector<std::string>* errors,
-                   std::vector<KnobInfo>* infos);
+Config parseConfig(const EnvLookup& lookup, std::vector<std::string>* errors, std::vector<KnobInfo>* infos);
 
 /// The process-wide configuration, parsed from the environment on first use.
 const Config& config();

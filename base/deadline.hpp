@@ -24,8 +24,7 @@ class Deadline {
   static Deadline after(double seconds) {
     Deadline d;
     if (seconds > 0 && seconds < 1e9) {
-      d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(seconds));
+      d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     }
     return d;
   }

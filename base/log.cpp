@@ -29,9 +29,9 @@ struct SubsysName {
   uint32_t bit;
 };
 constexpr SubsysName kSubsysNames[] = {
-    {"INIT", kInit}, {"COLL", kColl},       {"P2P", kP2p},  {"NET", kNet},
-    {"BOOTSTRAP", kBootstrap}, {"TUNE", kTune}, {"ENV", kEnv}, {"TRANSPORT", kTransport},
-    {"ALL", kAll},
+    {"INIT", kInit}, {"COLL", kColl},           {"P2P", kP2p},
+    {"NET", kNet},   {"BOOTSTRAP", kBootstrap}, {"TUNE", kTune},
+    {"ENV", kEnv},   {"TRANSPORT", kTransport}, {"ALL", kAll},
 };
 
 const char* subsysName(uint32_t subsys) {
@@ -57,8 +57,14 @@ std::string expandPath(const std::string& pattern) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
       char c = pattern[++i];
-      if (c == 'h') { out += gHost; continue; }
-      if (c == 'p') { out += std::to_string(getpid()); continue; }
+      if (c == 'h') {
+        out += gHost;
+        continue;
+      }
+      if (c == 'p') {
+        out += std::to_string(getpid());
+        continue;
+      }
       out += '%';
     }
     out += pattern[i];
@@ -69,9 +75,11 @@ std::string expandPath(const std::string& pattern) {
 }  // namespace
 
 bool parseLevel(const char* text, Level* out) {
-  static const std::pair<const char*, Level> kLevels[] = {
-      {"NONE", Level::kNone}, {"VERSION", Level::kVersion}, {"WARN", Level::kWarn},
-      {"INFO", Level::kInfo}, {"TRACE", Level::kTrace}};
+  static const std::pair<const char*, Level> kLevels[] = {{"NONE", Level::kNone},
+                                                          {"VERSION", Level::kVersion},
+                                                          {"WARN", Level::kWarn},
+                                                          {"INFO", Level::kInfo},
+                                                          {"TRACE", Level::kTrace}};
   for (const auto& [name, level] : kLevels) {
     if (strcasecmp(text, name) == 0) {
       *out = level;
@@ -116,8 +124,8 @@ void initFromConfig() {
     if (FILE* f = std::fopen(path.c_str(), "a")) {
       gOut = f;
     } else {
-      std::fprintf(stderr, "ferry WARN: cannot open FERRY_DEBUG_FILE '%s': %s; logging to stderr\n",
-                   path.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "ferry WARN: cannot open FERRY_DEBUG_FILE '%s': %s; logging to stderr\n", path.c_str(),
+                   std::strerror(errno));
     }
   }
   gMask.store(parseSubsys(c.debugSubsys.c_str()));
@@ -137,8 +145,8 @@ void write(Level level, uint32_t subsys, const char* fmt, ...) {
   int r = gRank.load(std::memory_order_relaxed);
   if (r >= 0) std::snprintf(rank, sizeof(rank), " [r%d]", r);
   // One fprintf per line keeps lines whole when several threads log at once.
-  std::fprintf(gOut != nullptr ? gOut : stderr, "%s:%d%s ferry %s %s: %s\n", gHost, getpid(), rank,
-               levelName(level), subsysName(subsys), msg);
+  std::fprintf(gOut != nullptr ? gOut : stderr, "%s:%d%s ferry %s %s: %s\n", gHost, getpid(), rank, levelName(level),
+               subsysName(subsys), msg);
   if (gOut != nullptr && gOut != stderr) std::fflush(gOut);
 }
 

@@ -57,11 +57,11 @@ bool parseLevel(const char* text, Level* out);
 
 }  // namespace ferry::log
 
-#define FERRY_LOG(level, subsys, ...)                       \
-  do {                                                      \
-    if (::ferry::log::enabled((level), (subsys))) {         \
-      ::ferry::log::write((level), (subsys), __VA_ARGS__);  \
-    }                                                       \
+#define FERRY_LOG(level, subsys, ...)                      \
+  do {                                                     \
+    if (::ferry::log::enabled((level), (subsys))) {        \
+      ::ferry::log::write((level), (subsys), __VA_ARGS__); \
+    }                                                      \
   } while (0)
 #define FERRY_WARN(subsys, ...) FERRY_LOG(::ferry::log::Level::kWarn, (subsys), __VA_ARGS__)
 #define FERRY_INFO(subsys, ...) FERRY_LOG(::ferry::log::Level::kInfo, (subsys), __VA_ARGS__)

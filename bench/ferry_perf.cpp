@@ -31,9 +31,7 @@ using ferry::perf::Coll;
 #endif
 
 // ferry's statuses carry the code ("timeout: ..."); keep it in the message the sweep prints.
-ferry::Status withCode(const ferry::Status& s) {
-  return s.isOk() ? s : ferry::Status(s.code(), s.toString());
-}
+ferry::Status withCode(const ferry::Status& s) { return s.isOk() ? s : ferry::Status(s.code(), s.toString()); }
 
 class FerryBackend final : public ferry::perf::Backend {
  public:

@@ -84,8 +84,9 @@ void measureCopy(void* dst, const void* src, size_t bytes, int runs, cudaStream_
                  double& median) {
   for (int i = 0; i < 2; ++i) FERRY_MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
   FERRY_MICRO_CUDA(cudaStreamSynchronize(stream));
-  const std::vector<double> t =
-      timeRuns(stream, runs, [&] { FERRY_MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream)); });
+  const std::vector<double> t = timeRuns(stream, runs, [&] {
+    FERRY_MICRO_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+  });
   best = gbps(2.0 * bytes, t.front());
   median = gbps(2.0 * bytes, t[t.size() / 2]);
 }
@@ -114,7 +115,7 @@ void fillPattern(void* dst, size_t bytes, uint32_t bits, size_t elt) {
   for (size_t i = 0; i < chunk.size(); i += elt) std::memcpy(&chunk[i], &bits, elt);
   for (size_t off = 0; off < bytes; off += chunk.size()) {
     FERRY_MICRO_CUDA(cudaMemcpy(static_cast<uint8_t*>(dst) + off, chunk.data(), std::min(chunk.size(), bytes - off),
-                          cudaMemcpyHostToDevice));
+                                cudaMemcpyHostToDevice));
   }
 }
 
@@ -142,8 +143,8 @@ int runReduceCopy(const Args& a, const cudaDeviceProp& prop) {
   const int runs = a.runs > 0 ? a.runs : 5;
   double best = 0;
   int bestBlocks = 0, bestThreads = 0;
-  std::printf("# reduce_copy %s sum, 2 inputs -> 1 output of %zu bytes, %d SMs; GB/s count 3 x size\n",
-              info.ferryName, bytes, prop.multiProcessorCount);
+  std::printf("# reduce_copy %s sum, 2 inputs -> 1 output of %zu bytes, %d SMs; GB/s count 3 x size\n", info.ferryName,
+              bytes, prop.multiProcessorCount);
   std::printf("# %8s %8s %12s %12s\n", "blocks", "threads", "best GB/s", "median GB/s");
   for (int threads : {256, 512, 1024}) {
     for (int perSm : {1, 2, 4, 8, 16, 32}) {
@@ -181,10 +182,11 @@ int runReduceCopy(const Args& a, const cudaDeviceProp& prop) {
       wrong += v != three;
     }
   }
-  std::printf("result reduce_copy type=%s bytes=%zu best_gbps=%.1f blocks=%d threads=%d copy_gbps=%.1f "
-              "fraction=%.3f wrong=%llu\n",
-              info.ferryName, bytes, best, bestBlocks, bestThreads, copyBest, copyBest > 0 ? best / copyBest : 0.0,
-              static_cast<unsigned long long>(wrong));
+  std::printf(
+      "result reduce_copy type=%s bytes=%zu best_gbps=%.1f blocks=%d threads=%d copy_gbps=%.1f "
+      "fraction=%.3f wrong=%llu\n",
+      info.ferryName, bytes, best, bestBlocks, bestThreads, copyBest, copyBest > 0 ? best / copyBest : 0.0,
+      static_cast<unsigned long long>(wrong));
   cudaFree(src0);
   cudaFree(src1);
   cudaFree(dst);

@@ -37,8 +37,10 @@ int main() {
     return 1;
   }
   const int threads = maxThreadsPerBlock(), resident = residentBlocksPerSm(threads);
-  std::printf("probe kernel=collectiveKernel registers=%d stack=%zu max_threads=%d launched_threads=%d "
-              "resident_blocks=%d\n", regs, local, maxThreads, threads, resident);
+  std::printf(
+      "probe kernel=collectiveKernel registers=%d stack=%zu max_threads=%d launched_threads=%d "
+      "resident_blocks=%d\n",
+      regs, local, maxThreads, threads, resident);
   for (const KernelFigures& f : kKernelFigures) {
     if (arch == f.arch && std::string(f.kernel).find("collectiveKernel") != std::string::npos) {
       std::printf("probe ptxas %s: registers=%d stack=%d bounds=%d (build figures; the device loaded %s)\n", f.arch,
@@ -46,9 +48,10 @@ int main() {
     }
   }
   if (maxThreads < threads || resident < kMinBlocksPerSm) {
-    std::printf("FAIL collectiveKernel cannot launch with %d threads per block on %s: the device allows %d, and "
-                "holds %d blocks per multiprocessor (%d registers x %d threads)\n", threads, p.name, maxThreads,
-                resident, regs, threads);
+    std::printf(
+        "FAIL collectiveKernel cannot launch with %d threads per block on %s: the device allows %d, and "
+        "holds %d blocks per multiprocessor (%d registers x %d threads)\n",
+        threads, p.name, maxThreads, resident, regs, threads);
     return 1;
   }
   std::printf("ok collectiveKernel launches: %d threads per block, %d blocks per multiprocessor\n", threads, resident);

@@ -143,7 +143,9 @@ int main(int argc, char** argv) {
   struct Case {
     const char* name;
     bool touch, populate;
-  } cases[] = {{"untouched", false, false}, {"one load per page", true, false}, {"MAP_POPULATE + one load per page", true, true}};
+  } cases[] = {{"untouched", false, false},
+               {"one load per page", true, false},
+               {"MAP_POPULATE + one load per page", true, true}};
   // Each case in a process of its own: in one process a case's mapping lands where the previous
   // one's was, and what the hypervisor kept of that one skews the first pass.
   auto* shared = static_cast<Passes*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));

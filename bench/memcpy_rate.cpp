@@ -182,8 +182,10 @@ int main(int argc, char** argv) {
     } else if (ferry::bench::parseSizeArg(argv[i], &s)) {
       sizes.push_back(s);
     } else {
-      std::fprintf(stderr, "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
-                   "usage: memcpy-rate [SIZE ...] [-P N] [-J FILE]\n", argv[i]);
+      std::fprintf(stderr,
+                   "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
+                   "usage: memcpy-rate [SIZE ...] [-P N] [-J FILE]\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -196,8 +198,10 @@ int main(int argc, char** argv) {
   if (processes == 1) {
     std::printf("# memcpy-rate: one core, best of N copies (GB/s = 1e9 bytes copied per second)\n");
   } else {
-    std::printf("# memcpy-rate: %d processes copying at once, best of N rounds, GB/s per process (1e9 bytes copied "
-                "per second; a round lasts until its slowest copy ends)\n", processes);
+    std::printf(
+        "# memcpy-rate: %d processes copying at once, best of N rounds, GB/s per process (1e9 bytes copied "
+        "per second; a round lasts until its slowest copy ends)\n",
+        processes);
   }
   std::printf("# %12s  %7s  %10s  %10s\n", "size (B)", "repeats", "best GB/s", "median GB/s");
   for (size_t i = 0; i < sizes.size(); ++i) {

@@ -162,7 +162,8 @@ class MpiBackend final : public ferry::perf::Backend {
   Status barrier() override { return mpiStatus(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
 
   Status allReduceDoubles(double* values, size_t count, RedOp op) override {
-    return mpiStatus(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, mpiOp(op), MPI_COMM_WORLD),
+    return mpiStatus(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, mpiOp(op),
+                                   MPI_COMM_WORLD),
                      "MPI_Allreduce");
   }
 
@@ -202,7 +203,8 @@ int main(int argc, char** argv) {
   int status = 0;
   if (!options.isOk()) {
     if (rank == 0) {
-      std::fprintf(stderr, "mpi-perf: %s\n%s", options.status().message().c_str(), ferry::perf::usage("mpi-perf").c_str());
+      std::fprintf(stderr, "mpi-perf: %s\n%s", options.status().message().c_str(),
+                   ferry::perf::usage("mpi-perf").c_str());
     }
     status = 2;
   } else if (options->help) {

@@ -73,8 +73,9 @@ int main(int argc, char** argv) {
     }
     for (DataType type : {DataType::kFloat32, DataType::kBfloat16}) {
       const size_t count = bytes / ferry::dataTypeSize(type);
-      const double seconds = bestSeconds(
-          iterations, [&] { ferry::kernels::reduce(type, RedOp::kSum, dst.data(), a.data(), b.data(), count); });
+      const double seconds = bestSeconds(iterations, [&] {
+        ferry::kernels::reduce(type, RedOp::kSum, dst.data(), a.data(), b.data(), count);
+      });
       printRow("reduce", ferry::kernels::isaName(isa), ferry::dataTypeName(type), 3.0 * static_cast<double>(bytes),
                seconds);
     }

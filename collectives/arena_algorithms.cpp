@@ -9,8 +9,9 @@
 // protocol, buffers), fill the own mailbox if the protocol uses it, post 1, await everyone's 1.
 // That entry barrier checks that every rank runs the same call. Before any rank writes its mailbox
 // it claims it (Exec::claimMailbox): every peer must have entered the previous call, so it finished
-// reading what was written there two calls ago; usually that is already true and costs n loads. Algorithms that read peers' own buffers end with one more
-// barrier, so no rank returns (and lets its caller reuse a buffer) while a peer still reads it.
+// reading what was written there two calls ago; usually that is already true and costs n loads. Algorithms that read
+// peers' own buffers end with one more barrier, so no rank returns (and lets its caller reuse a buffer) while a peer
+// still reads it.
 //
 // Reductions always combine rank 0's contribution with rank 1's, then rank 2's and so on, whoever
 // computes them: every rank gets bit-identical results, whatever the algorithm.
@@ -221,16 +222,19 @@ Status scatterStep(Exec& ex, const Pipe& pp, const uint8_t* in, size_t count, si
 
 // Step (b): reduce chunk j of segment r from the own input and every peer's area r into `dst`
 // (this rank's chunk j).
-Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j,
-                  uint8_t* dst, DataType type, RedOp op, bool stream = false) {
+Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j, uint8_t* dst,
+                  DataType type, RedOp op, bool stream = false) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
   if (myLen == 0) return Status::ok();
   const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
   return reduceFromAll(
-      ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, dst, myLen, type, op,
-      stream);
+      ex, plan,
+      [&](int p) {
+        return Source{p == r ? local : pp.area(ex, p, j, r), 0};
+      },
+      dst, myLen, type, op, stream);
 }
 
 // Step (c): copy chunk j of every other segment into `out` from its owner's area, once the owner
@@ -249,8 +253,8 @@ Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out
 
 Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type,
                           RedOp op);
-Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount,
-                                DataType type, RedOp op);
+Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
+                                RedOp op);
 
 // Two-shot all-reduce through the mailboxes, pipelined in chunk steps j = 0, 1, ...:
 //   (a) rank r copies chunk j of every other segment p of its input into its area p; posts 2j+1;
@@ -294,8 +298,8 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 // block r from its own input and every peer's area r straight into its output. One hand-off per
 // step; areas alternate halves as in pipelinedAllReduce. As there, buffers all in shared memory
 // switch the ranks to direct/cma after the first step's barrier.
-Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount,
-                              DataType type, RedOp op) {
+Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount, DataType type,
+                              RedOp op) {
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
@@ -316,16 +320,19 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
     }
     const uint8_t* local = i0 + (r * recvCount + at) * es;
     FERRY_TRY(reduceFromAll(
-        ex, plan, [&](int p) { return Source{p == r ? local : pp.area(ex, p, j, r), 0}; }, out + at * es, len, type, op,
-        stream));
+        ex, plan,
+        [&](int p) {
+          return Source{p == r ? local : pp.area(ex, p, j, r), 0};
+        },
+        out + at * es, len, type, op, stream));
   }
   return Status::ok();
 }
 
 // Reduce to root through the mailboxes, pipelined: steps (a) and (b) of pipelinedAllReduce, the
 // root reducing its segment straight into its output; then (c) on the root only.
-Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
-                       RedOp op, int root) {
+Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type, RedOp op,
+                       int root) {
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
@@ -410,7 +417,12 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
     ex.setPhase("arrival", 0, 1);
     FERRY_TRY(ex.awaitLines());
     ex.setPhase("reduce", 0, 1);
-    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p), 0}; }, o, count, type, op);
+    return reduceFromAll(
+        ex, plan,
+        [&](int p) {
+          return Source{ex.lineData(p), 0};
+        },
+        o, count, type, op);
   }
   if (plan.protocol == Protocol::kMailbox) {
     FERRY_TRY(ex.claimMailbox());
@@ -419,7 +431,12 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   FERRY_TRY(enter(ex));
   if (plan.algorithm == Algorithm::kOneShot) {
     ex.setPhase("reduce", 0, 1);
-    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.slot(p), 0}; }, o, count, type, op);
+    return reduceFromAll(
+        ex, plan,
+        [&](int p) {
+          return Source{ex.slot(p), 0};
+        },
+        o, count, type, op);
   }
   return twoShotFromBuffers(ex, plan, in, o, count, type, op);
 }
@@ -437,7 +454,8 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {
-        return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0} : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
+        return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0}
+                      : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
       },
       o + segB * es, segN, type, op, stream));
   ex.post(2);
@@ -453,8 +471,8 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 
 // direct/cma reduce-scatter after the entry barrier (also where pipelinedReduceScatter finds every
 // buffer shared).
-Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount,
-                                DataType type, RedOp op) {
+Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
+                                RedOp op) {
   const int r = ex.rank();
   const size_t es = dataTypeSize(type), block = recvCount * es;
   ex.setPhase("reduce", 0, 1);
@@ -485,8 +503,12 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
     FERRY_TRY(ex.awaitLines());
     ex.setPhase("reduce", 0, 1);
     const size_t at = static_cast<size_t>(ex.rank()) * block;
-    return reduceFromAll(ex, plan, [&](int p) { return Source{ex.lineData(p) + at, 0}; }, static_cast<uint8_t*>(out),
-                         recvCount, type, op);
+    return reduceFromAll(
+        ex, plan,
+        [&](int p) {
+          return Source{ex.lineData(p) + at, 0};
+        },
+        static_cast<uint8_t*>(out), recvCount, type, op);
   }
   if (plan.protocol == Protocol::kMailbox) {
     return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
@@ -651,7 +673,8 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
     return Status::ok();
   }
   FERRY_TRY(enter(ex));
-  if (plan.protocol == Protocol::kMailbox) return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
+  if (plan.protocol == Protocol::kMailbox)
+    return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
   ex.setPhase("copy", 0, 1);
   const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
   if (r == root) {
@@ -695,7 +718,10 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
       FERRY_TRY(ex.awaitLines());
       ex.setPhase("reduce", 0, 1);
       return reduceFromAll(
-          ex, plan, [&](int p) { return Source{p == r ? static_cast<const uint8_t*>(in) : ex.lineData(p), 0}; },
+          ex, plan,
+          [&](int p) {
+            return Source{p == r ? static_cast<const uint8_t*>(in) : ex.lineData(p), 0};
+          },
           static_cast<uint8_t*>(out), count, type, op);
     }
     const bool ring = count * es <= ex.context().arena->ringSlotBytes();
@@ -706,8 +732,12 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
     if (r != root) return Status::ok();
     ex.setPhase("reduce", 0, 1);
     FERRY_TRY(ex.awaitAll(1));
-    return reduceFromAll(ex, plan, [&](int p) { return Source{slotOf(p), 0}; }, static_cast<uint8_t*>(out), count,
-                         type, op);
+    return reduceFromAll(
+        ex, plan,
+        [&](int p) {
+          return Source{slotOf(p), 0};
+        },
+        static_cast<uint8_t*>(out), count, type, op);
   }
   if (plan.protocol == Protocol::kMailbox) {
     announce(ex, plan, in, out);
@@ -727,7 +757,8 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   FERRY_TRY(reduceFromAll(
       ex, plan,
       [&](int p) {
-        return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0} : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
+        return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0}
+                      : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
       },
       mine, segN, type, op, stream));
   ex.post(2);
@@ -780,57 +811,100 @@ Status reduceRun(Exec& ex, const Plan& plan, const Call& c) {
 // All-reduce. One-shot: one hand-off, every rank reduces the whole vector. Two-shot: each rank
 // reduces its segment E = B / n, pipelined in chunk steps through the mailboxes (two hand-offs per
 // step), or read in place.
-extern const AlgorithmRow kOneShotAllReduce{
-    CallKind::kAllReduce, Algorithm::kOneShot, Protocol::kMailbox, fitsMailbox,
-    [](const Pricing& p) { return p.S + p.f * (p.B * p.c + (p.n - 1) * p.red(p.B)); }, allReduceRun};
-extern const AlgorithmRow kTwoShotMailboxAllReduce{
-    CallKind::kAllReduce, Algorithm::kTwoShot, Protocol::kMailbox, onHost,
-    [](const Pricing& p) {
-      const double E = p.B / p.n;
-      return 2 * p.pipeSteps(E) * p.S + p.f * ((p.n - 1) * E * p.c + (p.n - 1) * p.red(E) + E * p.c + (p.n - 1) * E * p.c);
-    },
-    allReduceRun};
-extern const AlgorithmRow kTwoShotCmaAllReduce{
-    CallKind::kAllReduce, Algorithm::kTwoShot, Protocol::kCma, readsInPlace,
-    [](const Pricing& p) {
-      const double E = p.B / p.n;
-      return 3 * p.S + p.f * ((p.n - 1) * p.peerOperand(E) + (p.n - 1) * p.red(E) + (p.n - 1) * p.peerRead(E));
-    },
-    allReduceRun};
+extern const AlgorithmRow kOneShotAllReduce{CallKind::kAllReduce,
+                                            Algorithm::kOneShot,
+                                            Protocol::kMailbox,
+                                            fitsMailbox,
+                                            [](const Pricing& p) {
+                                              return p.S + p.f * (p.B * p.c + (p.n - 1) * p.red(p.B));
+                                            },
+                                            allReduceRun};
+extern const AlgorithmRow kTwoShotMailboxAllReduce{CallKind::kAllReduce,
+                                                   Algorithm::kTwoShot,
+                                                   Protocol::kMailbox,
+                                                   onHost,
+                                                   [](const Pricing& p) {
+                                                     const double E = p.B / p.n;
+                                                     return 2 * p.pipeSteps(E) * p.S +
+                                                            p.f * ((p.n - 1) * E * p.c + (p.n - 1) * p.red(E) +
+                                                                   E * p.c + (p.n - 1) * E * p.c);
+                                                   },
+                                                   allReduceRun};
+extern const AlgorithmRow kTwoShotCmaAllReduce{CallKind::kAllReduce,
+                                               Algorithm::kTwoShot,
+                                               Protocol::kCma,
+                                               readsInPlace,
+                                               [](const Pricing& p) {
+                                                 const double E = p.B / p.n;
+                                                 return 3 * p.S +
+                                                        p.f * ((p.n - 1) * p.peerOperand(E) + (p.n - 1) * p.red(E) +
+                                                               (p.n - 1) * p.peerRead(E));
+                                               },
+                                               allReduceRun};
 
 // Reduce-scatter: rank r reduces block r from every rank's input.
-extern const AlgorithmRow kDirectMailboxReduceScatter{
-    CallKind::kReduceScatter, Algorithm::kDirect, Protocol::kMailbox, onHost,
-    [](const Pricing& p) { return p.pipeSteps(p.B) * p.S + p.f * ((p.n - 1) * p.B * p.c + (p.n - 1) * p.red(p.B)); },
-    reduceScatterRun};
-extern const AlgorithmRow kDirectCmaReduceScatter{
-    CallKind::kReduceScatter, Algorithm::kDirect, Protocol::kCma, readsInPlace,
-    [](const Pricing& p) { return 2 * p.S + p.f * ((p.n - 1) * p.peerOperand(p.B) + (p.n - 1) * p.red(p.B)); },
-    reduceScatterRun};
+extern const AlgorithmRow kDirectMailboxReduceScatter{CallKind::kReduceScatter,
+                                                      Algorithm::kDirect,
+                                                      Protocol::kMailbox,
+                                                      onHost,
+                                                      [](const Pricing& p) {
+                                                        return p.pipeSteps(p.B) * p.S +
+                                                               p.f * ((p.n - 1) * p.B * p.c + (p.n - 1) * p.red(p.B));
+                                                      },
+                                                      reduceScatterRun};
+extern const AlgorithmRow kDirectCmaReduceScatter{CallKind::kReduceScatter,
+                                                  Algorithm::kDirect,
+                                                  Protocol::kCma,
+                                                  readsInPlace,
+                                                  [](const Pricing& p) {
+                                                    return 2 * p.S + p.f * ((p.n - 1) * p.peerOperand(p.B) +
+                                                                            (p.n - 1) * p.red(p.B));
+                                                  },
+                                                  reduceScatterRun};
 
 // All-gather: every rank copies every block.
-extern const AlgorithmRow kDirectMailboxAllGather{
-    CallKind::kAllGather, Algorithm::kDirect, Protocol::kMailbox, fitsMailbox,
-    [](const Pricing& p) { return p.S + p.f * (p.B * p.c + (p.n - 1) * p.B * p.c); }, allGatherRun};
-extern const AlgorithmRow kDirectCmaAllGather{
-    CallKind::kAllGather, Algorithm::kDirect, Protocol::kCma, readsInPlace,
-    [](const Pricing& p) { return 2 * p.S + p.f * ((p.n - 1) * p.peerRead(p.B)); }, allGatherRun};
+extern const AlgorithmRow kDirectMailboxAllGather{CallKind::kAllGather,
+                                                  Algorithm::kDirect,
+                                                  Protocol::kMailbox,
+                                                  fitsMailbox,
+                                                  [](const Pricing& p) {
+                                                    return p.S + p.f * (p.B * p.c + (p.n - 1) * p.B * p.c);
+                                                  },
+                                                  allGatherRun};
+extern const AlgorithmRow kDirectCmaAllGather{CallKind::kAllGather,
+                                              Algorithm::kDirect,
+                                              Protocol::kCma,
+                                              readsInPlace,
+                                              [](const Pricing& p) {
+                                                return 2 * p.S + p.f * ((p.n - 1) * p.peerRead(p.B));
+                                              },
+                                              allGatherRun};
 
 // All-to-all: every rank's n blocks pass once.
-extern const AlgorithmRow kDirectMailboxAllToAll{
-    CallKind::kAllToAll, Algorithm::kDirect, Protocol::kMailbox,
-    [](const Pricing& p) { return p.arena && p.n * p.B <= p.mailbox; },
-    [](const Pricing& p) { return p.S + p.f * (2 * p.n * p.B * p.c); }, allToAllRun};
-extern const AlgorithmRow kDirectCmaAllToAll{
-    CallKind::kAllToAll, Algorithm::kDirect, Protocol::kCma, readsInPlace,
-    [](const Pricing& p) { return 2 * p.S + p.f * ((p.n - 1) * p.peerRead(p.B) + p.B * p.c); }, allToAllRun};
+extern const AlgorithmRow kDirectMailboxAllToAll{CallKind::kAllToAll,
+                                                 Algorithm::kDirect,
+                                                 Protocol::kMailbox,
+                                                 [](const Pricing& p) { return p.arena && p.n * p.B <= p.mailbox; },
+                                                 [](const Pricing& p) { return p.S + p.f * (2 * p.n * p.B * p.c); },
+                                                 allToAllRun};
+extern const AlgorithmRow kDirectCmaAllToAll{CallKind::kAllToAll,
+                                             Algorithm::kDirect,
+                                             Protocol::kCma,
+                                             readsInPlace,
+                                             [](const Pricing& p) {
+                                               return 2 * p.S + p.f * ((p.n - 1) * p.peerRead(p.B) + p.B * p.c);
+                                             },
+                                             allToAllRun};
 
 // Broadcast through the root's mailbox. Up to one chunk the root leaves the data there and
 // returns: one hand-off, and a stream of small broadcasts flows. Larger: the entry barrier, then
 // chunk steps through the mailbox halves, the root's copies overlapping the readers'; all ranks
 // together copy n + 1 times, shared by the cores.
 extern const AlgorithmRow kDirectMailboxBroadcast{
-    CallKind::kBroadcast, Algorithm::kDirect, Protocol::kMailbox, onHost,
+    CallKind::kBroadcast,
+    Algorithm::kDirect,
+    Protocol::kMailbox,
+    onHost,
     [](const Pricing& p) {
       const double kb = static_cast<double>(std::min(static_cast<size_t>(p.chunk()), p.in.mailboxBytes / 2));
       const double work = std::max(2.0, (p.n + 1) / std::min<double>(p.n, p.in.model.cores));
@@ -842,37 +916,58 @@ extern const AlgorithmRow kDirectMailboxBroadcast{
 // Single-copy reads of the root's buffer; the root waits until every reader is done. Readers of
 // one process's pages contend in the kernel, so their reads add up; mapped, they copy in parallel
 // on their own cores (docs/PERFORMANCE.md, "Evidence behind the tuner's formulas").
-extern const AlgorithmRow kDirectCmaBroadcast{
-    CallKind::kBroadcast, Algorithm::kDirect, Protocol::kCma, readsInPlace,
-    [](const Pricing& p) {
-      return p.shared ? 2 * p.S + (p.n - 1) / std::min<double>(p.n - 1, p.in.model.cores) * p.B * p.c
-                      : 2 * p.S + (p.n - 1) * p.cmaRead(p.B);
-    },
-    broadcastRun};
+extern const AlgorithmRow kDirectCmaBroadcast{CallKind::kBroadcast,
+                                              Algorithm::kDirect,
+                                              Protocol::kCma,
+                                              readsInPlace,
+                                              [](const Pricing& p) {
+                                                return p.shared
+                                                           ? 2 * p.S + (p.n - 1) /
+                                                                           std::min<double>(p.n - 1, p.in.model.cores) *
+                                                                           p.B * p.c
+                                                           : 2 * p.S + (p.n - 1) * p.cmaRead(p.B);
+                                              },
+                                              broadcastRun};
 
 // Reduce. One-shot: every rank drops its input in its mailbox; only the root waits, then reduces
 // all. Direct: rank r reduces segment r, the root gathers the segments (from the others' scratch,
 // never shared: read across processes with cma).
-extern const AlgorithmRow kOneShotReduce{
-    CallKind::kReduce, Algorithm::kOneShot, Protocol::kMailbox, fitsMailbox,
-    [](const Pricing& p) { return p.S + p.B * p.c + p.f * (p.n - 1) * p.red(p.B); }, reduceRun};
-extern const AlgorithmRow kDirectMailboxReduce{
-    CallKind::kReduce, Algorithm::kDirect, Protocol::kMailbox, onHost,
-    [](const Pricing& p) {
-      const double E = p.B / p.n;
-      return 2 * p.pipeSteps(E) * p.S + p.f * ((p.n - 1) * E * p.c + (p.n - 1) * p.red(E)) + (p.n - 1) * E * p.c;
-    },
-    reduceRun};
-extern const AlgorithmRow kDirectCmaReduce{
-    CallKind::kReduce, Algorithm::kDirect, Protocol::kCma, readsInPlace,
-    [](const Pricing& p) {
-      const double E = p.B / p.n;
-      return 3 * p.S + p.f * ((p.n - 1) * p.peerOperand(E) + (p.n - 1) * p.red(E)) + (p.n - 1) * p.cmaRead(E);
-    },
-    reduceRun};
+extern const AlgorithmRow kOneShotReduce{CallKind::kReduce,
+                                         Algorithm::kOneShot,
+                                         Protocol::kMailbox,
+                                         fitsMailbox,
+                                         [](const Pricing& p) {
+                                           return p.S + p.B * p.c + p.f * (p.n - 1) * p.red(p.B);
+                                         },
+                                         reduceRun};
+extern const AlgorithmRow kDirectMailboxReduce{CallKind::kReduce,
+                                               Algorithm::kDirect,
+                                               Protocol::kMailbox,
+                                               onHost,
+                                               [](const Pricing& p) {
+                                                 const double E = p.B / p.n;
+                                                 return 2 * p.pipeSteps(E) * p.S +
+                                                        p.f * ((p.n - 1) * E * p.c + (p.n - 1) * p.red(E)) +
+                                                        (p.n - 1) * E * p.c;
+                                               },
+                                               reduceRun};
+extern const AlgorithmRow kDirectCmaReduce{CallKind::kReduce,
+                                           Algorithm::kDirect,
+                                           Protocol::kCma,
+                                           readsInPlace,
+                                           [](const Pricing& p) {
+                                             const double E = p.B / p.n;
+                                             return 3 * p.S +
+                                                    p.f * ((p.n - 1) * p.peerOperand(E) + (p.n - 1) * p.red(E)) +
+                                                    (p.n - 1) * p.cmaRead(E);
+                                           },
+                                           reduceRun};
 
-extern const AlgorithmRow kArenaBarrier{
-    CallKind::kBarrier, Algorithm::kDirect, Protocol::kMailbox, onHost, [](const Pricing&) { return 0.0; },
-    [](Exec& ex, const Plan&, const Call&) { return arenaBarrier(ex); }};
+extern const AlgorithmRow kArenaBarrier{CallKind::kBarrier,
+                                        Algorithm::kDirect,
+                                        Protocol::kMailbox,
+                                        onHost,
+                                        [](const Pricing&) { return 0.0; },
+                                        [](Exec& ex, const Plan&, const Call&) { return arenaBarrier(ex); }};
 
 }  // namespace ferry::coll

@@ -54,7 +54,10 @@ Status bruckAllGather(Exec& ex, const void* in, void* out, size_t sendCount, Dat
 // arena's rows); the rotation into the output is one copy of it at the host's memcpy rate (rank 0's
 // model, else the intra-host level's).
 extern const AlgorithmRow kBruckAllGather{
-    CallKind::kAllGather, Algorithm::kBruck, Protocol::kMessages, [](const Pricing&) { return true; },
+    CallKind::kAllGather,
+    Algorithm::kBruck,
+    Protocol::kMessages,
+    [](const Pricing&) { return true; },
     [](const Pricing& p) {
       if (p.arena || !p.modelled) return kUnmodelled;
       const double copy = p.n * p.B * (p.in.model.copyBw > 0 ? 1.0 / p.in.model.copyBw : p.localCopy);

@@ -66,7 +66,8 @@ Status chainReduce(Exec& ex, const void* in, void* out, size_t count, DataType t
   uint8_t* dst = static_cast<uint8_t*>(out);
   if (!isRoot) {
     dst = static_cast<uint8_t*>(ex.context().scratch->get(count * es));
-    if (dst == nullptr) return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", count * es);
+    if (dst == nullptr)
+      return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", count * es);
   }
   std::vector<ReduceTask> tasks;
   for (size_t k = 0, ks = sliceCount(count, se); k < ks; ++k) {
@@ -79,16 +80,26 @@ Status chainReduce(Exec& ex, const void* in, void* out, size_t count, DataType t
 
 // Rows of the algorithm table (table.hpp): priced over messages between hosts only (one host has
 // the arena's rows).
-extern const AlgorithmRow kChainBroadcast{
-    CallKind::kBroadcast, Algorithm::kChain, Protocol::kMessages, [](const Pricing&) { return true; },
-    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat(p.chain(p.n, p.B)); },
-    [](Exec& ex, const Plan&, const Call& c) { return chainBroadcast(ex, c.send, c.recv, c.count, c.type, c.root); }};
+extern const AlgorithmRow kChainBroadcast{CallKind::kBroadcast,
+                                          Algorithm::kChain,
+                                          Protocol::kMessages,
+                                          [](const Pricing&) { return true; },
+                                          [](const Pricing& p) {
+                                            return p.arena ? kUnmodelled : p.flat(p.chain(p.n, p.B));
+                                          },
+                                          [](Exec& ex, const Plan&, const Call& c) {
+                                            return chainBroadcast(ex, c.send, c.recv, c.count, c.type, c.root);
+                                          }};
 
-extern const AlgorithmRow kChainReduce{
-    CallKind::kReduce, Algorithm::kChain, Protocol::kMessages, [](const Pricing&) { return true; },
-    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat(p.chain(p.n, p.B)); },
-    [](Exec& ex, const Plan&, const Call& c) {
-      return chainReduce(ex, c.send, c.recv, c.count, c.type, c.op, c.root);
-    }};
+extern const AlgorithmRow kChainReduce{CallKind::kReduce,
+                                       Algorithm::kChain,
+                                       Protocol::kMessages,
+                                       [](const Pricing&) { return true; },
+                                       [](const Pricing& p) {
+                                         return p.arena ? kUnmodelled : p.flat(p.chain(p.n, p.B));
+                                       },
+                                       [](Exec& ex, const Plan&, const Call& c) {
+                                         return chainReduce(ex, c.send, c.recv, c.count, c.type, c.op, c.root);
+                                       }};
 
 }  // namespace ferry::coll

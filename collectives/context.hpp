@@ -35,16 +35,16 @@ class WaitHooks {
 /// Where the call in progress stands, for state dumps from another thread (kill -USR1). Written
 /// with relaxed stores by the calling thread; readers get a consistent-enough snapshot.
 struct CallTrace {
-  std::atomic<uint64_t> seq{0};           ///< sequence number of the current or last call
-  std::atomic<const char*> call{nullptr}; ///< static description of the kind ("allReduce")
+  std::atomic<uint64_t> seq{0};            ///< sequence number of the current or last call
+  std::atomic<const char*> call{nullptr};  ///< static description of the kind ("allReduce")
   std::atomic<size_t> count{0};
-  std::atomic<uint64_t> desc{0};          ///< kind, type, op and root of the call (packDesc)
+  std::atomic<uint64_t> desc{0};  ///< kind, type, op and root of the call (packDesc)
   std::atomic<const char*> phase{""};
   std::atomic<int> step{0};
   std::atomic<int> steps{0};
-  std::atomic<int> peer{-1};              ///< awaited peer, -1 when not waiting
+  std::atomic<int> peer{-1};  ///< awaited peer, -1 when not waiting
   std::atomic<bool> active{false};
-  std::atomic<int64_t> startNs{0};        ///< steady clock, when the call started
+  std::atomic<int64_t> startNs{0};  ///< steady clock, when the call started
 };
 
 /// A call's kind, type, op and root in one word, and back (its count travels apart).
@@ -91,12 +91,12 @@ struct Context {
   int rank = 0;
   int size = 1;
   WaitHooks* hooks = nullptr;
-  Scratch* scratch = nullptr;  ///< intermediate results of one call (e.g. reduce-scatter partials)
-  Scratch* staging = nullptr;  ///< receive slots of the pipelines
+  Scratch* scratch = nullptr;      ///< intermediate results of one call (e.g. reduce-scatter partials)
+  Scratch* staging = nullptr;      ///< receive slots of the pipelines
   size_t sliceBytes = 256 * 1024;  ///< pipelining granularity
   int depth = 8;                   ///< receives posted ahead per ring
   bool checkMismatch = true;
-  CallTrace* trace = nullptr;  ///< optional: the runtime's view of the call in progress
+  CallTrace* trace = nullptr;   ///< optional: the runtime's view of the call in progress
   TwoLevels* levels = nullptr;  ///< the two levels of a communicator spanning hosts (table.hpp), or null
   /// The ranks' shared memory when every rank is on this host (null otherwise): the single-host
   /// algorithms (arena_algorithms.cpp) run over it, and every collective announces itself in it so that a
@@ -170,8 +170,8 @@ struct Context {
   };
   static constexpr uint64_t kAckEvery = 64;
   static constexpr size_t kEagerAckBytes = 256 * 1024;
-  AckDue ackToSend;    // this rank owes `peer` an acknowledgement of call `seq`
-  AckDue ackToExpect;  // this rank has yet to post the guard for `peer`'s acknowledgement
+  AckDue ackToSend;                         // this rank owes `peer` an acknowledgement of call `seq`
+  AckDue ackToExpect;                       // this rank has yet to post the guard for `peer`'s acknowledgement
   std::deque<PendingAck> acks;              // posted guards, oldest first
   std::deque<transport::Request> ackSends;  // acknowledgements in flight, retired once sent
   /// Requests abandoned by failed calls while UCX may still complete them; freed with the context.

@@ -5,26 +5,15 @@
 namespace ferry::coll {
 
 Pricing::Pricing(const ModelInputs& inputs, size_t chunkBytes, size_t bytes, bool sharedBuffers)
-    : in(inputs),
-      B(static_cast<double>(bytes)),
-      n(inputs.ranks),
-      shared(sharedBuffers),
-      arena(inputs.arena),
-      cma(inputs.arena && inputs.cma),
-      mailbox(static_cast<double>(inputs.mailboxBytes)),
+    : in(inputs), B(static_cast<double>(bytes)), n(inputs.ranks), shared(sharedBuffers), arena(inputs.arena),
+      cma(inputs.arena && inputs.cma), mailbox(static_cast<double>(inputs.mailboxBytes)),
       over(inputs.ranksOnHost > inputs.model.cores),
       f(over ? static_cast<double>(inputs.ranksOnHost) / inputs.model.cores : 1.0),
-      S(over ? inputs.model.syncSleep : inputs.model.syncSpin),
-      c(1.0 / inputs.model.copyBw),
-      modelled(inputs.net.measured),
-      L(std::max(1, inputs.ranksPerHost)),
-      H(inputs.hosts),
-      localCopy(inputs.localCopyBw > 0 ? 1.0 / inputs.localCopyBw : 0.0),
-      chunk_(static_cast<double>(chunkBytes)),
-      cc_(inputs.model.copyBwCache > 0 ? 1.0 / inputs.model.copyBwCache : c),
-      g_(1.0 / inputs.model.reduceBw),
-      gc_(inputs.model.reduceBwCache > 0 ? 1.0 / inputs.model.reduceBwCache : g_),
-      k_(1.0 / inputs.model.cmaBw) {}
+      S(over ? inputs.model.syncSleep : inputs.model.syncSpin), c(1.0 / inputs.model.copyBw),
+      modelled(inputs.net.measured), L(std::max(1, inputs.ranksPerHost)), H(inputs.hosts),
+      localCopy(inputs.localCopyBw > 0 ? 1.0 / inputs.localCopyBw : 0.0), chunk_(static_cast<double>(chunkBytes)),
+      cc_(inputs.model.copyBwCache > 0 ? 1.0 / inputs.model.copyBwCache : c), g_(1.0 / inputs.model.reduceBw),
+      gc_(inputs.model.reduceBwCache > 0 ? 1.0 / inputs.model.reduceBwCache : g_), k_(1.0 / inputs.model.cmaBw) {}
 
 double Pricing::pipeSteps(double b) const {
   const size_t perStep = std::min(static_cast<size_t>(chunk_), in.mailboxBytes / (2 * static_cast<size_t>(in.ranks)));

@@ -11,7 +11,6 @@
 // measured and where the model was found wrong.
 #pragma once
 
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -26,16 +25,16 @@
 namespace ferry {
 
 struct HostModel {
-  double syncSpin = 0;   ///< seconds for a flag store to be seen by a spinning peer on another core
-  double syncSleep = 0;  ///< seconds for a flag store to wake a peer sleeping in the kernel
-  double copyBw = 0;     ///< memcpy, bytes per second, buffers larger than the caches
-  double copyBwCache = 0;  ///< memcpy, bytes per second, buffers of one chunk (l2Bytes / 8) that stay in the L2
-  double reduceBw = 0;   ///< float32 sum of two inputs into an output, output bytes per second
+  double syncSpin = 0;       ///< seconds for a flag store to be seen by a spinning peer on another core
+  double syncSleep = 0;      ///< seconds for a flag store to wake a peer sleeping in the kernel
+  double copyBw = 0;         ///< memcpy, bytes per second, buffers larger than the caches
+  double copyBwCache = 0;    ///< memcpy, bytes per second, buffers of one chunk (l2Bytes / 8) that stay in the L2
+  double reduceBw = 0;       ///< float32 sum of two inputs into an output, output bytes per second
   double reduceBwCache = 0;  ///< the same on buffers of one chunk that stay in the L2
-  double cmaBw = 0;      ///< cross-memory attach reads, bytes per second
-  double cmaCall = 0;    ///< seconds per cross-memory attach call, beyond its bytes (a 64-byte read)
-  int64_t l2Bytes = 0;   ///< per-core cache the read-and-reduce chunks should fit
-  int cores = 0;         ///< cores this process may run on
+  double cmaBw = 0;          ///< cross-memory attach reads, bytes per second
+  double cmaCall = 0;        ///< seconds per cross-memory attach call, beyond its bytes (a 64-byte read)
+  int64_t l2Bytes = 0;       ///< per-core cache the read-and-reduce chunks should fit
+  int cores = 0;             ///< cores this process may run on
 
   /// "sync 0.2/8.1 us, copy 17.9 GB/s, reduce 12.0 GB/s, cma 15.1 GB/s + 1.2 us, L2 2 MiB, 2 cores".
   std::string describe() const;
@@ -55,25 +54,25 @@ namespace coll {
 
 struct ModelInputs {
   int ranks = 1;
-  bool arena = false;       ///< every rank on this host, shared memory attached
-  bool cma = false;         ///< single-copy reads work between every pair
-  size_t mailboxBytes = 0;  ///< bytes of one mailbox
+  bool arena = false;                        ///< every rank on this host, shared memory attached
+  bool cma = false;                          ///< single-copy reads work between every pair
+  size_t mailboxBytes = 0;                   ///< bytes of one mailbox
   size_t sharedMinBytes = size_t{32} << 20;  ///< FERRY_SHARED_MIN_BYTES (coll::Context::sharedMinBytes)
   int ranksOnHost = 1;
   HostModel model;
-  int trials = 0;               ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
-  size_t measureMaxBytes = 0;   ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
+  int trials = 0;              ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
+  size_t measureMaxBytes = 0;  ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
   // Communicators over the network (no arena).
-  NetLevel net;                 ///< measured between hosts; unmeasured: the transport algorithms are not modelled
-  int ranksPerHost = 1;         ///< ranks sharing a host's link (the most on any host)
+  NetLevel net;                    ///< measured between hosts; unmeasured: the transport algorithms are not modelled
+  int ranksPerHost = 1;            ///< ranks sharing a host's link (the most on any host)
   size_t sliceBytes = 256 * 1024;  ///< FERRY_SLICE_BYTES: the pipelined chains' slices
   // Communicators spanning hosts with the two levels of runtime/hierarchy.hpp built.
   bool hierarchy = false;
   int hosts = 1;
-  bool evenHosts = false;       ///< every host has as many ranks
+  bool evenHosts = false;  ///< every host has as many ranks
   /// Predicted seconds of one call of (kind, bytes) on this rank's intra-host communicator.
   std::function<double(CallKind, size_t)> localCost;
-  double localCopyBw = 0;       ///< memcpy bytes per second on this host (blocks permuted between levels)
+  double localCopyBw = 0;  ///< memcpy bytes per second on this host (blocks permuted between levels)
 };
 
 /// A row that does not apply to the call.
@@ -129,8 +128,8 @@ class Pricing {
   double chain(double m, double b) const;
 
   // Two levels (hosts x ranks per host).
-  double H;           ///< hosts
-  double localCopy;   ///< seconds per byte of a memcpy on one host (blocks permuted between levels)
+  double H;          ///< hosts
+  double localCopy;  ///< seconds per byte of a memcpy on one host (blocks permuted between levels)
   /// A call of (kind, b bytes) on this rank's intra-host communicator.
   double local(CallKind k, double b) const;
   /// An all-reduce of b bytes per rank over the hosts, `share` of them at once per host.

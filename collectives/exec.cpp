@@ -47,13 +47,8 @@ Scratch::~Scratch() {
 }
 
 Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
-    : ctx_(ctx),
-      desc_(desc),
-      seq_(seq),
-      tagClass_(tagClass),
-      tag_(makeTag(tagClass, seq, fingerprint(desc))),
-      timeout_(timeoutSeconds),
-      requests_(nullptr) {  // created by the first send or receive: arena calls post none
+    : ctx_(ctx), desc_(desc), seq_(seq), tagClass_(tagClass), tag_(makeTag(tagClass, seq, fingerprint(desc))),
+      timeout_(timeoutSeconds), requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
     t->call.store(callKindName(desc.kind), std::memory_order_relaxed);
@@ -140,7 +135,9 @@ Status Exec::failure(int peer, bool sending, Status why) {
 
 namespace {
 
-bool reduces(CallKind k) { return k == CallKind::kAllReduce || k == CallKind::kReduce || k == CallKind::kReduceScatter; }
+bool reduces(CallKind k) {
+  return k == CallKind::kAllReduce || k == CallKind::kReduce || k == CallKind::kReduceScatter;
+}
 
 // A 32-bit digest of everything ranks must agree on in a call: equal calls give equal digests,
 // and two that differ in any field collide with probability 2^-32.
@@ -191,7 +188,8 @@ Status Exec::checkPeerCall(int peer) {
   if (ctx_.arena == nullptr || !ctx_.checkMismatch) return Status::ok();
   const transport::CallHeader& h = ctx_.arena->header(peer, static_cast<int>(seq_ & 1));
   if (h.seq.load(std::memory_order_acquire) != seq_) return Status::ok();  // not announced yet
-  OpDesc theirs{static_cast<CallKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op), h.root};
+  OpDesc theirs{static_cast<CallKind>(h.kind), h.count, static_cast<DataType>(h.type), static_cast<RedOp>(h.op),
+                h.root};
   uint32_t algorithm = h.algorithm, protocol = h.protocol;
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h.seq.load(std::memory_order_relaxed) != seq_) return Status::ok();  // rewritten while read
@@ -201,8 +199,9 @@ Status Exec::checkPeerCall(int peer) {
 Status Exec::compareCall(int peer, const OpDesc& theirs, uint32_t algorithm, uint32_t protocol) {
   if (!sameCall(theirs, desc_)) {
     return failure(peer, false,
-                   makeError(ErrorCode::kMismatch, "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s",
-                             peer, describe(theirs).c_str(), static_cast<unsigned long long>(seq_), ctx_.rank,
+                   makeError(ErrorCode::kMismatch,
+                             "collective mismatch: rank %d runs %s as its call #%llu while rank %d runs %s", peer,
+                             describe(theirs).c_str(), static_cast<unsigned long long>(seq_), ctx_.rank,
                              describe(desc_).c_str()));
   }
   if (algorithm != algorithm_ || protocol != protocol_) {
@@ -236,7 +235,8 @@ namespace {
 // A line slot's call description: kind, type, op (reductions only), algorithm and protocol in 4
 // bits each, the count in 12 (lineBytes() is well below 4096 elements of any type).
 uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol) {
-  const bool reduces = d.kind == CallKind::kAllReduce || d.kind == CallKind::kReduce || d.kind == CallKind::kReduceScatter;
+  const bool reduces =
+      d.kind == CallKind::kAllReduce || d.kind == CallKind::kReduce || d.kind == CallKind::kReduceScatter;
   return (static_cast<uint32_t>(d.kind) & 15u) | (static_cast<uint32_t>(d.type) & 15u) << 4 |
          (reduces ? static_cast<uint32_t>(d.op) & 15u : 0u) << 8 | (algorithm & 15u) << 12 | (protocol & 15u) << 16 |
          static_cast<uint32_t>(d.count & 4095u) << 20;
@@ -283,8 +283,9 @@ Result<const uint8_t*> Exec::awaitLine(int peer) {
     FERRY_TRY(compareCall(peer, theirs, (c >> 12) & 15u, (c >> 16) & 15u));
     // Packed fields agree but the words differ: counts that agree mod 4096 cannot reach here
     // (lineBytes() bounds both), so this is a bug; say so rather than read the slot.
-    return failure(peer, false, makeError(ErrorCode::kInternalError, "rank %d's line slot of call #%llu does not decode",
-                                          peer, static_cast<unsigned long long>(seq_)));
+    return failure(peer, false,
+                   makeError(ErrorCode::kInternalError, "rank %d's line slot of call #%llu does not decode", peer,
+                             static_cast<unsigned long long>(seq_)));
   }
   compared_ = compared_ || ctx_.checkMismatch;
   return reinterpret_cast<const uint8_t*>(h + 1);
@@ -306,8 +307,8 @@ Status Exec::postGuard() {
   Context::PendingAck& a = ctx_.acks.emplace_back();
   a.seq = due.seq;
   a.desc = due.desc;
-  return ctx_.transport->postRecv(due.peer, makeTag(TagClass::kCollective, due.seq, fingerprint(due.desc)),
-                                  kClassMask, nullptr, 0, &a.request);
+  return ctx_.transport->postRecv(due.peer, makeTag(TagClass::kCollective, due.seq, fingerprint(due.desc)), kClassMask,
+                                  nullptr, 0, &a.request);
 }
 
 Status Exec::sendAck() { return sendOwedAck(ctx_); }
@@ -317,8 +318,8 @@ Status sendOwedAck(Context& ctx) {
   Context::AckDue& due = ctx.ackToSend;
   if (!due.due) return Status::ok();
   due.due = false;
-  return ctx.transport->postSend(due.peer, makeTag(TagClass::kCollective, due.seq, fingerprint(due.desc)), nullptr,
-                                 0, &ctx.ackSends.emplace_back());
+  return ctx.transport->postSend(due.peer, makeTag(TagClass::kCollective, due.seq, fingerprint(due.desc)), nullptr, 0,
+                                 &ctx.ackSends.emplace_back());
 }
 
 Status Exec::begin() {
@@ -353,9 +354,11 @@ Status Exec::checkAcks(bool all) {
       while (a.request.pending()) {
         if (deadline_.expired()) {
           return failure(a.request.peer, false,
-                         makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT) on rank %d's "
-                                   "acknowledgement of %s #%llu", secondsSince(start_), a.request.peer,
-                                   describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq)));
+                         makeError(ErrorCode::kTimeout,
+                                   "timed out after %.1f s (FERRY_TIMEOUT) on rank %d's "
+                                   "acknowledgement of %s #%llu",
+                                   secondsSince(start_), a.request.peer, describe(a.desc).c_str(),
+                                   static_cast<unsigned long long>(a.seq)));
         }
         if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(a.request.peer));
         if (!ctx_.transport->progress()) backoff.pause();
@@ -363,8 +366,8 @@ Status Exec::checkAcks(bool all) {
     }
     const int peer = a.request.peer;
     const uint32_t theirs = tagFingerprint(a.request.peerTag);
-    const bool truncated = a.request.state == Request::State::kFailed &&
-                           a.request.error.rfind("message truncated", 0) == 0;
+    const bool truncated =
+        a.request.state == Request::State::kFailed && a.request.error.rfind("message truncated", 0) == 0;
     if (a.request.state == Request::State::kFailed && !truncated) {
       // Often the echo of the peer's own failure, which it reported first: prefer that report.
       if (ctx_.hooks != nullptr) {
@@ -372,9 +375,10 @@ Status Exec::checkAcks(bool all) {
         Status h = ctx_.hooks->poll(-1);
         if (!h.isOk()) return failure(peer, false, h);
       }
-      return failure(peer, false, makeError(ErrorCode::kRemoteError, "acknowledgement of %s #%llu failed: %s",
-                                            describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq),
-                                            a.request.error.c_str()));
+      return failure(peer, false,
+                     makeError(ErrorCode::kRemoteError, "acknowledgement of %s #%llu failed: %s",
+                               describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq),
+                               a.request.error.c_str()));
     }
     if (truncated || a.request.received != 0 || theirs != fingerprint(a.desc) ||
         tagSeq(a.request.peerTag) != (a.seq & kSeqMask)) {
@@ -383,8 +387,8 @@ Status Exec::checkAcks(bool all) {
                                "collective mismatch: rank %d, root of %s as its call #%llu, expected only an "
                                "acknowledgement from rank %d but received data of rank %d's call #%llu, which %s "
                                "(rank %d does not take rank %d for the root)",
-                               ctx_.rank, describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq), peer,
-                               peer, static_cast<unsigned long long>(tagSeq(a.request.peerTag)),
+                               ctx_.rank, describe(a.desc).c_str(), static_cast<unsigned long long>(a.seq), peer, peer,
+                               static_cast<unsigned long long>(tagSeq(a.request.peerTag)),
                                theirs == fingerprint(a.desc) ? "has the same description"
                                                              : explainMismatch(a.desc, theirs, ctx_.size).c_str(),
                                peer, ctx_.rank));
@@ -537,7 +541,8 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
         if (call < seq_) behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(r);
       }
       return failure(peer, false,
-                     makeError(ErrorCode::kTimeout, "timed out after %.1f s (FERRY_TIMEOUT); ranks that have not "
+                     makeError(ErrorCode::kTimeout,
+                               "timed out after %.1f s (FERRY_TIMEOUT); ranks that have not "
                                "reached call #%llu: %s (each rank's last call.phase: %s)",
                                secondsSince(start_), static_cast<unsigned long long>(seq_),
                                behind.empty() ? "none" : behind.c_str(), all.c_str()));
@@ -617,8 +622,9 @@ Status Exec::checkReceive(Request* req) {
     }
     uint32_t theirs = tagFingerprint(req->peerTag);
     if (theirs != fingerprint(mine)) {
-      return failure(req, makeError(ErrorCode::kMismatch, "collective mismatch: rank %d %s (its call #%llu) while rank %d runs %s",
-                                    req->peer, explainMismatch(mine, theirs, ctx_.size).c_str(),
+      return failure(req, makeError(ErrorCode::kMismatch,
+                                    "collective mismatch: rank %d %s (its call #%llu) while rank %d runs %s", req->peer,
+                                    explainMismatch(mine, theirs, ctx_.size).c_str(),
                                     static_cast<unsigned long long>(tagSeq(req->peerTag)), ctx_.rank,
                                     describe(mine).c_str()));
     }

@@ -55,7 +55,8 @@ std::string explainMismatch(const OpDesc& mine, uint32_t theirs, int size) {
   uint32_t ours = fingerprint(mine);
   uint32_t kind = theirs >> 20;
   if (kind != (ours >> 20)) {
-    if (kind >= 1 && kind <= static_cast<uint32_t>(CallKind::kSend)) return std::string("runs ") + callKindName(static_cast<CallKind>(kind));
+    if (kind >= 1 && kind <= static_cast<uint32_t>(CallKind::kSend))
+      return std::string("runs ") + callKindName(static_cast<CallKind>(kind));
     return "runs an unknown operation (kind " + std::to_string(kind) + ")";
   }
   uint32_t type = (theirs >> 16) & 0xF;

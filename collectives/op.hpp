@@ -13,7 +13,6 @@
 
 namespace ferry::coll {
 
-
 /// One call's arguments as the peers must agree on them.
 struct OpDesc {
   CallKind kind = CallKind::kBarrier;  ///< point-to-point calls fingerprint as kSend on both sides

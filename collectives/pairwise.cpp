@@ -22,7 +22,8 @@ Status pairwiseAllToAll(Exec& ex, const void* in, void* out, size_t count, DataT
   if (in == out && n > 1) {
     // In place: the outgoing blocks must survive the incoming ones.
     auto* copy = static_cast<uint8_t*>(ex.context().scratch->get(block * n));
-    if (copy == nullptr) return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", block * n);
+    if (copy == nullptr)
+      return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", block * n);
     std::memcpy(copy, in, block * n);
     src = copy;
   }
@@ -112,18 +113,29 @@ Status recvFrom(Exec& ex, void* buf, size_t bytes, int peer) {
 // Rows of the algorithm table (table.hpp).
 // All-to-all: of a host's L ranks each sends n - L blocks through the host's link.
 extern const AlgorithmRow kPairwiseAllToAll{
-    CallKind::kAllToAll, Algorithm::kPairwise, Protocol::kMessages, [](const Pricing&) { return true; },
+    CallKind::kAllToAll,
+    Algorithm::kPairwise,
+    Protocol::kMessages,
+    [](const Pricing&) { return true; },
     [](const Pricing& p) {
       return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.in.net.alpha + p.L * (p.n - p.L) * p.B * p.in.net.beta);
     },
     [](Exec& ex, const Plan&, const Call& c) { return pairwiseAllToAll(ex, c.send, c.recv, c.count, c.type); }};
 
-extern const AlgorithmRow kDisseminationBarrier{
-    CallKind::kBarrier, Algorithm::kPairwise, Protocol::kMessages, [](const Pricing& p) { return !p.arena; },
-    [](const Pricing&) { return 0.0; }, [](Exec& ex, const Plan&, const Call&) { return disseminationBarrier(ex); }};
+extern const AlgorithmRow kDisseminationBarrier{CallKind::kBarrier,
+                                                Algorithm::kPairwise,
+                                                Protocol::kMessages,
+                                                [](const Pricing& p) { return !p.arena; },
+                                                [](const Pricing&) { return 0.0; },
+                                                [](Exec& ex, const Plan&, const Call&) {
+                                                  return disseminationBarrier(ex);
+                                                }};
 
-extern const AlgorithmRow kRingPresence{
-    CallKind::kBarrier, Algorithm::kPairwise, Protocol::kMessages, [](const Pricing& p) { return !p.arena; },
-    [](const Pricing&) { return 0.0; }, [](Exec& ex, const Plan&, const Call&) { return ringPresence(ex); }};
+extern const AlgorithmRow kRingPresence{CallKind::kBarrier,
+                                        Algorithm::kPairwise,
+                                        Protocol::kMessages,
+                                        [](const Pricing& p) { return !p.arena; },
+                                        [](const Pricing&) { return 0.0; },
+                                        [](Exec& ex, const Plan&, const Call&) { return ringPresence(ex); }};
 
 }  // namespace ferry::coll

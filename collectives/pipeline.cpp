@@ -23,8 +23,8 @@ Status sendSlices(Exec& ex, int peer, const uint8_t* buf, size_t elems, DataType
   return Status::ok();
 }
 
-Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceTask>& tasks, DataType type,
-                         RedOp op, uint32_t divisor, const char* phase, int steps) {
+Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceTask>& tasks, DataType type, RedOp op,
+                         uint32_t divisor, const char* phase, int steps) {
   if (tasks.empty()) return Status::ok();
   const size_t es = dataTypeSize(type);
   size_t maxElems = 0;
@@ -60,8 +60,8 @@ Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceT
   return Status::ok();
 }
 
-Status recvForward(Exec& ex, int prev, int next, const std::vector<CopyTask>& tasks, DataType type,
-                   const char* phase, int steps) {
+Status recvForward(Exec& ex, int prev, int next, const std::vector<CopyTask>& tasks, DataType type, const char* phase,
+                   int steps) {
   const size_t es = dataTypeSize(type);
   std::vector<Request*> recvs;
   recvs.reserve(tasks.size());

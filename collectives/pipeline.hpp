@@ -34,10 +34,10 @@ struct CopyTask {
 };
 
 /// `phase` and `steps` name the phase in errors; `divisor` is the avg divisor (0: not avg).
-Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceTask>& tasks, DataType type,
-                         RedOp op, uint32_t divisor, const char* phase, int steps);
-Status recvForward(Exec& ex, int prev, int next, const std::vector<CopyTask>& tasks, DataType type,
-                   const char* phase, int steps);
+Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceTask>& tasks, DataType type, RedOp op,
+                         uint32_t divisor, const char* phase, int steps);
+Status recvForward(Exec& ex, int prev, int next, const std::vector<CopyTask>& tasks, DataType type, const char* phase,
+                   int steps);
 /// Post sends of [buf, buf + elems) to `peer` in slices of the context's slice size.
 Status sendSlices(Exec& ex, int peer, const uint8_t* buf, size_t elems, DataType type);
 /// Elements per slice for `type` under the context's FERRY_SLICE_BYTES.

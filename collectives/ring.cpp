@@ -19,17 +19,17 @@ namespace {
 
 // Segment boundaries: equal blocks (reduce-scatter, all-gather) or a near-even split (all-reduce).
 struct Segments {
-  size_t count;     // total elements
+  size_t count;  // total elements
   int n;
-  size_t block;     // > 0: every segment has exactly `block` elements
+  size_t block;  // > 0: every segment has exactly `block` elements
   size_t begin(int i) const { return block > 0 ? block * i : segmentBegin(count, n, i); }
   size_t length(int i) const { return block > 0 ? block : segmentCount(count, n, i); }
 };
 
 // Reduce-scatter over `seg`: partials of segment i go to acc + begin(i), the final segment of this
 // rank to `final`. Waits for every send before returning, so the caller may reuse acc.
-Status reduceScatterCore(Exec& ex, const Segments& seg, const uint8_t* in, uint8_t* acc, uint8_t* final,
-                         DataType type, RedOp op) {
+Status reduceScatterCore(Exec& ex, const Segments& seg, const uint8_t* in, uint8_t* acc, uint8_t* final, DataType type,
+                         RedOp op) {
   const int n = ex.size(), r = ex.rank(), prev = ringMod(r - 1, n), next = ringMod(r + 1, n);
   const size_t es = dataTypeSize(type), se = sliceElems(ex, type);
   ex.setPhase("reduce-scatter", 0, n - 1);
@@ -115,19 +115,37 @@ namespace {
 bool always(const Pricing&) { return true; }
 }  // namespace
 
-extern const AlgorithmRow kRingAllReduce{
-    CallKind::kAllReduce, Algorithm::kRing, Protocol::kMessages, always,
-    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat(2 * (p.n - 1) * p.msg(p.B / p.n, 1)); },
-    [](Exec& ex, const Plan&, const Call& c) { return ringAllReduce(ex, c.send, c.recv, c.count, c.type, c.op); }};
+extern const AlgorithmRow kRingAllReduce{CallKind::kAllReduce,
+                                         Algorithm::kRing,
+                                         Protocol::kMessages,
+                                         always,
+                                         [](const Pricing& p) {
+                                           return p.arena ? kUnmodelled : p.flat(2 * (p.n - 1) * p.msg(p.B / p.n, 1));
+                                         },
+                                         [](Exec& ex, const Plan&, const Call& c) {
+                                           return ringAllReduce(ex, c.send, c.recv, c.count, c.type, c.op);
+                                         }};
 
-extern const AlgorithmRow kRingReduceScatter{
-    CallKind::kReduceScatter, Algorithm::kRing, Protocol::kMessages, always,
-    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1)); },
-    [](Exec& ex, const Plan&, const Call& c) { return ringReduceScatter(ex, c.send, c.recv, c.count, c.type, c.op); }};
+extern const AlgorithmRow kRingReduceScatter{CallKind::kReduceScatter,
+                                             Algorithm::kRing,
+                                             Protocol::kMessages,
+                                             always,
+                                             [](const Pricing& p) {
+                                               return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1));
+                                             },
+                                             [](Exec& ex, const Plan&, const Call& c) {
+                                               return ringReduceScatter(ex, c.send, c.recv, c.count, c.type, c.op);
+                                             }};
 
-extern const AlgorithmRow kRingAllGather{
-    CallKind::kAllGather, Algorithm::kRing, Protocol::kMessages, always,
-    [](const Pricing& p) { return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1)); },
-    [](Exec& ex, const Plan&, const Call& c) { return ringAllGather(ex, c.send, c.recv, c.count, c.type); }};
+extern const AlgorithmRow kRingAllGather{CallKind::kAllGather,
+                                         Algorithm::kRing,
+                                         Protocol::kMessages,
+                                         always,
+                                         [](const Pricing& p) {
+                                           return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1));
+                                         },
+                                         [](Exec& ex, const Plan&, const Call& c) {
+                                           return ringAllGather(ex, c.send, c.recv, c.count, c.type);
+                                         }};
 
 }  // namespace ferry::coll

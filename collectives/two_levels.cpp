@@ -24,47 +24,70 @@ Status runOnLevels(Exec& ex, const Plan&, const Call& c) {
 // Even hosts: reduce-scatter on each host, all-reduce of the blocks across hosts (L streams per
 // host at once), all-gather on each host. Otherwise reduce to each host's first rank, all-reduce
 // across, broadcast back.
-extern const AlgorithmRow kTwoLevelAllReduce{
-    CallKind::kAllReduce, Algorithm::kHierarchical, Protocol::kMessages, spansHosts,
-    [](const Pricing& p) {
-      return p.in.evenHosts ? p.local(CallKind::kReduceScatter, p.B / p.L) + p.crossAllReduce(p.B / p.L, p.L) +
-                                  p.local(CallKind::kAllGather, p.B / p.L)
-                            : p.local(CallKind::kReduce, p.B) + p.crossAllReduce(p.B, 1) +
-                                  p.local(CallKind::kBroadcast, p.B);
-    },
-    runOnLevels};
+extern const AlgorithmRow kTwoLevelAllReduce{CallKind::kAllReduce,
+                                             Algorithm::kHierarchical,
+                                             Protocol::kMessages,
+                                             spansHosts,
+                                             [](const Pricing& p) {
+                                               return p.in.evenHosts
+                                                          ? p.local(CallKind::kReduceScatter, p.B / p.L) +
+                                                                p.crossAllReduce(p.B / p.L, p.L) +
+                                                                p.local(CallKind::kAllGather, p.B / p.L)
+                                                          : p.local(CallKind::kReduce, p.B) + p.crossAllReduce(p.B, 1) +
+                                                                p.local(CallKind::kBroadcast, p.B);
+                                             },
+                                             runOnLevels};
 
-extern const AlgorithmRow kTwoLevelReduceScatter{
-    CallKind::kReduceScatter, Algorithm::kHierarchical, Protocol::kMessages, spansEvenHosts,
-    [](const Pricing& p) {
-      return p.n * p.B * p.localCopy + p.local(CallKind::kReduceScatter, p.H * p.B) + (p.H - 1) * p.msg(p.B, p.L);
-    },
-    runOnLevels};
+extern const AlgorithmRow kTwoLevelReduceScatter{CallKind::kReduceScatter,
+                                                 Algorithm::kHierarchical,
+                                                 Protocol::kMessages,
+                                                 spansEvenHosts,
+                                                 [](const Pricing& p) {
+                                                   return p.n * p.B * p.localCopy +
+                                                          p.local(CallKind::kReduceScatter, p.H * p.B) +
+                                                          (p.H - 1) * p.msg(p.B, p.L);
+                                                 },
+                                                 runOnLevels};
 
-extern const AlgorithmRow kTwoLevelAllGather{
-    CallKind::kAllGather, Algorithm::kHierarchical, Protocol::kMessages, spansEvenHosts,
-    [](const Pricing& p) {
-      return (p.H - 1) * p.msg(p.B, p.L) + p.local(CallKind::kAllGather, p.H * p.B) + p.n * p.B * p.localCopy;
-    },
-    runOnLevels};
+extern const AlgorithmRow kTwoLevelAllGather{CallKind::kAllGather,
+                                             Algorithm::kHierarchical,
+                                             Protocol::kMessages,
+                                             spansEvenHosts,
+                                             [](const Pricing& p) {
+                                               return (p.H - 1) * p.msg(p.B, p.L) +
+                                                      p.local(CallKind::kAllGather, p.H * p.B) +
+                                                      p.n * p.B * p.localCopy;
+                                             },
+                                             runOnLevels};
 
-extern const AlgorithmRow kTwoLevelAllToAll{
-    CallKind::kAllToAll, Algorithm::kHierarchical, Protocol::kMessages, spansEvenHosts,
-    [](const Pricing& p) {
-      return 2 * p.n * p.B * p.localCopy + p.local(CallKind::kAllToAll, p.H * p.B) +
-             (p.H - 1) * p.msg(p.L * p.B, p.L);
-    },
-    runOnLevels};
+extern const AlgorithmRow kTwoLevelAllToAll{CallKind::kAllToAll,
+                                            Algorithm::kHierarchical,
+                                            Protocol::kMessages,
+                                            spansEvenHosts,
+                                            [](const Pricing& p) {
+                                              return 2 * p.n * p.B * p.localCopy +
+                                                     p.local(CallKind::kAllToAll, p.H * p.B) +
+                                                     (p.H - 1) * p.msg(p.L * p.B, p.L);
+                                            },
+                                            runOnLevels};
 
-extern const AlgorithmRow kTwoLevelBroadcast{
-    CallKind::kBroadcast, Algorithm::kHierarchical, Protocol::kMessages, spansHosts,
-    [](const Pricing& p) {
-      return p.chain(p.H, p.B) + p.local(CallKind::kBroadcast, p.B) * (p.in.evenHosts ? 1 : 2);
-    },
-    runOnLevels};
+extern const AlgorithmRow kTwoLevelBroadcast{CallKind::kBroadcast,
+                                             Algorithm::kHierarchical,
+                                             Protocol::kMessages,
+                                             spansHosts,
+                                             [](const Pricing& p) {
+                                               return p.chain(p.H, p.B) +
+                                                      p.local(CallKind::kBroadcast, p.B) * (p.in.evenHosts ? 1 : 2);
+                                             },
+                                             runOnLevels};
 
-extern const AlgorithmRow kTwoLevelReduce{
-    CallKind::kReduce, Algorithm::kHierarchical, Protocol::kMessages, spansHosts,
-    [](const Pricing& p) { return p.local(CallKind::kReduce, p.B) + p.chain(p.H, p.B); }, runOnLevels};
+extern const AlgorithmRow kTwoLevelReduce{CallKind::kReduce,
+                                          Algorithm::kHierarchical,
+                                          Protocol::kMessages,
+                                          spansHosts,
+                                          [](const Pricing& p) {
+                                            return p.local(CallKind::kReduce, p.B) + p.chain(p.H, p.B);
+                                          },
+                                          runOnLevels};
 
 }  // namespace ferry::coll

@@ -27,8 +27,8 @@ ncclResult_t call(const char* fn, CallKind kind, const void* send, void* recv, s
 
 extern "C" ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclAllReduce", CallKind::kAllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), 0,
-              comm, stream);
+  return call("ncclAllReduce", CallKind::kAllReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), 0, comm,
+              stream);
 }
 FERRY_NCCL_ALIAS(ncclAllReduce)
 
@@ -42,22 +42,22 @@ FERRY_NCCL_ALIAS(ncclReduceScatter)
 
 extern "C" ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclReduce", CallKind::kReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root,
-              comm, stream);
+  return call("ncclReduce", CallKind::kReduce, sendbuff, recvbuff, count, rawEnum(datatype), rawEnum(op), root, comm,
+              stream);
 }
 FERRY_NCCL_ALIAS(ncclReduce)
 
-extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclAllGather", CallKind::kAllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), -1, 0,
-              comm, stream);
+extern "C" ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  return call("ncclAllGather", CallKind::kAllGather, sendbuff, recvbuff, sendcount, rawEnum(datatype), -1, 0, comm,
+              stream);
 }
 FERRY_NCCL_ALIAS(ncclAllGather)
 
 extern "C" ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        int root, ncclComm_t comm, cudaStream_t stream) {
-  return call("ncclBroadcast", CallKind::kBroadcast, sendbuff, recvbuff, count, rawEnum(datatype), -1, root,
-              comm, stream);
+  return call("ncclBroadcast", CallKind::kBroadcast, sendbuff, recvbuff, count, rawEnum(datatype), -1, root, comm,
+              stream);
 }
 FERRY_NCCL_ALIAS(ncclBroadcast)
 

@@ -51,8 +51,7 @@ Status ncclComm::waitReady(const char* fn) {
       return Status(error_.code(), std::string(fn) + ": communicator initialization failed: " + error_.message());
     case State::kFinalized:
       return ferry::nccl::usageError(fn, "communicator (rank %d of %d) was finalized (ncclCommFinalize)", rank, size);
-    default:
-      return Status::ok();
+    default: return Status::ok();
   }
 }
 

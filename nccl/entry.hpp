@@ -16,8 +16,7 @@
 #include "ferry/status.hpp"
 
 /// Define `name` as a weak alias of `p##name` (same address, same signature).
-#define FERRY_NCCL_ALIAS(name) \
-  extern "C" __attribute__((weak, alias("p" #name))) decltype(p##name) name;
+#define FERRY_NCCL_ALIAS(name) extern "C" __attribute__((weak, alias("p" #name))) decltype(p##name) name;
 
 namespace ferry::nccl {
 

@@ -19,9 +19,9 @@ namespace {
 thread_local std::string tLastError;
 
 const char* resultName(ncclResult_t code) {
-  static const char* const kNames[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
-                                       "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
-                                       "ncclRemoteError",     "ncclInProgress"};
+  static const char* const kNames[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                       "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                       "ncclRemoteError",   "ncclInProgress"};
   return code >= 0 && code < ncclNumResults ? kNames[code] : "unknown result";
 }
 

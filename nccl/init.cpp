@@ -125,8 +125,7 @@ extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int*
 }
 FERRY_NCCL_ALIAS(ncclCommInitAll)
 
-extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                                       ncclConfig_t* config) {
+extern "C" ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   constexpr const char* fn = "ncclCommSplit";
   return entry(fn, [&]() -> Outcome {
     if (comm == nullptr) return argError(fn, "comm is NULL");

@@ -57,7 +57,8 @@ extern "C" ncclResult_t pncclMemFree(void* ptr) {
       return Status::ok();
     }
     Status st = ferry::hostFree(ptr);
-    if (!st.isOk()) return argError("ncclMemFree", "ptr %p was not returned by ncclMemAlloc (or was freed already)", ptr);
+    if (!st.isOk())
+      return argError("ncclMemFree", "ptr %p was not returned by ncclMemAlloc (or was freed already)", ptr);
     return Status::ok();
   });
 }
@@ -80,8 +81,10 @@ extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle)
   return entry(fn, [&]() -> Status {
     if (comm == nullptr) return argError(fn, "comm is NULL");
     if (!comm->registrations.remove(handle)) {
-      return argError(fn, "handle %p was not returned by ncclCommRegister on this communicator (or was "
-                          "deregistered already)", handle);
+      return argError(fn,
+                      "handle %p was not returned by ncclCommRegister on this communicator (or was "
+                      "deregistered already)",
+                      handle);
     }
     return Status::ok();
   });

@@ -12,7 +12,9 @@
 namespace ferry::nccl {
 namespace {
 
-bool reduces(CallKind k) { return k == CallKind::kAllReduce || k == CallKind::kReduce || k == CallKind::kReduceScatter; }
+bool reduces(CallKind k) {
+  return k == CallKind::kAllReduce || k == CallKind::kReduce || k == CallKind::kReduceScatter;
+}
 
 static_assert(ncclNumOps == static_cast<int>(RedOp::kAvg) + 1, "NCCL's built-in reductions are RedOp's first values");
 
@@ -37,8 +39,10 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   if (reduces(call.kind) && (raw.redOp < 0 || raw.redOp >= ncclNumOps)) {
     if (raw.redOp >= ncclNumOps) op->preMul = comm->redOps.find(raw.redOp);
     if (!op->preMul) {
-      return argError(call.name(), "op %d is not a reduction on rank %d: neither a built-in one (%s) nor a live "
-                      "PreMulSum reduction of this communicator", raw.redOp, comm->rank, builtInOps());
+      return argError(call.name(),
+                      "op %d is not a reduction on rank %d: neither a built-in one (%s) nor a live "
+                      "PreMulSum reduction of this communicator",
+                      raw.redOp, comm->rank, builtInOps());
     }
     builtIn = static_cast<int>(RedOp::kSum);
   }

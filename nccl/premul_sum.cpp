@@ -98,8 +98,7 @@ void scaleInto(void* dst, const void* src, size_t count, const PreMulSum& op) {
     case DataType::kUint64: return scaleInteger<uint64_t>(dst, src, count, s);
     case DataType::kFloat32: return scaleFloat<float>(dst, src, count, s);
     case DataType::kFloat64: return scaleFloat<double>(dst, src, count, s);
-    case DataType::kFloat16:
-      return scaleHalf<uint16_t, kernels::halfToFloat, kernels::floatToHalf>(dst, src, count, s);
+    case DataType::kFloat16: return scaleHalf<uint16_t, kernels::halfToFloat, kernels::floatToHalf>(dst, src, count, s);
     case DataType::kBfloat16:
       return scaleHalf<uint16_t, kernels::bfloat16ToFloat, kernels::floatToBfloat16>(dst, src, count, s);
     case DataType::kFloat8e4m3:

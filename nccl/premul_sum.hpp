@@ -19,8 +19,8 @@ namespace ferry::nccl {
 /// One PreMulSum reduction: the data type it applies to and where its scalar is.
 struct PreMulSum {
   DataType type = DataType::kFloat32;
-  uint64_t bits = 0;              ///< the scalar's bytes, read at creation (ncclScalarHostImmediate)
-  const void* scalar = nullptr;   ///< when set, read at each use instead (ncclScalarDevice)
+  uint64_t bits = 0;             ///< the scalar's bytes, read at creation (ncclScalarHostImmediate)
+  const void* scalar = nullptr;  ///< when set, read at each use instead (ncclScalarDevice)
 
   /// The scalar's bytes as they are now.
   uint64_t value() const;

@@ -285,8 +285,8 @@ Status buildGpuHalf(Rendezvous& rv, Comm::Impl& impl, const std::vector<PeerInfo
   FERRY_TRY(gpu);
   impl.gpu = std::move(*gpu);
   const gpu::DeviceContext* gpuCtx = impl.gpu.get();
-  impl.dumpRegistration = std::make_unique<StateDumpRegistration>(
-      impl.id, impl.rank, impl.size, &impl.trace, [gpuCtx]() -> std::string {
+  impl.dumpRegistration =
+      std::make_unique<StateDumpRegistration>(impl.id, impl.rank, impl.size, &impl.trace, [gpuCtx]() -> std::string {
         if (gpuCtx == nullptr) return {};
         Status st = gpuCtx->deviceError();
         return st.isOk() ? std::string() : st.message();
@@ -354,8 +354,10 @@ Status checkRankSize(const char* fn, int rank, int size) {
   // Said once per process, before the first wait: with no deadline a missing peer is a hang.
   static std::atomic<bool> warned{false};
   if (config().timeout == kNoTimeout && !warned.exchange(true)) {
-    FERRY_WARN(log::kInit, "rank %d: FERRY_TIMEOUT=none: waits have no deadline; a peer that never arrives or "
-               "answers makes this rank wait forever", rank);
+    FERRY_WARN(log::kInit,
+               "rank %d: FERRY_TIMEOUT=none: waits have no deadline; a peer that never arrives or "
+               "answers makes this rank wait forever",
+               rank);
   }
   return Status::ok();
 }
@@ -366,7 +368,6 @@ class SoloRendezvous final : public Rendezvous {
 };
 
 }  // namespace
-
 
 // Rank 0's intra-host tuner inputs (a LevelRecord), rebuilt on every rank of `parent`.
 Result<Tuner> agreedLevelTuner(Comm& parent, const Tuner& local) {
@@ -526,8 +527,8 @@ Result<std::unique_ptr<Comm>> Comm::fromEnv() {
     }
     bootstrap::StoreServer::detach(std::move(*server));
   }
-  auto client = bootstrap::StoreClient::connect(*addr, secret, launch->rank, launch->size,
-                                                Deadline::after(config().timeout));
+  auto client =
+      bootstrap::StoreClient::connect(*addr, secret, launch->rank, launch->size, Deadline::after(config().timeout));
   if (!client.isOk() && launch->rank != 0 && client.status().code() == ErrorCode::kTimeout) {
     // Only rank 0 listens there: its absence is the likely cause, so say so.
     return makeError(ErrorCode::kTimeout,
@@ -615,6 +616,5 @@ Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
   FERRY_TRY(impl);
   return finish(std::move(*impl));
 }
-
 
 }  // namespace ferry

@@ -46,7 +46,6 @@ using coll::Plan;
 /// every parent rank, so fixed.
 constexpr int kInitRounds = 5;
 
-
 struct Comm::Impl {
   int rank = 0;
   int size = 1;
@@ -68,9 +67,9 @@ struct Comm::Impl {
   WorkQueue queue;
   int device = -1;                          ///< the CUDA device this rank drives, or -1
   std::unique_ptr<gpu::DeviceContext> gpu;  ///< null without a device
-  HostLayout layout;                         ///< which ranks share a host
-  std::unique_ptr<Hierarchy> hier;           ///< the two levels, when the ranks span hosts
-  uint64_t measuredCalls = 0;                ///< calls the tuner measured (Comm::measuredCalls)
+  HostLayout layout;                        ///< which ranks share a host
+  std::unique_ptr<Hierarchy> hier;          ///< the two levels, when the ranks span hosts
+  uint64_t measuredCalls = 0;               ///< calls the tuner measured (Comm::measuredCalls)
   /// Where this rank listens for shrink(), and where every rank does (runtime/shrink.hpp).
   std::unique_ptr<ShrinkListener> shrinkListener;
   std::vector<ShrinkContact> shrinkContacts;
@@ -174,8 +173,8 @@ struct Comm::Impl {
       choice = *c;
     }
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
-    FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id),
-                coll::describe(desc).c_str(), static_cast<unsigned long long>(s));
+    FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id), coll::describe(desc).c_str(),
+                static_cast<unsigned long long>(s));
     coll::Exec ex(ctx, desc, s, cls, config().timeout);
     // "Entered this call": what claimMailbox() waits for before a rank reuses a mailbox, and
     // what Exec::begin may wait for on the peers.

@@ -51,8 +51,10 @@ Status Comm::collective(const Call& call) {
     options.peerMayBeSelf = p2p && gpu::groupDepth() > 0;
     Status st = checkCall(call, impl_->rank, impl_->size, options);
     if (call.kind == CallKind::kBarrier && st.isOk()) {
-      st = makeError(ErrorCode::kInvalidArgument, "barrier on rank %d: there is no stream-ordered barrier (call it "
-                     "without a stream)", impl_->rank);
+      st = makeError(ErrorCode::kInvalidArgument,
+                     "barrier on rank %d: there is no stream-ordered barrier (call it "
+                     "without a stream)",
+                     impl_->rank);
     }
     return gpu::submit(*this, impl_->gpu.get(), st, deviceWork(call), *call.stream);
   }
@@ -136,8 +138,7 @@ std::shared_ptr<Work> Comm::allToAllAsync(const void* send, void* recv, size_t c
 std::shared_ptr<Work> Comm::broadcastAsync(const void* send, void* recv, size_t count, DataType type, int root) {
   return collectiveAsync(Call::broadcast(send, recv, count, type, root));
 }
-std::shared_ptr<Work> Comm::reduceAsync(const void* send, void* recv, size_t count, DataType type, RedOp op,
-                                        int root) {
+std::shared_ptr<Work> Comm::reduceAsync(const void* send, void* recv, size_t count, DataType type, RedOp op, int root) {
   return collectiveAsync(Call::reduce(send, recv, count, type, op, root));
 }
 std::shared_ptr<Work> Comm::sendAsync(const void* buf, size_t count, DataType type, int peer) {

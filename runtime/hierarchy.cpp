@@ -85,8 +85,9 @@ Result<uint8_t*> Hierarchy::scratch(int slot, size_t bytes) {
     const size_t want = std::max(bytes, size_t{4096});
     auto p = hostAlloc(want);
     if (!p.isOk()) {
-      return makeError(ErrorCode::kSystemError, "rank %d cannot allocate %zu bytes of scratch for a hierarchical call: %s",
-                       rank_, want, p.status().message().c_str());
+      return makeError(ErrorCode::kSystemError,
+                       "rank %d cannot allocate %zu bytes of scratch for a hierarchical call: %s", rank_, want,
+                       p.status().message().c_str());
     }
     scratch_[slot] = *p;
     scratchBytes_[slot] = want;
@@ -97,7 +98,8 @@ Result<uint8_t*> Hierarchy::scratch(int slot, size_t bytes) {
 bool Hierarchy::localMajor() const {
   const int H = layout_.hosts, L = layout_.localSize(0);
   for (int r = 0; r < layout_.ranks(); ++r) {
-    if (layout_.hostOf[static_cast<size_t>(r)] != r % H || layout_.localOf[static_cast<size_t>(r)] != r / H) return false;
+    if (layout_.hostOf[static_cast<size_t>(r)] != r % H || layout_.localOf[static_cast<size_t>(r)] != r / H)
+      return false;
   }
   return L > 0;
 }
@@ -186,8 +188,7 @@ Status Hierarchy::allReduceTwoHosts(const uint8_t* in, uint8_t* out, size_t coun
     theirs = *t;
   }
   auto gather = [&](size_t k) {
-    return step(local_->reduce(in + at(k), out + at(k), len(k), type, sum, 0), "allReduce", "intra-host reduce",
-                false);
+    return step(local_->reduce(in + at(k), out + at(k), len(k), type, sum, 0), "allReduce", "intra-host reduce", false);
   };
   FERRY_TRY(gather(0));
   for (size_t k = 0; k <= chunks; ++k) {
@@ -232,8 +233,8 @@ Status Hierarchy::reduceScatter(const void* in, void* out, size_t recvCount, Dat
   FERRY_TRY(q);
   FERRY_TRY(step(local_->reduceScatter(src, *q, recvCount * static_cast<size_t>(H), type, sum), "reduceScatter",
                  "intra-host reduce-scatter", false));
-  FERRY_TRY(step(cross_->reduceScatter(*q, out, recvCount, type, sum), "reduceScatter", "inter-host reduce-scatter",
-                 true));
+  FERRY_TRY(
+      step(cross_->reduceScatter(*q, out, recvCount, type, sum), "reduceScatter", "inter-host reduce-scatter", true));
   if (op == RedOp::kAvg) kernels::divide(type, out, out, recvCount, static_cast<uint32_t>(layout_.ranks()));
   return Status::ok();
 }
@@ -287,14 +288,15 @@ Status Hierarchy::allToAll(const void* in, void* out, size_t count, DataType typ
     return step(cross_->allToAll(*r, out, count * static_cast<size_t>(L), type), "allToAll", "inter-host all-to-all",
                 true);
   }
-  FERRY_TRY(step(cross_->allToAll(*r, *q, count * static_cast<size_t>(L), type), "allToAll", "inter-host all-to-all",
-                 true));
+  FERRY_TRY(
+      step(cross_->allToAll(*r, *q, count * static_cast<size_t>(L), type), "allToAll", "inter-host all-to-all", true));
   permute(*q, Order::kHostMajor, static_cast<uint8_t*>(out), Order::kRank, bytes);
   return Status::ok();
 }
 
 Status Hierarchy::broadcast(const void* in, void* out, size_t count, DataType type, int root) {
-  const int rootHost = layout_.hostOf[static_cast<size_t>(root)], rootLocal = layout_.localOf[static_cast<size_t>(root)];
+  const int rootHost = layout_.hostOf[static_cast<size_t>(root)],
+            rootLocal = layout_.localOf[static_cast<size_t>(root)];
   if (layout_.even()) {
     // Across in the cross group of the root's local index (it spans every host), then within. The
     // root sends `in` across as it is (in place there: an in-place root writes nothing) and leaves
@@ -304,7 +306,8 @@ Status Hierarchy::broadcast(const void* in, void* out, size_t count, DataType ty
     const bool isRoot = rank_ == root;
     if (localIndex_ == rootLocal) {
       void* crossOut = isRoot ? const_cast<void*>(in) : out;
-      FERRY_TRY(step(cross_->broadcast(in, crossOut, count, type, rootHost), "broadcast", "inter-host broadcast", true));
+      FERRY_TRY(
+          step(cross_->broadcast(in, crossOut, count, type, rootHost), "broadcast", "inter-host broadcast", true));
     }
     return step(local_->broadcast(isRoot ? in : out, out, count, type, rootLocal), "broadcast", "intra-host broadcast",
                 false);
@@ -324,7 +327,8 @@ Status Hierarchy::broadcast(const void* in, void* out, size_t count, DataType ty
 
 Status Hierarchy::reduce(const void* in, void* out, size_t count, DataType type, RedOp op, int root) {
   const size_t es = dataTypeSize(type);
-  const int rootHost = layout_.hostOf[static_cast<size_t>(root)], rootLocal = layout_.localOf[static_cast<size_t>(root)];
+  const int rootHost = layout_.hostOf[static_cast<size_t>(root)],
+            rootLocal = layout_.localOf[static_cast<size_t>(root)];
   const RedOp sum = op == RedOp::kAvg ? RedOp::kSum : op;
   const bool isRoot = rank_ == root;
   auto t = scratch(0, count * es);

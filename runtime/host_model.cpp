@@ -51,7 +51,8 @@ double bestOf(int reps, F&& f) {
 
 long futexCall(std::atomic<uint32_t>* w, int op, uint32_t v) {
   timespec ts{0, 2'000'000};
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), op, v, op == FUTEX_WAIT_PRIVATE ? &ts : nullptr, nullptr, 0);
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(w), op, v, op == FUTEX_WAIT_PRIVATE ? &ts : nullptr, nullptr,
+                 0);
 }
 
 // Round trips between two threads; returns seconds per one-way hand-off. A hand-off moves what an
@@ -154,12 +155,12 @@ std::string defaultCachePath(const std::string& hostKey) {
 
 std::string HostModel::describe() const {
   char buf[256];
-  std::snprintf(buf, sizeof(buf),
-                "flag hand-off %.2f us spinning, %.1f us sleeping; memcpy %.1f GB/s (%.1f GB/s in the L2); float32 sum "
-                "%.1f GB/s (%.1f GB/s in the L2); cross-memory read %.1f GB/s + %.2f us per call; L2 %lld KiB; %d cores",
-                syncSpin * 1e6, syncSleep * 1e6, copyBw / 1e9, copyBwCache / 1e9, reduceBw / 1e9, reduceBwCache / 1e9,
-                cmaBw / 1e9, cmaCall * 1e6,
-                static_cast<long long>(l2Bytes / 1024), cores);
+  std::snprintf(
+      buf, sizeof(buf),
+      "flag hand-off %.2f us spinning, %.1f us sleeping; memcpy %.1f GB/s (%.1f GB/s in the L2); float32 sum "
+      "%.1f GB/s (%.1f GB/s in the L2); cross-memory read %.1f GB/s + %.2f us per call; L2 %lld KiB; %d cores",
+      syncSpin * 1e6, syncSleep * 1e6, copyBw / 1e9, copyBwCache / 1e9, reduceBw / 1e9, reduceBwCache / 1e9,
+      cmaBw / 1e9, cmaCall * 1e6, static_cast<long long>(l2Bytes / 1024), cores);
   return buf;
 }
 
@@ -167,7 +168,8 @@ std::vector<uint8_t> HostModel::serialize() const {
   std::ostringstream s;
   s.precision(9);
   s << "ferry-host-model " << kVersion << ' ' << syncSpin << ' ' << syncSleep << ' ' << copyBw << ' ' << copyBwCache
-    << ' ' << reduceBw << ' ' << reduceBwCache << ' ' << cmaBw << ' ' << cmaCall << ' ' << l2Bytes << ' ' << cores << '\n';
+    << ' ' << reduceBw << ' ' << reduceBwCache << ' ' << cmaBw << ' ' << cmaCall << ' ' << l2Bytes << ' ' << cores
+    << '\n';
   std::string t = s.str();
   return {t.begin(), t.end()};
 }
@@ -179,8 +181,8 @@ Result<HostModel> HostModel::deserialize(const std::vector<uint8_t>& bytes) {
   HostModel m;
   s >> magic >> version >> m.syncSpin >> m.syncSleep >> m.copyBw >> m.copyBwCache >> m.reduceBw >> m.reduceBwCache >>
       m.cmaBw >> m.cmaCall >> m.l2Bytes >> m.cores;
-  if (!s || magic != "ferry-host-model" || version != kVersion || m.copyBw <= 0 || m.copyBwCache <= 0 || m.reduceBw <= 0 ||
-      m.reduceBwCache <= 0 || m.cores <= 0) {
+  if (!s || magic != "ferry-host-model" || version != kVersion || m.copyBw <= 0 || m.copyBwCache <= 0 ||
+      m.reduceBw <= 0 || m.reduceBwCache <= 0 || m.cores <= 0) {
     return makeError(ErrorCode::kInternalError, "not a ferry host model (version %d)", kVersion);
   }
   return m;
@@ -212,18 +214,19 @@ HostModel measureHostModel(const cpu_set_t& cpus) {
   m.copyBw = bytes / bestOf(3, [&] { std::memcpy(b, a, bytes); });
   // One chunk (the tuner's default: L2 / 8) copied over and over stays in the L2: what small
   // messages see. Sixteen copies per timing, so the clock's cost does not count.
-  const size_t chunk = static_cast<size_t>(std::clamp<int64_t>(m.l2Bytes / 8, int64_t{32} * 1024, int64_t{1024} * 1024));
+  const size_t chunk =
+      static_cast<size_t>(std::clamp<int64_t>(m.l2Bytes / 8, int64_t{32} * 1024, int64_t{1024} * 1024));
   m.copyBwCache = 16.0 * static_cast<double>(chunk) / bestOf(5, [&] {
-    for (int i = 0; i < 16; ++i) std::memcpy(b + (i & 1) * chunk, a + (i & 1) * chunk, chunk);
-  });
+                    for (int i = 0; i < 16; ++i) std::memcpy(b + (i & 1) * chunk, a + (i & 1) * chunk, chunk);
+                  });
   const size_t floats = bytes / 4;
   std::fill_n(reinterpret_cast<float*>(a), floats, 1.0f);
   std::fill_n(reinterpret_cast<float*>(b), floats, 2.0f);
   m.reduceBw = bytes / bestOf(3, [&] { kernels::reduce(DataType::kFloat32, RedOp::kSum, c, a, b, floats); });
   // And on one chunk in the L2, as the small calls' reductions run (sixteen per timing).
   m.reduceBwCache = 16.0 * static_cast<double>(chunk) / bestOf(5, [&] {
-    for (int i = 0; i < 16; ++i) kernels::reduce(DataType::kFloat32, RedOp::kSum, c, a, b, chunk / 4);
-  });
+                      for (int i = 0; i < 16; ++i) kernels::reduce(DataType::kFloat32, RedOp::kSum, c, a, b, chunk / 4);
+                    });
   // Cross-memory attach from this process to itself, in 256 KiB calls (what the algorithms use)
   // and in 64-byte calls (the per-call cost: system call, page lookup and pinning).
   const pid_t self = getpid();

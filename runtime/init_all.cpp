@@ -13,7 +13,8 @@ namespace ferry {
 
 Result<std::vector<std::unique_ptr<Comm>>> Comm::initAll(const std::vector<int>& devices) {
   const int n = static_cast<int>(devices.size());
-  if (n < 1) return makeError(ErrorCode::kInvalidArgument, "Comm::initAll: devices is empty (expected one entry per rank)");
+  if (n < 1)
+    return makeError(ErrorCode::kInvalidArgument, "Comm::initAll: devices is empty (expected one entry per rank)");
   for (int i = 0; i < n; ++i) {
     if (devices[i] < -1) {
       return makeError(ErrorCode::kInvalidArgument,

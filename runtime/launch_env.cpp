@@ -36,10 +36,12 @@ struct Launcher {
 // In order of precedence: explicit FERRY_* first, then the launchers from the most specific (they
 // may run inside an allocation of a more general one) to the most general.
 constexpr Launcher kLaunchers[] = {
-    {"ferry", "FERRY_RANK", "FERRY_WORLD_SIZE", {"FERRY_LOCAL_RANK", nullptr},
-     {"FERRY_LOCAL_SIZE", nullptr}},
+    {"ferry", "FERRY_RANK", "FERRY_WORLD_SIZE", {"FERRY_LOCAL_RANK", nullptr}, {"FERRY_LOCAL_SIZE", nullptr}},
     {"torchrun", "RANK", "WORLD_SIZE", {"LOCAL_RANK", nullptr}, {"LOCAL_WORLD_SIZE", nullptr}},
-    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
+    {"openmpi",
+     "OMPI_COMM_WORLD_RANK",
+     "OMPI_COMM_WORLD_SIZE",
+     {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
      {"OMPI_COMM_WORLD_LOCAL_SIZE", nullptr}},
     {"pmi", "PMI_RANK", "PMI_SIZE", {"PMI_LOCAL_RANK", "MPI_LOCALRANKID"}, {"MPI_LOCALNRANKS", nullptr}},
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", {"SLURM_LOCALID", nullptr}, {nullptr, nullptr}},
@@ -52,9 +54,7 @@ struct Var {
   bool isSet() const { return value != nullptr; }
 };
 
-Var lookupVar(const EnvLookup& lookup, const char* name) {
-  return Var{name, name != nullptr ? lookup(name) : nullptr};
-}
+Var lookupVar(const EnvLookup& lookup, const char* name) { return Var{name, name != nullptr ? lookup(name) : nullptr}; }
 
 // The first of two alternative names that is set, or the first name (unset) when neither is.
 Var lookupEither(const EnvLookup& lookup, const char* const (&names)[2]) {
@@ -71,24 +71,24 @@ Result<int> parseInt(const Var& var, long lo, long hi, const std::string& expect
   long v = 0;
   auto [ptr, ec] = std::from_chars(var.value, end, v);
   if (ec == std::errc::result_out_of_range && ptr == end) {
-    return makeError(ErrorCode::kInvalidArgument, "%s=%s is out of range: expected %s", var.name,
-                     var.value, expected.c_str());
+    return makeError(ErrorCode::kInvalidArgument, "%s=%s is out of range: expected %s", var.name, var.value,
+                     expected.c_str());
   }
   if (ec != std::errc() || ptr != end || var.value == end) {
-    return makeError(ErrorCode::kInvalidArgument, "%s='%s' is not valid: expected an integer %s",
-                     var.name, var.value, expected.c_str());
+    return makeError(ErrorCode::kInvalidArgument, "%s='%s' is not valid: expected an integer %s", var.name, var.value,
+                     expected.c_str());
   }
   if (v < lo || v > hi) {
-    return makeError(ErrorCode::kInvalidArgument, "%s=%s is out of range: expected %s", var.name,
-                     var.value, expected.c_str());
+    return makeError(ErrorCode::kInvalidArgument, "%s=%s is out of range: expected %s", var.name, var.value,
+                     expected.c_str());
   }
   return static_cast<int>(v);
 }
 
 // "X=1 is set but Y is not": one half of a pair that only makes sense together.
 Status missingPartner(const Var& present, const char* missing) {
-  return makeError(ErrorCode::kInvalidArgument, "%s=%s is set but %s is not: expected both or neither",
-                   present.name, present.value, missing);
+  return makeError(ErrorCode::kInvalidArgument, "%s=%s is set but %s is not: expected both or neither", present.name,
+                   present.value, missing);
 }
 
 // "NAME=value" for use inside a range description.
@@ -114,8 +114,7 @@ Result<LaunchInfo> readLauncher(const EnvLookup& lookup, const Launcher& launche
   Var localSizeVar = lookupEither(lookup, launcher.localSize);
   if (localSizeVar.isSet()) {
     if (!localRankVar.isSet()) return missingPartner(localSizeVar, localRankVar.name);
-    auto localSize =
-        parseInt(localSizeVar, 1, info.size, "1 <= local size <= " + shown(sizeVar));
+    auto localSize = parseInt(localSizeVar, 1, info.size, "1 <= local size <= " + shown(sizeVar));
     FERRY_TRY(localSize);
     info.localSize = *localSize;
   }
@@ -139,8 +138,7 @@ Status checkHostPort(const Var& var) {
   if (ok) {
     std::string host = text.substr(0, colon);
     bool bracketed = host.front() == '[';
-    ok = bracketed ? (host.size() > 2 && host.back() == ']')
-                   : host.find_first_of(":[]") == std::string::npos;
+    ok = bracketed ? (host.size() > 2 && host.back() == ']') : host.find_first_of(":[]") == std::string::npos;
     Var port{var.name, var.value + colon + 1};
     ok = ok && parseInt(port, 1, 65535, "").isOk();
   }
@@ -166,8 +164,7 @@ Result<std::string> readRootAddr(const EnvLookup& lookup) {
   if (!port.isSet()) return missingPartner(addr, port.name);
   if (!addr.isSet()) return missingPartner(port, addr.name);
   if (addr.value[0] == '\0') {
-    return makeError(ErrorCode::kInvalidArgument,
-                     "MASTER_ADDR='' is not valid: expected a host name or address");
+    return makeError(ErrorCode::kInvalidArgument, "MASTER_ADDR='' is not valid: expected a host name or address");
   }
   FERRY_TRY(parseInt(port, 1, 65535, "1 <= port <= 65535"));
   std::string host = addr.value;
@@ -193,9 +190,8 @@ Result<LaunchInfo> detectLaunch(const EnvLookup& lookup) {
   auto root = readRootAddr(lookup);
   FERRY_TRY(root);
   info.rootAddr = std::move(*root);
-  FERRY_INFO(log::kEnv, "launch: rank %d of %d (local %d of %d) from %s, root %s", info.rank,
-             info.size, info.localRank, info.localSize, info.source.c_str(),
-             info.rootAddr.empty() ? "(none)" : info.rootAddr.c_str());
+  FERRY_INFO(log::kEnv, "launch: rank %d of %d (local %d of %d) from %s, root %s", info.rank, info.size, info.localRank,
+             info.localSize, info.source.c_str(), info.rootAddr.empty() ? "(none)" : info.rootAddr.c_str());
   return info;
 }
 

@@ -12,9 +12,9 @@ namespace ferry {
 struct LaunchInfo {
   int rank = 0;
   int size = 1;
-  int localRank = 0;   ///< rank among the ranks of this host (0 when the launcher does not say)
-  int localSize = -1;  ///< ranks on this host, -1 when the launcher does not say
-  std::string source;  ///< "ferry", "torchrun", "openmpi", "pmi", "slurm"
+  int localRank = 0;     ///< rank among the ranks of this host (0 when the launcher does not say)
+  int localSize = -1;    ///< ranks on this host, -1 when the launcher does not say
+  std::string source;    ///< "ferry", "torchrun", "openmpi", "pmi", "slurm"
   std::string rootAddr;  ///< "host:port" of the rendezvous root, empty when the environment has none
 };
 

@@ -37,7 +37,7 @@ PeerInfo PeerInfo::local() {
   p.hostname = host;
   p.bootId = readFirstLine("/proc/sys/kernel/random/boot_id");
   p.hostId = config().hostId.empty() ? p.hostname + "/" + p.bootId : config().hostId;
-  struct stat st{};
+  struct stat st {};
   if (stat("/proc/self/ns/pid", &st) == 0) p.pidNamespace = static_cast<uint64_t>(st.st_ino);
   if (stat("/proc/self/ns/net", &st) == 0) p.netNamespace = static_cast<uint64_t>(st.st_ino);
   p.pid = getpid();
@@ -85,8 +85,8 @@ Result<PeerInfo> PeerInfo::deserialize(const std::vector<uint8_t>& b, int rank) 
   };
   int64_t pid64 = 0;
   if (!takeString(&p.hostname) || !takeString(&p.hostId) || !takeString(&p.bootId) || !take(&p.netNamespace, 8) ||
-      !take(&p.pidNamespace, 8) || !take(&pid64, 8) ||
-      !take(&p.commId, 8) || !take(&p.cpus, sizeof(p.cpus)) || at != b.size()) {
+      !take(&p.pidNamespace, 8) || !take(&pid64, 8) || !take(&p.commId, 8) || !take(&p.cpus, sizeof(p.cpus)) ||
+      at != b.size()) {
     return makeError(ErrorCode::kRemoteError, "rank %d sent a malformed identity record (%zu bytes)", rank, b.size());
   }
   // The watchdog probes this pid (kill(pid, 0), /proc/pid): 0 or a negative value would name a

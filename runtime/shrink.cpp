@@ -72,8 +72,9 @@ Status sendBytes(int fd, const Bytes& b, Deadline deadline, const char* what, in
   if (end == IoEnd::kDone) return Status::ok();
   return makeError(end == IoEnd::kTimedOut ? ErrorCode::kTimeout : ErrorCode::kRemoteError,
                    "shrink: sending %s to rank %d %s", what, peer,
-                   end == IoEnd::kTimedOut ? "timed out" : end == IoEnd::kClosed ? "failed: it closed the connection"
-                                                                              : std::strerror(err));
+                   end == IoEnd::kTimedOut ? "timed out"
+                   : end == IoEnd::kClosed ? "failed: it closed the connection"
+                                           : std::strerror(err));
 }
 
 /// Exactly n bytes before the deadline.
@@ -281,7 +282,7 @@ Result<ShrinkReply> readShrinkReply(int fd, int leader, Deadline deadline) {
   ShrinkReply out;
   if (code != 0) {
     ErrorCode ec = code > 0 && code <= static_cast<int32_t>(ErrorCode::kAborted) ? static_cast<ErrorCode>(code)
-                                                                               : ErrorCode::kRemoteError;
+                                                                                 : ErrorCode::kRemoteError;
     out.status = makeError(ec, "%s (from the leader, rank %d)", msg.c_str(), leader);
   }
   out.members = std::move(*members);
@@ -329,8 +330,7 @@ Result<ShrinkMembership> lead(int rank, uint64_t commId, const std::vector<int>&
       Fd c = bootstrap::acceptOne(mine.fd(), &from, &err);
       if (!c.valid()) break;
       // A probe (a leader candidate checking this rank lives) sends nothing and closes.
-      auto h = readShrinkGreeting(c.get(), mine.contact().secret, commId, size,
-                         capped(deadline, 2.0));
+      auto h = readShrinkGreeting(c.get(), mine.contact().secret, commId, size, capped(deadline, 2.0));
       if (!h.isOk()) {
         FERRY_INFO(log::kInit, "shrink: dropped a connection from %s: %s", from.toString().c_str(),
                    h.status().message().c_str());

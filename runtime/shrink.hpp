@@ -65,9 +65,9 @@ class ShrinkListener {
 
 /// The outcome of the membership round.
 struct ShrinkMembership {
-  std::vector<int> members;  ///< parent ranks of the new communicator, ascending
-  int newRank = -1;          ///< this rank's place among them
-  std::vector<int> gone;     ///< ranks the leader found dead (not excluded by the callers)
+  std::vector<int> members;                ///< parent ranks of the new communicator, ascending
+  int newRank = -1;                        ///< this rank's place among them
+  std::vector<int> gone;                   ///< ranks the leader found dead (not excluded by the callers)
   std::unique_ptr<Rendezvous> rendezvous;  ///< the new communicator's init rounds, through the leader
 };
 

@@ -74,8 +74,8 @@ StateDumpRegistration::~StateDumpRegistration() {
 
 std::string describeState(uint64_t commId, int rank, int size, const coll::CallTrace& t) {
   char buf[512];
-  int n = std::snprintf(buf, sizeof(buf), "comm %016llx rank %d of %d: ", static_cast<unsigned long long>(commId),
-                        rank, size);
+  int n = std::snprintf(buf, sizeof(buf), "comm %016llx rank %d of %d: ", static_cast<unsigned long long>(commId), rank,
+                        size);
   unsigned long long seq = t.seq.load(std::memory_order_relaxed);
   const char* call = t.call.load(std::memory_order_relaxed);
   if (!t.active.load(std::memory_order_acquire)) {

@@ -110,9 +110,8 @@ Result<Tuner> Tuner::create(const TunerInputs& in, const std::string& algo, cons
     if (size_t colon = group.find(':'); colon != std::string::npos) {
       kind = kindIndex(group.substr(0, colon));
       if (kind < 0) {
-        return makeError(ErrorCode::kInvalidArgument,
-                         "FERRY_ALGO='%s': '%s' is not a collective (expected one of: %s)", algo.c_str(),
-                         group.substr(0, colon).c_str(), collectiveNames().c_str());
+        return makeError(ErrorCode::kInvalidArgument, "FERRY_ALGO='%s': '%s' is not a collective (expected one of: %s)",
+                         algo.c_str(), group.substr(0, colon).c_str(), collectiveNames().c_str());
       }
       list = group.substr(colon + 1);
     }
@@ -196,7 +195,8 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
     return it->second;
   }
   // Reading peers' buffers in place pays for small calls only with warm pages (sharedMinBytes).
-  const bool perRank = d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
+  const bool perRank =
+      d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
   shared = shared && (perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes) >= in_.sharedMinBytes;
   auto cands = candidates(d.kind, bytes, shared);
   const Candidate* best = nullptr;
@@ -226,11 +226,10 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
       }
       why += why.empty() ? buf : std::string(", ") + buf;
     }
-    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s: %s/%s, chunk %zu B%s [predicted: %s]",
-               callKindName(d.kind), bytes, in_.ranks, shared ? " (buffers in shared memory)" : "",
-               coll::algorithmName(plan.algorithm), coll::protocolName(plan.protocol),
-               plan.chunkBytes, forcedOut ? " (FERRY_ALGO/FERRY_PROTO allow nothing that applies: ignored)" : "",
-               why.c_str());
+    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s: %s/%s, chunk %zu B%s [predicted: %s]", callKindName(d.kind),
+               bytes, in_.ranks, shared ? " (buffers in shared memory)" : "", coll::algorithmName(plan.algorithm),
+               coll::protocolName(plan.protocol), plan.chunkBytes,
+               forcedOut ? " (FERRY_ALGO/FERRY_PROTO allow nothing that applies: ignored)" : "", why.c_str());
   }
   if (cache_.size() > 4096) cache_.clear();
   cache_.emplace(key, plan);
@@ -239,7 +238,8 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
 
 Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const size_t bytes = d.count * dataTypeSize(d.type);
-  const bool perRank = d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
+  const bool perRank =
+      d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
   const size_t moved = perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes;
   const size_t output = d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll ? moved : bytes;
   Choice c;
@@ -287,7 +287,8 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     for (const Candidate& x : cands) {
       if (x.allowed && x.seconds < kUnmodelled && x.seconds <= kPrune * best) keep.push_back(x);
     }
-    std::stable_sort(keep.begin(), keep.end(), [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+    std::stable_sort(keep.begin(), keep.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
     if (keep.size() > kMaxTrialPlans) keep.resize(kMaxTrialPlans);
     // Where each rank's output is large enough for the kind of store to matter, the best two
     // plans are tried with cached and with streaming stores (coll::Stores): whether the output

@@ -115,16 +115,16 @@ class Tuner {
 
 /// The candidates of one (collective, bytes, type, shared) under measurement.
 struct Tuner::Trials {
-  std::vector<coll::Plan> plans;   ///< best predicted first
-  std::vector<double> predicted;   ///< seconds, as plans
-  std::vector<int64_t> ends;       ///< this rank's end of each measured call: plans[(i / (trials + 1)) % plans] ran call i
-  int next = 0;                    ///< trials handed out
+  std::vector<coll::Plan> plans;  ///< best predicted first
+  std::vector<double> predicted;  ///< seconds, as plans
+  std::vector<int64_t> ends;  ///< this rank's end of each measured call: plans[(i / (trials + 1)) % plans] ran call i
+  int next = 0;               ///< trials handed out
   bool settled = false;
   coll::Plan chosen;
-  std::string what;                ///< "allReduce of 1048576 B on 4 ranks", for the log
-  int kind = 0;                    ///< the collective (CallKind)
-  size_t output = 0;               ///< each rank's output bytes where stores were tried; 0: not tried
-  size_t moved = 0;                ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
+  std::string what;   ///< "allReduce of 1048576 B on 4 ranks", for the log
+  int kind = 0;       ///< the collective (CallKind)
+  size_t output = 0;  ///< each rank's output bytes where stores were tried; 0: not tried
+  size_t moved = 0;   ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
 };
 
 }  // namespace ferry

@@ -67,8 +67,8 @@ void Watchdog::checkStatus() {
       status_.state == transport::Request::State::kIdle) {
     return;
   }
-  if (status_.state == transport::Request::State::kDone && status_.received >= kStatusHead &&
-      status_.source >= 0 && status_.source < static_cast<int>(peers_.size())) {
+  if (status_.state == transport::Request::State::kDone && status_.received >= kStatusHead && status_.source >= 0 &&
+      status_.source < static_cast<int>(peers_.size())) {
     uint32_t kind = 0;
     uint64_t seq = 0;
     std::memcpy(&kind, statusBuffer_.data(), 4);
@@ -186,8 +186,8 @@ std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDe
       why = a.state;
     } else {
       if (a.at == seq && a.hasCall && !coll::sameCall(a.call, mine)) {
-        differ += (differ.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " runs " +
-                  coll::describe(a.call);
+        differ +=
+            (differ.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " runs " + coll::describe(a.call);
       }
       continue;  // in this call, or past it
     }
@@ -214,7 +214,7 @@ Status Watchdog::checkControl() {
     text.assign(controlBuffer_.data() + 4, control_.received - 4);
   }
   ErrorCode ec = code > 0 && code <= static_cast<int32_t>(ErrorCode::kAborted) ? static_cast<ErrorCode>(code)
-                                                                             : ErrorCode::kRemoteError;
+                                                                               : ErrorCode::kRemoteError;
   if (ec == ErrorCode::kInvalidArgument || ec == ErrorCode::kInvalidUsage) ec = ErrorCode::kRemoteError;
   return makeError(ec, "rank %d failed and reported: %s", control_.source, text.c_str());
 }

@@ -87,7 +87,7 @@ class Watchdog final : public coll::WaitHooks {
   std::string abortReason_;
   transport::Request control_;
   std::vector<char> controlBuffer_;
-  std::vector<std::string> reports_;            // outgoing payloads, kept alive while sending
+  std::vector<std::string> reports_;  // outgoing payloads, kept alive while sending
   std::vector<std::unique_ptr<transport::Request>> reportRequests_;
   // Status queries and answers.
   uint64_t commId_ = 0;
@@ -101,10 +101,10 @@ class Watchdog final : public coll::WaitHooks {
   };
   std::deque<Outgoing> statusSends_;  // answers and queries in flight, retired once done
   struct Answer {
-    uint64_t seq = 0;   ///< the query it answers
-    uint64_t at = 0;    ///< the answering rank's current or last call
+    uint64_t seq = 0;  ///< the query it answers
+    uint64_t at = 0;   ///< the answering rank's current or last call
     bool active = false;
-    std::string state;  ///< its describeState() line
+    std::string state;     ///< its describeState() line
     bool hasCall = false;  ///< the answer carried its call's description
     coll::OpDesc call;
   };

@@ -22,7 +22,9 @@ void Work::finish(Status status) {
   cv_.notify_all();
 }
 
-WorkQueue::~WorkQueue() { shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran")); }
+WorkQueue::~WorkQueue() {
+  shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
+}
 
 std::shared_ptr<Work> WorkQueue::enqueue(Op op) {
   auto work = std::make_shared<Work>();

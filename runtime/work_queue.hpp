@@ -36,12 +36,12 @@ class WorkQueue {
     Op op;
     std::shared_ptr<Work> work;
   };
-  std::mutex mutex_;             // guards queue_, running_, stop_
-  std::condition_variable cv_;   // queue changes
+  std::mutex mutex_;            // guards queue_, running_, stop_
+  std::condition_variable cv_;  // queue changes
   std::deque<Item> queue_;
   bool running_ = false;
   bool stop_ = false;
-  std::mutex exec_;              // held while any operation runs
+  std::mutex exec_;  // held while any operation runs
   std::thread thread_;
   std::thread::id threadId_;
   // Set (under mutex_) when the first op is queued: until then a blocking call has no queue to

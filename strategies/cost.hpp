@@ -59,6 +59,8 @@ constexpr uint64_t ringGatherBytesSent(size_t chunk, int n) {
 }
 
 /// FSDP shard of a unit of `count` floats: ⌈count/n⌉.
-constexpr size_t fsdpShard(size_t count, int n) { return (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n); }
+constexpr size_t fsdpShard(size_t count, int n) {
+  return (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+}
 
 }  // namespace ferry::train

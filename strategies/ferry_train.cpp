@@ -43,9 +43,9 @@ struct Options {
   TrainConfig config;
   bool check = false;
   std::string json;
-  Grid3d grid{2, 2, 2};             // 3d: data × tensor × pipeline
-  bool elastic = false;             // ddp: survive dead ranks (shrink and go on)
-  int killRank = -1, killStep = -1; // fault injection: that rank SIGKILLs itself inside that step
+  Grid3d grid{2, 2, 2};              // 3d: data × tensor × pipeline
+  bool elastic = false;              // ddp: survive dead ranks (shrink and go on)
+  int killRank = -1, killStep = -1;  // fault injection: that rank SIGKILLs itself inside that step
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;  // 3d
 };
 
@@ -114,17 +114,14 @@ bool parse(int argc, char** argv, Options& o) {
   if (!known || o.config.steps <= 0) return false;
   if (o.elastic && o.strategy != "ddp") return false;  // only DDP's replicas can lose a rank
   if ((o.killRank >= 0) != (o.killStep >= 0)) return false;
-  if (o.config.shape.in == 0 || o.config.shape.hidden == 0 || o.config.shape.out == 0 ||
-      o.config.shape.blocks == 0)
+  if (o.config.shape.in == 0 || o.config.shape.hidden == 0 || o.config.shape.out == 0 || o.config.shape.blocks == 0)
     return false;
   return makeOptimizer(o.config.optimizer, o.config.lr) != nullptr;
 }
 
 void printStep(const StepStats& s) {
-  if (std::isnan(s.loss))
-    std::printf("step %3d  loss        -", s.step);  // a rank that computes no loss
-  else
-    std::printf("step %3d  loss %8.5f", s.step, static_cast<double>(s.loss));
+  if (std::isnan(s.loss)) std::printf("step %3d  loss        -", s.step);  // a rank that computes no loss
+  else std::printf("step %3d  loss %8.5f", s.step, static_cast<double>(s.loss));
   std::printf("  step %8.3f ms  comm %8.3f ms  exposed %8.3f ms", s.stepSeconds * 1e3, s.commSeconds * 1e3,
               s.exposedSeconds * 1e3);
   if (s.buckets > 0) std::printf("  overlap %5.1f%%  buckets %d", s.overlapFraction * 100, s.buckets);
@@ -144,10 +141,10 @@ struct Outcome {
   uint64_t formulaSent = 0;
   std::function<uint64_t(int rank)> formulaOf;  // every rank's formula, for the job total
   std::function<double()> check;
-  uint64_t ddpStateBytes = 0;  // FSDP: what DDP would hold
+  uint64_t ddpStateBytes = 0;           // FSDP: what DDP would hold
   std::vector<PipelineEvent> timeline;  // pipeline: this stage's last step
   bool shrunk = false;                  // elastic: ranks died and the run went on without them
-  double bubbleTheory = -1;    // pipeline: (p-1)/(m+p-1)
+  double bubbleTheory = -1;             // pipeline: (p-1)/(m+p-1)
 };
 
 Status take(Outcome& out, Result<std::vector<StepStats>> r) {
@@ -201,10 +198,11 @@ Status runMlp(std::unique_ptr<Comm>& commPtr, const Options& o, Outcome& out) {
   auto model = std::make_shared<Mlp>(cfg.shape, cfg.seed);
   const size_t P = model->paramCount();
   if (rank == 0)
-    std::printf("ferry-train: %s on %d ranks, MLP in %zu, %zu x hidden %zu, out %zu (%zu parameters), global batch "
-                "%zu, %d steps, %s\n",
-                o.strategy.c_str(), n, cfg.shape.in, cfg.shape.blocks, cfg.shape.hidden, cfg.shape.out, P,
-                cfg.globalBatch, cfg.steps, cfg.optimizer.c_str());
+    std::printf(
+        "ferry-train: %s on %d ranks, MLP in %zu, %zu x hidden %zu, out %zu (%zu parameters), global batch "
+        "%zu, %d steps, %s\n",
+        o.strategy.c_str(), n, cfg.shape.in, cfg.shape.blocks, cfg.shape.hidden, cfg.shape.out, P, cfg.globalBatch,
+        cfg.steps, cfg.optimizer.c_str());
   if (o.strategy == "ps") {
     FERRY_TRY(take(out, trainParameterServer(comm, cfg, *model, printStep)));
     out.formulaOf = [P, n](int r) { return r == 0 ? psServerBytesSent(P, n - 1) : psWorkerBytesSent(P); };
@@ -230,11 +228,11 @@ Status runMoe(Comm& comm, const Options& o, Outcome& out) {
   const TrainConfig& cfg = o.config;
   auto model = std::make_shared<MoeModel>(cfg, rank, n);
   if (rank == 0)
-    std::printf("ferry-train: moe on %d ranks, in %zu, hidden %zu, %zu experts of ffn %zu (%zu per rank), top-%zu, "
-                "capacity factor %.2f, out %zu, global batch %zu, %d steps, %s\n",
-                n, cfg.shape.in, cfg.shape.hidden, model->experts(), model->ffn(), model->localExperts(), cfg.topK,
-                static_cast<double>(cfg.capacityFactor), cfg.shape.out, cfg.globalBatch, cfg.steps,
-                cfg.optimizer.c_str());
+    std::printf(
+        "ferry-train: moe on %d ranks, in %zu, hidden %zu, %zu experts of ffn %zu (%zu per rank), top-%zu, "
+        "capacity factor %.2f, out %zu, global batch %zu, %d steps, %s\n",
+        n, cfg.shape.in, cfg.shape.hidden, model->experts(), model->ffn(), model->localExperts(), cfg.topK,
+        static_cast<double>(cfg.capacityFactor), cfg.shape.out, cfg.globalBatch, cfg.steps, cfg.optimizer.c_str());
   MoeRouting routing;
   FERRY_TRY(take(out, trainMoe(comm, cfg, *model, printStep, &routing)));
   // Every group's last-step counts, for the formula.
@@ -263,13 +261,13 @@ Status run3d(Comm& comm, const Options& o, Outcome& out) {
   auto comms = std::make_shared<GridComms>(std::move(*split));
   auto model = std::make_shared<FfnModel>(shape, gridPart(shape, grid, comms->t, comms->s), cfg.seed);
   if (rank == 0)
-    std::printf("ferry-train: 3d on %d ranks as %d data x %d tensor x %d pipeline (%s), FFN in %zu, %zu blocks of "
-                "hidden %zu and ffn %zu, out %zu (%zu parameters, %zu on rank 0), global batch %zu in %zu "
-                "micro-batches per replica, %d steps, %s\n",
-                n, grid.data, grid.tensor, grid.pipeline,
-                o.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B", shape.in, shape.blocks, shape.hidden,
-                shape.ffn, shape.out, model->fullCount(), model->paramCount(), cfg.globalBatch, cfg.microBatches,
-                cfg.steps, cfg.optimizer.c_str());
+    std::printf(
+        "ferry-train: 3d on %d ranks as %d data x %d tensor x %d pipeline (%s), FFN in %zu, %zu blocks of "
+        "hidden %zu and ffn %zu, out %zu (%zu parameters, %zu on rank 0), global batch %zu in %zu "
+        "micro-batches per replica, %d steps, %s\n",
+        n, grid.data, grid.tensor, grid.pipeline, o.schedule == PipelineSchedule::kGPipe ? "GPipe" : "1F1B", shape.in,
+        shape.blocks, shape.hidden, shape.ffn, shape.out, model->fullCount(), model->paramCount(), cfg.globalBatch,
+        cfg.microBatches, cfg.steps, cfg.optimizer.c_str());
   FERRY_TRY(take(out, train3d(*comms, cfg, o.schedule, *model, printStep)));
   out.formulaOf = [cfg, shape, grid](int r) {
     const int P = grid.pipeline, T = grid.tensor;
@@ -300,12 +298,13 @@ Status runFfn(Comm& comm, const Options& o, Outcome& out) {
   };
   auto model = std::make_shared<FfnModel>(shape, partOf(rank), cfg.seed);
   if (rank == 0)
-    std::printf("ferry-train: %s on %d ranks, FFN in %zu, %zu blocks of hidden %zu and ffn %zu, out %zu (%zu "
-                "parameters, %zu on rank 0), global batch %zu%s, %d steps, %s\n",
-                o.strategy.c_str(), n, shape.in, shape.blocks, shape.hidden, shape.ffn, shape.out,
-                model->fullCount(), model->paramCount(), cfg.globalBatch,
-                pipeline ? (" in " + std::to_string(cfg.microBatches) + " micro-batches").c_str() : "", cfg.steps,
-                cfg.optimizer.c_str());
+    std::printf(
+        "ferry-train: %s on %d ranks, FFN in %zu, %zu blocks of hidden %zu and ffn %zu, out %zu (%zu "
+        "parameters, %zu on rank 0), global batch %zu%s, %d steps, %s\n",
+        o.strategy.c_str(), n, shape.in, shape.blocks, shape.hidden, shape.ffn, shape.out, model->fullCount(),
+        model->paramCount(), cfg.globalBatch,
+        pipeline ? (" in " + std::to_string(cfg.microBatches) + " micro-batches").c_str() : "", cfg.steps,
+        cfg.optimizer.c_str());
   if (pipeline) {
     const auto schedule = o.strategy == "pp-gpipe" ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
     FERRY_TRY(take(out, trainPipeline(comm, cfg, schedule, *model, printStep, &out.timeline)));
@@ -349,7 +348,8 @@ Result<std::string> timelineJson(Comm& comm, const std::vector<PipelineEvent>& e
   const size_t n = static_cast<size_t>(comm.size()), k = events.size() * 4;
   std::vector<double> mine, all(k * n);
   for (const PipelineEvent& e : events)
-    mine.insert(mine.end(), {e.action.forward ? 1.0 : 0.0, static_cast<double>(e.action.micro), e.start * 1e3, e.end * 1e3});
+    mine.insert(mine.end(),
+                {e.action.forward ? 1.0 : 0.0, static_cast<double>(e.action.micro), e.start * 1e3, e.end * 1e3});
   FERRY_TRY(comm.allGather(mine.data(), all.data(), k, DataType::kFloat64));
   std::string json = "\"timeline\": [";
   char buf[96];
@@ -426,7 +426,8 @@ int main(int argc, char** argv) {
     const bool ok = diff < 1e-5 && bytesOk;
     std::printf("check: relative difference from one process %.3g; bytes %s: %s\n", diff,
                 outcome->shrunk ? "not compared with the formula (the communicator shrank)"
-                                : bytesOk ? "equal the formula" : "differ from the formula",
+                : bytesOk       ? "equal the formula"
+                                : "differ from the formula",
                 ok ? "PASS" : "FAIL");
     rc = ok ? 0 : 1;
   }

@@ -211,7 +211,8 @@ Result<Tensor> FfnPass::backward(const Tensor& dy, const TensorParallel* tp) {
 
 size_t FfnPass::savedBytes() const {
   size_t bytes = (embedOn_ ? embed_.savedBytes() : 0) + (headOn_ ? head_.savedBytes() : 0);
-  for (const Block& b : blocks_) bytes += b.norm.savedBytes() + b.fc1.savedBytes() + b.act.savedBytes() + b.fc2.savedBytes();
+  for (const Block& b : blocks_)
+    bytes += b.norm.savedBytes() + b.fc1.savedBytes() + b.act.savedBytes() + b.fc2.savedBytes();
   return bytes;
 }
 

@@ -44,8 +44,7 @@ struct Interval {
 
 // Queues `op` on the progress thread (what allGatherAsync and reduceScatterAsync do), recording
 // when it ran so the step can tell how much of it the computation hid.
-std::shared_ptr<Work> timed(Comm& comm, std::vector<std::shared_ptr<Interval>>& log,
-                            std::function<Status(Comm&)> op) {
+std::shared_ptr<Work> timed(Comm& comm, std::vector<std::shared_ptr<Interval>>& log, std::function<Status(Comm&)> op) {
   auto t = std::make_shared<Interval>();
   log.push_back(t);
   return comm.enqueue([t, op = std::move(op)](Comm& c) {
@@ -177,9 +176,8 @@ void FsdpRun::gather(FsdpStep& s, size_t u) {
   const float* from = params.data() + local[u];
   float* to = s.paramCopy[u].data.data();
   const size_t count = shard[u];
-  s.paramCopy[u].work = timed(comm, s.commLog, [from, to, count](Comm& c) {
-    return c.allGather(from, to, count, DataType::kFloat32);
-  });
+  s.paramCopy[u].work =
+      timed(comm, s.commLog, [from, to, count](Comm& c) { return c.allGather(from, to, count, DataType::kFloat32); });
   s.st.bytesSent += ringGatherBytesSent(shard[u], n);
   s.st.bytesReceived += ringGatherBytesSent(shard[u], n);
 }
@@ -303,7 +301,8 @@ std::vector<FsdpUnit> planFsdpUnits(const Mlp& model) {
   // Head: slots 0 and 1; then each block's four (γ, β, weight, bias), the last block first.
   for (size_t first = 0; first < slots.size();) {
     const size_t end = first == 0 ? 2 : first + 4;
-    units.push_back({first, end, slots[first].offset, slots[end - 1].offset + slots[end - 1].count - slots[first].offset});
+    units.push_back(
+        {first, end, slots[first].offset, slots[end - 1].offset + slots[end - 1].count - slots[first].offset});
     first = end;
   }
   return units;
@@ -313,7 +312,8 @@ uint64_t ddpStateBytes(size_t params, size_t optimizerBytesPerParam) {
   return static_cast<uint64_t>(params) * (2 * sizeof(float) + optimizerBytesPerParam);
 }
 
-Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, Mlp& model, const StepCallback& onStep) {
+Result<std::vector<StepStats>> trainFsdp(Comm& comm, const TrainConfig& config, Mlp& model,
+                                         const StepCallback& onStep) {
   const int n = comm.size();
   if (config.globalBatch % static_cast<size_t>(n) != 0)
     return makeError(ErrorCode::kInvalidArgument, "global batch %zu is not divisible by the %d ranks",

@@ -111,8 +111,7 @@ Tensor LayerNorm::backward(const Tensor& dy) {
     meanD /= static_cast<double>(cols);
     meanDH /= static_cast<double>(cols);
     float* out = dx.row(r);
-    for (size_t c = 0; c < cols; ++c)
-      out[c] = static_cast<float>((dxhat[c] - meanD - h[c] * meanDH) * invStd_[r]);
+    for (size_t c = 0; c < cols; ++c) out[c] = static_cast<float>((dxhat[c] - meanD - h[c] * meanDH) * invStd_[r]);
   }
   for (size_t c = 0; c < cols; ++c) {
     dgamma_.data()[c] = static_cast<float>(dgamma[c]);

@@ -91,7 +91,7 @@ class LayerNorm {
 
  private:
   Tensor gamma_, beta_, dgamma_, dbeta_;
-  Tensor xhat_;                 // normalized input, batch × features
+  Tensor xhat_;                // normalized input, batch × features
   std::vector<float> invStd_;  // 1/σ per row
 };
 

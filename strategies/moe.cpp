@@ -119,10 +119,12 @@ class Group {
       const float zmax = *std::max_element(z, z + E_);
       double sum = 0;
       for (size_t e = 0; e < E_; ++e) sum += std::exp(static_cast<double>(z[e] - zmax));
-      for (size_t e = 0; e < E_; ++e) probs_.at(t, e) = static_cast<float>(std::exp(static_cast<double>(z[e] - zmax)) / sum);
+      for (size_t e = 0; e < E_; ++e)
+        probs_.at(t, e) = static_cast<float>(std::exp(static_cast<double>(z[e] - zmax)) / sum);
       std::vector<size_t> order(E_);
       for (size_t e = 0; e < E_; ++e) order[e] = e;
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return probs_.at(t, a) > probs_.at(t, b); });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return probs_.at(t, a) > probs_.at(t, b); });
       for (size_t j = 0; j < k; ++j) choice_[t * k + j] = order[j];
     }
     // Capacity per expert for this group; first choices are served before second ones.
@@ -194,8 +196,8 @@ class Group {
     // d aux / d p[t][e] = α·E·f_e / T, scaled like the rest of the loss.
     for (size_t t = 0; t < T; ++t)
       for (size_t e = 0; e < E_; ++e)
-        dprobs_.at(t, e) += static_cast<float>(scale * cfg_.auxWeight * static_cast<double>(E_) * first_[e] /
-                                               static_cast<double>(T));
+        dprobs_.at(t, e) +=
+            static_cast<float>(scale * cfg_.auxWeight * static_cast<double>(E_) * first_[e] / static_cast<double>(T));
     return dOut;
   }
 
@@ -210,8 +212,7 @@ class Group {
     for (size_t t = 0; t < T; ++t) {
       double s = 0;
       for (size_t e = 0; e < E_; ++e) s += static_cast<double>(probs_.at(t, e)) * dprobs_.at(t, e);
-      for (size_t e = 0; e < E_; ++e)
-        dlogits.at(t, e) = static_cast<float>(probs_.at(t, e) * (dprobs_.at(t, e) - s));
+      for (size_t e = 0; e < E_; ++e) dlogits.at(t, e) = static_cast<float>(probs_.at(t, e) * (dprobs_.at(t, e) - s));
     }
     Tensor dGate = gate_.backward(dlogits);
     for (size_t i = 0; i < dh.size(); ++i) dh.data()[i] += dGate.data()[i];
@@ -311,7 +312,8 @@ std::vector<float> MoeModel::flat() const {
 std::vector<float> MoeModel::extract(const std::vector<float>& fullFlat) const {
   std::vector<float> f(fullFlat.begin(), fullFlat.begin() + static_cast<long>(shared_.size()));
   const size_t at = shared_.size() + first_ * expertSize();
-  f.insert(f.end(), fullFlat.begin() + static_cast<long>(at), fullFlat.begin() + static_cast<long>(at + local_ * expertSize()));
+  f.insert(f.end(), fullFlat.begin() + static_cast<long>(at),
+           fullFlat.begin() + static_cast<long>(at + local_ * expertSize()));
   return f;
 }
 
@@ -327,8 +329,8 @@ uint64_t moeBytes(const std::vector<uint64_t>& counts, size_t experts, size_t hi
       if (g != r && owner == r) in += counts[g * experts + e];
     }
   const uint64_t countBytes = static_cast<uint64_t>(n - 1) * El * sizeof(uint64_t);
-  const uint64_t allReduce = received ? ringAllReduceBytesReceived(sharedCount, n, rank)
-                                      : ringAllReduceBytesSent(sharedCount, n, rank);
+  const uint64_t allReduce =
+      received ? ringAllReduceBytesReceived(sharedCount, n, rank) : ringAllReduceBytesSent(sharedCount, n, rank);
   return countBytes + 2 * (out + in) * hidden * sizeof(float) + allReduce;
 }
 
@@ -339,8 +341,8 @@ Result<std::vector<StepStats>> trainMoe(Comm& comm, const TrainConfig& config, M
   if (E % static_cast<size_t>(n) != 0 || config.globalBatch % static_cast<size_t>(n) != 0 ||
       (config.topK != 1 && config.topK != 2) || config.topK > E)
     return makeError(ErrorCode::kInvalidArgument,
-                     "MoE needs experts (%zu) and the global batch (%zu) divisible by the %d ranks, top-k 1 or 2",
-                     E, config.globalBatch, n);
+                     "MoE needs experts (%zu) and the global batch (%zu) divisible by the %d ranks, top-k 1 or 2", E,
+                     config.globalBatch, n);
   const size_t rows = config.globalBatch / static_cast<size_t>(n);
   SyntheticTask task(model.in(), model.out(), config.seed);
   auto sharedOpt = configOptimizer(config), expertOpt = configOptimizer(config);
@@ -398,8 +400,8 @@ Result<std::vector<StepStats>> trainMoe(Comm& comm, const TrainConfig& config, M
     sharedOpt->step(model.shared().data(), sg.data(), sg.size());
     expertOpt->step(model.expertParams().data(), model.expertGrads().data(), model.expertParams().size());
     st.exposedSeconds = st.commSeconds;
-    st.stateBytes = st.peakStateBytes = (sg.size() + model.expertParams().size()) *
-                                        (2 * sizeof(float) + sharedOpt->stateBytesPerParam());
+    st.stateBytes = st.peakStateBytes =
+        (sg.size() + model.expertParams().size()) * (2 * sizeof(float) + sharedOpt->stateBytesPerParam());
     st.stepSeconds = secondsSince(t0);
     if (onStep) onStep(st);
     all.push_back(st);
@@ -428,8 +430,8 @@ float moeGradients(const TrainConfig& config, MoeModel& model, Batch& global, in
   uint64_t dropped = 0;
   if (routing) routing->counts.assign(G * E, 0);
   for (size_t g = 0; g < G; ++g) {
-    Tensor y = gs[g]->combine(std::vector<Tensor>(outs.begin() + static_cast<long>(g * E),
-                                                  outs.begin() + static_cast<long>((g + 1) * E)));
+    Tensor y = gs[g]->combine(
+        std::vector<Tensor>(outs.begin() + static_cast<long>(g * E), outs.begin() + static_cast<long>((g + 1) * E)));
     LossResult loss = batchLoss(y, parts[g], config.loss);
     lossSum += loss.loss + gs[g]->auxLoss();
     for (size_t i = 0; i < loss.grad.size(); ++i) loss.grad.data()[i] *= scale;
@@ -443,14 +445,16 @@ float moeGradients(const TrainConfig& config, MoeModel& model, Batch& global, in
   std::vector<Tensor> dIns = runExperts(nets, dOuts, G, h, true);
   std::fill(model.sharedGrad().begin(), model.sharedGrad().end(), 0.0f);
   for (size_t g = 0; g < G; ++g) {
-    gs[g]->finish(std::vector<Tensor>(dIns.begin() + static_cast<long>(g * E), dIns.begin() + static_cast<long>((g + 1) * E)));
+    gs[g]->finish(
+        std::vector<Tensor>(dIns.begin() + static_cast<long>(g * E), dIns.begin() + static_cast<long>((g + 1) * E)));
     for (size_t i = 0; i < groupGrads[g].size(); ++i) model.sharedGrad()[i] += groupGrads[g][i];
   }
   if (routing) routing->dropped = dropped;
   return static_cast<float>(lossSum / static_cast<double>(G));
 }
 
-std::vector<float> trainMoeSingle(const TrainConfig& config, int groups, MoeRouting* routing, std::vector<float>* losses) {
+std::vector<float> trainMoeSingle(const TrainConfig& config, int groups, MoeRouting* routing,
+                                  std::vector<float>* losses) {
   MoeModel model(config, 0, 1);
   SyntheticTask task(model.in(), model.out(), config.seed);
   auto sharedOpt = configOptimizer(config), expertOpt = configOptimizer(config);

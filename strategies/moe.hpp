@@ -83,7 +83,8 @@ Result<std::vector<StepStats>> trainMoe(Comm& comm, const TrainConfig& config, M
 /// One process, the whole model (built with rank 0 of 1): the mean over `groups` groups of each
 /// group's loss (cross-entropy or MSE, plus the load-balancing loss) on `global`, whose gradients
 /// land in sharedGrad() and expertGrads(). Returns the loss.
-float moeGradients(const TrainConfig& config, MoeModel& model, Batch& global, int groups, MoeRouting* routing = nullptr);
+float moeGradients(const TrainConfig& config, MoeModel& model, Batch& global, int groups,
+                   MoeRouting* routing = nullptr);
 
 /// The single-process reference: all experts, the global batch routed in `groups` groups. Returns
 /// MoeModel::flat() of the trained model; `routing` gets the last step's counts of every group.

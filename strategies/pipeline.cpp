@@ -19,7 +19,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-
 // What one step holds: its report, the passes still waiting for their backward, the tensors
 // received, and the output not sent yet. Built in place: `tp` points at `st`.
 struct PipelineStep {
@@ -86,8 +85,8 @@ Result<StepStats> PipelineRun::step(const SyntheticTask& task, int step) {
   if (timeline) timeline->clear();
   for (const PipelineAction& a : actions) FERRY_TRY(runAction(ps, a));
   if (ps.pendingPeer >= 0) {
-    FERRY_TRY(exchange(ps, {P2pOp::send(ps.pendingSend.data(), ps.pendingSend.size(), DataType::kFloat32,
-                                        ps.pendingPeer)}));
+    FERRY_TRY(
+        exchange(ps, {P2pOp::send(ps.pendingSend.data(), ps.pendingSend.size(), DataType::kFloat32, ps.pendingPeer)}));
   }
   FERRY_TRY(averageOverReplicas(ps));
   opt->step(model.paramData(), model.gradData(), model.paramCount());
@@ -176,8 +175,8 @@ Status PipelineRun::backward(PipelineStep& ps, size_t i) {
 Status PipelineRun::averageOverReplicas(PipelineStep& ps) {
   if (!grid.data || replicas <= 1) return Status();
   const auto tc = Clock::now();
-  FERRY_TRY(grid.data->allReduce(model.gradData(), model.gradData(), model.paramCount(), DataType::kFloat32,
-                                 RedOp::kAvg));
+  FERRY_TRY(
+      grid.data->allReduce(model.gradData(), model.gradData(), model.paramCount(), DataType::kFloat32, RedOp::kAvg));
   ps.st.commSeconds += seconds(tc, Clock::now());
   ps.st.bytesSent += ringAllReduceBytesSent(model.paramCount(), grid.data->size(), grid.data->rank());
   ps.st.bytesReceived += ringAllReduceBytesReceived(model.paramCount(), grid.data->size(), grid.data->rank());

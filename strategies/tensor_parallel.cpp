@@ -32,8 +32,8 @@ uint64_t tensorParallelBytesSent(const FfnModel& model, size_t globalBatch, bool
          ringAllReduceBytesSent(replicatedCount(model), n, rank);
 }
 
-Result<std::vector<StepStats>> trainTensorParallel(Comm& comm, const TrainConfig& config, bool sequence, FfnModel& model,
-                                                   const StepCallback& onStep) {
+Result<std::vector<StepStats>> trainTensorParallel(Comm& comm, const TrainConfig& config, bool sequence,
+                                                   FfnModel& model, const StepCallback& onStep) {
   const int n = comm.size(), rank = comm.rank();
   const FfnShape& shape = model.shape();
   if (model.part().tpSize != n || model.part().tpRank != rank)
@@ -88,8 +88,8 @@ Result<std::vector<StepStats>> trainTensorParallel(Comm& comm, const TrainConfig
     }
     opt->step(model.paramData(), model.gradData(), model.paramCount());
     st.exposedSeconds = st.commSeconds;  // every transfer here is blocking
-    st.stateBytes = st.peakStateBytes = static_cast<uint64_t>(model.paramCount()) *
-                                        (2 * sizeof(float) + opt->stateBytesPerParam());
+    st.stateBytes = st.peakStateBytes =
+        static_cast<uint64_t>(model.paramCount()) * (2 * sizeof(float) + opt->stateBytesPerParam());
     st.peakActivationBytes = pass.savedBytes();
     st.stepSeconds = secondsSince(t0);
     if (onStep) onStep(st);

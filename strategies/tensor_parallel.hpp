@@ -31,8 +31,8 @@ namespace ferry::train {
 
 /// Train `model` (built with FfnPart{rank, n}) with tensor parallelism on `comm`, sequence
 /// parallel when `sequence`. Returns this rank's StepStats per step.
-Result<std::vector<StepStats>> trainTensorParallel(Comm& comm, const TrainConfig& config, bool sequence, FfnModel& model,
-                                                   const StepCallback& onStep = nullptr);
+Result<std::vector<StepStats>> trainTensorParallel(Comm& comm, const TrainConfig& config, bool sequence,
+                                                   FfnModel& model, const StepCallback& onStep = nullptr);
 
 /// Floats of the parameters every tensor-parallel rank holds whole (summed once per step under sequence parallel).
 size_t replicatedCount(const FfnModel& model);

@@ -13,12 +13,25 @@ namespace {
 constexpr size_t kFields = 19;  // RankSummary as doubles, in pack() order
 
 std::vector<double> pack(const RankSummary& s) {
-  return {static_cast<double>(s.rank), static_cast<double>(s.sent), static_cast<double>(s.received),
-          static_cast<double>(s.formulaSent), s.bytesSteady ? 1.0 : 0.0, s.stepMs, s.commMs, s.exposedMs, s.overlap,
-          static_cast<double>(s.stateBytes), static_cast<double>(s.peakStateBytes),
-          static_cast<double>(s.offloadBytes), static_cast<double>(s.ddpStateBytes),
-          static_cast<double>(s.peakActivationBytes), s.bubble, s.bubbleTheory,
-          static_cast<double>(s.droppedTokens), s.difference, 0.0};
+  return {static_cast<double>(s.rank),
+          static_cast<double>(s.sent),
+          static_cast<double>(s.received),
+          static_cast<double>(s.formulaSent),
+          s.bytesSteady ? 1.0 : 0.0,
+          s.stepMs,
+          s.commMs,
+          s.exposedMs,
+          s.overlap,
+          static_cast<double>(s.stateBytes),
+          static_cast<double>(s.peakStateBytes),
+          static_cast<double>(s.offloadBytes),
+          static_cast<double>(s.ddpStateBytes),
+          static_cast<double>(s.peakActivationBytes),
+          s.bubble,
+          s.bubbleTheory,
+          static_cast<double>(s.droppedTokens),
+          s.difference,
+          0.0};
 }
 
 RankSummary unpack(const double* d) {
@@ -135,8 +148,7 @@ void printSummary(const std::string& strategy, const RankSummary& s, const JobSu
   if (strategy == "fsdp")
     std::printf(", model state %" PRIu64 " B, peak %" PRIu64 " B, offloaded %" PRIu64 " B (DDP: %" PRIu64 " B)",
                 s.stateBytes, s.peakStateBytes, s.offloadBytes, s.ddpStateBytes);
-  else if (s.stateBytes > 0)
-    std::printf(", model state %" PRIu64 " B", s.stateBytes);
+  else if (s.stateBytes > 0) std::printf(", model state %" PRIu64 " B", s.stateBytes);
   if (strategy == "moe") std::printf(", dropped tokens %" PRIu64, s.droppedTokens);
   std::printf("; bytes sent per step: this rank %" PRIu64 " (formula %" PRIu64 "), all ranks %" PRIu64
               " (formula %" PRIu64 ")\n",
@@ -158,9 +170,9 @@ Status writeJson(const std::string& path, const std::string& strategy, const Tra
                "%zu, \"blocks\": %zu, \"ffn\": %zu, \"batch\": %zu, \"steps\": %d, \"optimizer\": \"%s\", \"lr\": %g, "
                "\"bucket_bytes\": %zu, \"micro_batches\": %zu, \"experts\": %zu, \"top_k\": %zu, "
                "\"capacity_factor\": %g, \"offload\": %s, \"prefetch\": %s},\n",
-               strategy.c_str(), ranks, c.shape.in, c.shape.hidden, c.shape.out, c.shape.blocks, c.ffn,
-               c.globalBatch, c.steps, c.optimizer.c_str(), static_cast<double>(c.lr), c.bucketBytes, c.microBatches,
-               c.experts, c.topK, static_cast<double>(c.capacityFactor), c.offload ? "true" : "false",
+               strategy.c_str(), ranks, c.shape.in, c.shape.hidden, c.shape.out, c.shape.blocks, c.ffn, c.globalBatch,
+               c.steps, c.optimizer.c_str(), static_cast<double>(c.lr), c.bucketBytes, c.microBatches, c.experts,
+               c.topK, static_cast<double>(c.capacityFactor), c.offload ? "true" : "false",
                c.prefetch ? "true" : "false");
   std::fprintf(f, "  \"loss\": [");
   const std::vector<double> curve = job.lossCurve();
@@ -168,15 +180,19 @@ Status writeJson(const std::string& path, const std::string& strategy, const Tra
     if (k) std::fputs(", ", f);
     number(f, curve[k]);
   }
-  std::fprintf(f, "],\n  \"bytes_sent_per_step\": %" PRIu64 ",\n  \"bytes_sent_per_step_formula\": %" PRIu64
-               ",\n  \"per_rank\": [\n", job.totalSent, formulaTotal);
+  std::fprintf(f,
+               "],\n  \"bytes_sent_per_step\": %" PRIu64 ",\n  \"bytes_sent_per_step_formula\": %" PRIu64
+               ",\n  \"per_rank\": [\n",
+               job.totalSent, formulaTotal);
   for (size_t r = 0; r < job.ranks.size(); ++r) {
     const RankSummary& s = job.ranks[r];
     std::fprintf(f,
                  "    {\"rank\": %d, \"bytes_sent\": %" PRIu64 ", \"bytes_received\": %" PRIu64
-                 ", \"bytes_sent_formula\": %" PRIu64 ", \"step_ms\": %.4f, \"comm_ms\": %.4f, \"exposed_ms\": %.4f, "
+                 ", \"bytes_sent_formula\": %" PRIu64
+                 ", \"step_ms\": %.4f, \"comm_ms\": %.4f, \"exposed_ms\": %.4f, "
                  "\"overlap\": %.4f, \"state_bytes\": %" PRIu64 ", \"peak_state_bytes\": %" PRIu64
-                 ", \"offload_bytes\": %" PRIu64 ", \"ddp_state_bytes\": %" PRIu64 ", \"peak_activation_bytes\": %" PRIu64
+                 ", \"offload_bytes\": %" PRIu64 ", \"ddp_state_bytes\": %" PRIu64
+                 ", \"peak_activation_bytes\": %" PRIu64
                  ", \"bubble\": %.4f, \"bubble_theory\": %.4f, \"dropped_tokens\": %" PRIu64 ", \"difference\": ",
                  s.rank, s.sent, s.received, s.formulaSent, s.stepMs, s.commMs, s.exposedMs, s.overlap, s.stateBytes,
                  s.peakStateBytes, s.offloadBytes, s.ddpStateBytes, s.peakActivationBytes, s.bubble, s.bubbleTheory,

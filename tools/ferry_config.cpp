@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
     std::printf("%-22s = %-20s  (%s; %s, default '%s')\n", k.name.c_str(), k.value.c_str(), k.source.c_str(),
                 k.kind.c_str(), k.defaultValue.c_str());
     std::printf("    %s%s%s\n", k.description.c_str(), k.alias.empty() ? "" : "  Alias: ", k.alias.c_str());
-    if (k.name == "FERRY_ALGO") std::printf("    Algorithms (the algorithm table): %s\n", ferry::coll::algorithmList().c_str());
+    if (k.name == "FERRY_ALGO")
+      std::printf("    Algorithms (the algorithm table): %s\n", ferry::coll::algorithmList().c_str());
     if (!k.autoRule.empty()) std::printf("    auto: %s (%s)\n", k.autoRule.c_str(), k.resolver.c_str());
   }
   ferry::Status s = ferry::configStatus();

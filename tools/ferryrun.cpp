@@ -68,10 +68,10 @@ namespace {
 using ferry::tools::LineRelay;
 using ferry::tools::writeAll;
 
-constexpr int kMaxRanks = 4096;           // started by one ferryrun
-constexpr int kMaxWorldSize = 1 << 24;    // in the whole job, over every host
-constexpr double kGraceSeconds = 2.0;     // SIGTERM to SIGKILL
-constexpr double kReportSeconds = 3.0;    // default: a rank failed, others may still report their errors
+constexpr int kMaxRanks = 4096;         // started by one ferryrun
+constexpr int kMaxWorldSize = 1 << 24;  // in the whole job, over every host
+constexpr double kGraceSeconds = 2.0;   // SIGTERM to SIGKILL
+constexpr double kReportSeconds = 3.0;  // default: a rank failed, others may still report their errors
 constexpr char kReportVariable[] = "FERRY_REPORT_SECONDS";
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
@@ -130,10 +130,10 @@ void say(const char* fmt, ...) {
 }
 
 struct Options {
-  int ranks = 1;       // started here
-  int worldSize = 0;   // --world-size, 0 when not given (the job is the ranks started here)
-  int firstRank = -1;  // --first-rank, -1 when not given
-  double timeout = 0;  // seconds, 0: none
+  int ranks = 1;                          // started here
+  int worldSize = 0;                      // --world-size, 0 when not given (the job is the ranks started here)
+  int firstRank = -1;                     // --first-rank, -1 when not given
+  double timeout = 0;                     // seconds, 0: none
   double reportSeconds = kReportSeconds;  // --report-seconds, or FERRY_REPORT_SECONDS
   bool prefix = true;
   bool keepGoing = false;  // --keep-going
@@ -300,7 +300,7 @@ class Job {
 
   Options o_;
   ferry::tools::RankRange range_;
-  std::vector<Rank> ranks_;  // by local rank
+  std::vector<Rank> ranks_;       // by local rank
   std::vector<std::string> env_;  // the environment without the per-rank variables
   ferry::tools::InheritedState inherited_;
   int signalFd_ = -1;
@@ -308,8 +308,8 @@ class Job {
   State state_ = State::kRunning;
   bool forwarded_ = false;
   int exitCode_ = 0;
-  int firstDeath_ = 0;    // --keep-going: 128 + the signal of the first rank killed
-  int cleanExits_ = 0;    // ranks that exited 0
+  int firstDeath_ = 0;  // --keep-going: 128 + the signal of the first rank killed
+  int cleanExits_ = 0;  // ranks that exited 0
   ferry::Deadline timeoutAt_, killAt_;
   std::vector<int> cpus_;  // the CPU of each rank (--bind-to), or empty
 };
@@ -423,12 +423,12 @@ void Job::onExit(Rank& rank, int status) {
     int others = runningCount();
     if (WIFEXITED(status)) {
       if (exitCode_ == 0) exitCode_ = WEXITSTATUS(status);
-      say("rank %d (pid %d) exited with code %d; %d other rank%s keep%s running (--keep-going)", rank.global,
-          rank.pid, WEXITSTATUS(status), others, others == 1 ? "" : "s", others == 1 ? "s" : "");
+      say("rank %d (pid %d) exited with code %d; %d other rank%s keep%s running (--keep-going)", rank.global, rank.pid,
+          WEXITSTATUS(status), others, others == 1 ? "" : "s", others == 1 ? "s" : "");
     } else {
       if (firstDeath_ == 0) firstDeath_ = 128 + WTERMSIG(status);
-      say("rank %d (pid %d) was killed by signal %d (%s); %d other rank%s keep%s running (--keep-going)",
-          rank.global, rank.pid, WTERMSIG(status), strsignal(WTERMSIG(status)), others, others == 1 ? "" : "s",
+      say("rank %d (pid %d) was killed by signal %d (%s); %d other rank%s keep%s running (--keep-going)", rank.global,
+          rank.pid, WTERMSIG(status), strsignal(WTERMSIG(status)), others, others == 1 ? "" : "s",
           others == 1 ? "s" : "");
     }
     return;
@@ -468,8 +468,7 @@ void Job::onSignal(int sig) {
   int n = runningCount();
   if (state_ == State::kRunning && !forwarded_) {
     forwarded_ = true;
-    say("forwarding SIG%s to %d rank%s (send it again to kill them)", sigabbrev_np(sig), n,
-        n == 1 ? "" : "s");
+    say("forwarding SIG%s to %d rank%s (send it again to kill them)", sigabbrev_np(sig), n, n == 1 ? "" : "s");
     signalRanks(sig);
     return;
   }

@@ -35,8 +35,7 @@ int writeAll(int fd, const char* data, size_t size) {
 
 bool destBroken(int dest) { return dest >= 0 && dest <= 2 && gBroken[dest]; }
 
-LineRelay::LineRelay(int fd, int dest, std::string prefix)
-    : fd_(fd), dest_(dest), prefix_(std::move(prefix)) {
+LineRelay::LineRelay(int fd, int dest, std::string prefix) : fd_(fd), dest_(dest), prefix_(std::move(prefix)) {
   fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
 }
 

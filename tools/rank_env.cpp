@@ -14,8 +14,7 @@ namespace ferry::tools {
 Result<std::string> freeLoopbackAddr() {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    return makeError(ErrorCode::kSystemError, "cannot create a socket to find a free port: %s",
-                     std::strerror(errno));
+    return makeError(ErrorCode::kSystemError, "cannot create a socket to find a free port: %s", std::strerror(errno));
   }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -26,8 +25,7 @@ Result<std::string> freeLoopbackAddr() {
   int err = errno;
   close(fd);
   if (!ok) {
-    return makeError(ErrorCode::kSystemError, "cannot bind a free port on 127.0.0.1: %s",
-                     std::strerror(err));
+    return makeError(ErrorCode::kSystemError, "cannot bind a free port on 127.0.0.1: %s", std::strerror(err));
   }
   return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
 }
@@ -62,8 +60,7 @@ Status requireSharedRendezvous(const EnvLookup& lookup) {
   return Status();
 }
 
-Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range,
-                                               const EnvLookup& lookup) {
+Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range, const EnvLookup& lookup) {
   static const char* const kOurs[] = {"FERRY_RANK=",       "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=",
                                       "FERRY_LOCAL_SIZE=", "FERRY_ADDR=",       "FERRY_SECRET="};
   if (range.sharedRendezvous) FERRY_TRY(requireSharedRendezvous(lookup));
@@ -98,8 +95,7 @@ Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankR
 }
 
 std::vector<std::string> ownRankEnv(const RankRange& range, int localRank) {
-  return {"FERRY_RANK=" + std::to_string(range.firstRank + localRank),
-          "FERRY_LOCAL_RANK=" + std::to_string(localRank)};
+  return {"FERRY_RANK=" + std::to_string(range.firstRank + localRank), "FERRY_LOCAL_RANK=" + std::to_string(localRank)};
 }
 
 }  // namespace ferry::tools

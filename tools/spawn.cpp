@@ -19,7 +19,8 @@ InheritedState superviseChildren(const sigset_t& blocked, rlim_t fdsNeeded) {
     if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);  // takes the lowest free fd: this one
   }
   sigprocmask(SIG_BLOCK, &blocked, &state.mask);
-  struct sigaction dfl {}, ign {};
+  struct sigaction dfl {
+  }, ign{};
   dfl.sa_handler = SIG_DFL;
   ign.sa_handler = SIG_IGN;
   sigaction(SIGCHLD, &dfl, &state.chldAction);

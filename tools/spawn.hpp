@@ -14,12 +14,12 @@ namespace ferry::tools {
 
 /// What a supervisor changed in its own process and every child gets back before exec.
 struct InheritedState {
-  sigset_t mask{};                    ///< the signal mask before `blocked` was added
-  struct sigaction pipeAction {};     ///< SIGPIPE's disposition before it was ignored
-  struct sigaction chldAction {};     ///< SIGCHLD's disposition before it was reset to default
-  rlimit fileLimit{};                 ///< the fd limit before it was raised
-  bool restoreFileLimit = false;      ///< true when the fd limit was raised
-  pid_t parent = 0;                   ///< the supervisor's pid
+  sigset_t mask{};                 ///< the signal mask before `blocked` was added
+  struct sigaction pipeAction {};  ///< SIGPIPE's disposition before it was ignored
+  struct sigaction chldAction {};  ///< SIGCHLD's disposition before it was reset to default
+  rlimit fileLimit{};              ///< the fd limit before it was raised
+  bool restoreFileLimit = false;   ///< true when the fd limit was raised
+  pid_t parent = 0;                ///< the supervisor's pid
 };
 
 /// Prepares the calling process to supervise children and records what children get back: opens
@@ -31,13 +31,13 @@ InheritedState superviseChildren(const sigset_t& blocked, rlim_t fdsNeeded);
 
 /// How to start one child.
 struct SpawnRequest {
-  char* const* argv = nullptr;  ///< program and arguments, null-terminated; argv[0] is looked up in PATH
-  char* const* envp = nullptr;  ///< the child's whole environment, null-terminated
-  int stdinFd = -1;             ///< becomes the child's fd 0; -1 keeps ours
-  int stdoutFd = -1;            ///< becomes the child's fd 1; -1 keeps ours
-  int stderrFd = -1;            ///< becomes the child's fd 2; -1 keeps ours
+  char* const* argv = nullptr;                ///< program and arguments, null-terminated; argv[0] is looked up in PATH
+  char* const* envp = nullptr;                ///< the child's whole environment, null-terminated
+  int stdinFd = -1;                           ///< becomes the child's fd 0; -1 keeps ours
+  int stdoutFd = -1;                          ///< becomes the child's fd 1; -1 keeps ours
+  int stderrFd = -1;                          ///< becomes the child's fd 2; -1 keeps ours
   const InheritedState* inherited = nullptr;  ///< state to restore; required
-  int cpu = -1;                 ///< >= 0: the child runs on this CPU only (sched_setaffinity)
+  int cpu = -1;                               ///< >= 0: the child runs on this CPU only (sched_setaffinity)
 };
 
 /// The outcome of spawnInOwnGroup().

@@ -45,7 +45,7 @@ struct CallHeader {
   uint64_t count;
   uint32_t algorithm;
   uint32_t protocol;
-  uint64_t addr[2];           ///< e.g. the send and the receive buffer
+  uint64_t addr[2];  ///< e.g. the send and the receive buffer
 };
 
 /// The start of a line slot (Arena::lineSlot): the call's data follows it in the same slot. Its

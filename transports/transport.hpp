@@ -32,14 +32,14 @@ struct Request {
   State state = State::kIdle;
   bool isSend = false;
   int peer = -1;
-  size_t bytes = 0;       ///< bytes posted
-  size_t received = 0;    ///< receives: bytes that arrived
-  uint64_t tag = 0;       ///< tag posted (caller's 40 bits)
-  uint64_t peerTag = 0;   ///< receives: the tag the sender used (caller's 40 bits)
-  int source = -1;        ///< receives: the rank that sent the message
-  std::string error;      ///< kFailed: what the transport reported
-  void* handle = nullptr; ///< the transport's own request, while pending
-  uintptr_t cookie = 0;   ///< the caller's; the transport never touches it
+  size_t bytes = 0;        ///< bytes posted
+  size_t received = 0;     ///< receives: bytes that arrived
+  uint64_t tag = 0;        ///< tag posted (caller's 40 bits)
+  uint64_t peerTag = 0;    ///< receives: the tag the sender used (caller's 40 bits)
+  int source = -1;         ///< receives: the rank that sent the message
+  std::string error;       ///< kFailed: what the transport reported
+  void* handle = nullptr;  ///< the transport's own request, while pending
+  uintptr_t cookie = 0;    ///< the caller's; the transport never touches it
 
   bool pending() const { return state == State::kPending; }
   /// Reset every transport-owned field for a new posted operation (the cookie stays).
@@ -59,8 +59,8 @@ struct Request {
 
 /// Static facts about a transport, so collectives choose by capability, never by name.
 struct Capabilities {
-  bool zeroCopy = false;        ///< large messages move without intermediate copies
-  bool deviceMemory = false;    ///< can send from and receive into GPU memory
+  bool zeroCopy = false;      ///< large messages move without intermediate copies
+  bool deviceMemory = false;  ///< can send from and receive into GPU memory
   bool detectsPeerDeath = false;
   /// Sends of any size complete once the transport has taken their bytes (written to the kernel,
   /// the receiving side keeping what arrives before its receive), not when the peer receives them:
@@ -85,8 +85,7 @@ class Transport {
   virtual Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) = 0;
   /// Post a receive from `peer` (kAnyPeer: from any rank) of a message whose tag matches `tag` on
   /// the bits set in `mask`.
-  virtual Status postRecv(int peer, uint64_t tag, uint64_t mask, void* buf, size_t bytes,
-                          Request* req) = 0;
+  virtual Status postRecv(int peer, uint64_t tag, uint64_t mask, void* buf, size_t bytes, Request* req) = 0;
   /// Cancel a pending request; it ends kFailed (or kDone if it completed meanwhile) after progress().
   /// A receive ends at once unless its message is already arriving. A send may be beyond recall
   /// (UCX cannot withdraw a tag send): it then stays pending until its peer receives it, and ends
@@ -120,8 +119,8 @@ class Transport {
   /// complete (every receive, and the sends a forced or timed-out flush left) ended kFailed, and
   /// no transport touches those buffers afterwards, with one exception close() logs: a peer
   /// that reads large messages straight from the sender's memory (shm; UCX between same-host
-  /// endpoints) and has neither taken nor refused one within the limit may still read it. Posting after close() is refused, progress()
-  /// touches no peer, and a second close() does nothing.
+  /// endpoints) and has neither taken nor refused one within the limit may still read it. Posting after close() is
+  /// refused, progress() touches no peer, and a second close() does nothing.
   virtual void close(double seconds, bool force) = 0;
 };
 

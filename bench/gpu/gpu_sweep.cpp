@@ -72,8 +72,8 @@ class GpuRunner {
   };
   Pointers pointers(const GpuRank& g, int rank, const Spec& s, size_t iter) const;
   Status issueOne(int rank, const Spec& s, size_t iter);
-  Status issue(const Spec& s, size_t iter);  // every rank, inside one group
-  Status perRank(const std::function<Status(int)>& fn);  // fn(rank) on one thread per rank
+  Status issue(const Spec& s, size_t iter);                   // every rank, inside one group
+  Status perRank(const std::function<Status(int)>& fn);       // fn(rank) on one thread per rank
   Status issueRange(const Spec& s, size_t first, int count);  // as --rank-threads says
   Status syncAll();
   Status forkFrom(cudaEvent_t start);  // other streams wait for `start` on rank 0's
@@ -314,7 +314,8 @@ Status GpuRunner::check(const Spec& s, Measurement& m) {
       GpuRank& g = ranks_[static_cast<size_t>(r)];
       const Pointers p = pointers(g, r, s, 0);
       FERRY_PERF_CUDA(cudaMemcpy(p.base, g.hostRecv.get(), regionBytes(r), cudaMemcpyHostToDevice));
-      if (!s.inPlace) FERRY_PERF_CUDA(cudaMemcpy(const_cast<void*>(p.send), g.hostSend.get(), sendBytes, cudaMemcpyHostToDevice));
+      if (!s.inPlace)
+        FERRY_PERF_CUDA(cudaMemcpy(const_cast<void*>(p.send), g.hostSend.get(), sendBytes, cudaMemcpyHostToDevice));
     }
     FERRY_TRY(issueRange(s, 0, 1));
     FERRY_TRY(syncAll());
@@ -358,7 +359,8 @@ Status GpuRunner::runAll() {
       std::vector<int> roots;
       if (!info.rooted) roots.push_back(-1);
       else if (o_.root >= 0) roots.push_back(o_.root);
-      else for (int r = 0; r < n; ++r) roots.push_back(r);
+      else
+        for (int r = 0; r < n; ++r) roots.push_back(r);
       for (DataType type : types) {
         for (RedOp op : ops) {
           for (int root : roots) {

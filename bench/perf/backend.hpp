@@ -19,8 +19,8 @@ struct Call {
   void* recv;
   size_t count;  ///< the paramCount of the size
   DataType type;
-  RedOp op;      ///< reductions only
-  int root;      ///< broadcast and reduce only
+  RedOp op;  ///< reductions only
+  int root;  ///< broadcast and reduce only
 };
 
 class Backend {

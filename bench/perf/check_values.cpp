@@ -54,15 +54,8 @@ auto withWidth(size_t size, Fn&& fn) {
 }  // namespace
 
 CheckPlan::CheckPlan(Coll coll, DataType type, RedOp op, int nranks, int rank, int root, uint64_t seed)
-    : coll_(coll),
-      type_(type),
-      op_(op),
-      nranks_(nranks),
-      rank_(rank),
-      root_(root),
-      seed_(mix(seed + 0x9E3779B97F4A7C15ull)),
-      reduces_(collInfo(coll).reduces),
-      eltSize_(typeInfo(type).size) {
+    : coll_(coll), type_(type), op_(op), nranks_(nranks), rank_(rank), root_(root),
+      seed_(mix(seed + 0x9E3779B97F4A7C15ull)), reduces_(collInfo(coll).reduces), eltSize_(typeInfo(type).size) {
   const TypeInfo& t = typeInfo(type);
   if (t.isFloat) {
     mantissaBits_ = t.mantissaBits;

@@ -87,9 +87,9 @@ class CheckPlan {
   int64_t modulus_ = 1;
   uint64_t aMax_ = 0;
   uint64_t period_ = 1;
-  std::vector<int64_t> phaseInput_;   // this rank's contribution per phase (less a)
-  std::vector<uint64_t> inputEnc_;    // encoded input values, indexed by value
-  std::vector<uint64_t> expectedEnc_; // encoded results, indexed by a * period + k
+  std::vector<int64_t> phaseInput_;    // this rank's contribution per phase (less a)
+  std::vector<uint64_t> inputEnc_;     // encoded input values, indexed by value
+  std::vector<uint64_t> expectedEnc_;  // encoded results, indexed by a * period + k
 };
 
 }  // namespace ferry::perf

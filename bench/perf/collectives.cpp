@@ -64,9 +64,7 @@ CollCounts collCounts(Coll coll, size_t count, size_t eltSize, int nranks) {
     case Coll::kReduce:
     case Coll::kSend:
     case Coll::kRecv:
-    case Coll::kBarrier:
-      c.sendCount = c.recvCount = c.paramCount = count;
-      break;
+    case Coll::kBarrier: c.sendCount = c.recvCount = c.paramCount = count; break;
     case Coll::kReduceScatter: {
       const size_t base = alignedShare(count, eltSize, nranks);
       c.sendCount = base * n;

@@ -33,11 +33,11 @@ inline constexpr int kNumColls = 7;
 /// What distinguishes one collective in the sweep and the table.
 struct CollInfo {
   Coll coll;
-  const char* name;    ///< "all_reduce": the command-line and JSON name
-  bool reduces;        ///< takes a reduction op (-o)
-  bool listsOp;        ///< the table's redop column names the op (reductions and sendrecv)
-  bool rooted;         ///< takes a root (-r)
-  bool checkInPlace;   ///< the in-place result has a defined value (sendrecv's has not: N/A)
+  const char* name;   ///< "all_reduce": the command-line and JSON name
+  bool reduces;       ///< takes a reduction op (-o)
+  bool listsOp;       ///< the table's redop column names the op (reductions and sendrecv)
+  bool rooted;        ///< takes a root (-r)
+  bool checkInPlace;  ///< the in-place result has a defined value (sendrecv's has not: N/A)
 };
 
 const CollInfo& collInfo(Coll coll);

@@ -30,9 +30,9 @@ constexpr TypeInfo kTypes[kNumDataTypes] = {
 };
 
 constexpr DataType kAllTypes[kNumDataTypes] = {
-    DataType::kInt8,    DataType::kUint8,   DataType::kInt32,   DataType::kUint32,  DataType::kInt64,
-    DataType::kUint64,  DataType::kFloat16, DataType::kFloat32, DataType::kFloat64, DataType::kBfloat16,
-    DataType::kFloat8e4m3, DataType::kFloat8e5m2,
+    DataType::kInt8,    DataType::kUint8,    DataType::kInt32,      DataType::kUint32,
+    DataType::kInt64,   DataType::kUint64,   DataType::kFloat16,    DataType::kFloat32,
+    DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2,
 };
 
 // Integers: round to nearest, then wrap into the type's width.
@@ -120,8 +120,8 @@ std::optional<DataType> parseTypeName(std::string_view name) {
     DataType type;
   };
   static constexpr Alias kAliases[] = {
-      {"fp16", DataType::kFloat16}, {"fp32", DataType::kFloat32}, {"fp64", DataType::kFloat64},
-      {"bf16", DataType::kBfloat16}, {"char", DataType::kInt8},   {"int", DataType::kInt32},
+      {"fp16", DataType::kFloat16},       {"fp32", DataType::kFloat32},       {"fp64", DataType::kFloat64},
+      {"bf16", DataType::kBfloat16},      {"char", DataType::kInt8},          {"int", DataType::kInt32},
       {"fp8e4m3", DataType::kFloat8e4m3}, {"fp8e5m2", DataType::kFloat8e5m2},
   };
   for (const Alias& a : kAliases) {

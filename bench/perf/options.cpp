@@ -80,11 +80,10 @@ struct Flag {
 };
 
 constexpr Flag kFlags[] = {
-    {'t', "nthreads"}, {'g', "ngpus"},        {'b', "minbytes"},     {'e', "maxbytes"},    {'i', "stepbytes"},
-    {'f', "stepfactor"}, {'n', "iters"},      {'m', "agg_iters"},    {'w', "warmup_iters"}, {'N', "run_cycles"},
-    {'c', "check"},    {'o', "op"},           {'d', "datatype"},     {'r', "root"},        {'z', "blocking"},
-    {'T', "timeout"},  {'a', "average"},      {'J', "output_file"},  {'M', "memory_report"},
-    {'R', "local_register"},
+    {'t', "nthreads"},     {'g', "ngpus"},      {'b', "minbytes"},    {'e', "maxbytes"},      {'i', "stepbytes"},
+    {'f', "stepfactor"},   {'n', "iters"},      {'m', "agg_iters"},   {'w', "warmup_iters"},  {'N', "run_cycles"},
+    {'c', "check"},        {'o', "op"},         {'d', "datatype"},    {'r', "root"},          {'z', "blocking"},
+    {'T', "timeout"},      {'a', "average"},    {'J', "output_file"}, {'M', "memory_report"}, {'R', "local_register"},
     {'\0', "iter_budget"}, {'\0', "gpu-ranks"}, {'\0', "device"},
 };
 
@@ -97,26 +96,107 @@ Status apply(Options& o, const Flag& f, const std::string& shown, const std::str
       auto v = integer(1, 1 << 20);
       FERRY_TRY(v);
       if (*v != 1) {
-        return usageError(shown + " " + value + ": ferry-perf drives one rank per process; start more ranks with the launcher instead");
+        return usageError(shown + " " + value +
+                          ": ferry-perf drives one rank per process; start more ranks with the launcher instead");
       }
       return Status::ok();
     }
-    case 'b': { auto v = parseSize(shown, value); FERRY_TRY(v); o.minBytes = *v; return Status::ok(); }
-    case 'e': { auto v = parseSize(shown, value); FERRY_TRY(v); o.maxBytes = *v; return Status::ok(); }
-    case 'i': { auto v = parseSize(shown, value); FERRY_TRY(v); o.stepBytes = *v; return Status::ok(); }
-    case 'f': { auto v = integer(1, 1 << 20); FERRY_TRY(v); o.stepFactor = static_cast<size_t>(*v); return Status::ok(); }
-    case 'n': { auto v = integer(1, 1 << 30); FERRY_TRY(v); o.iters = static_cast<int>(*v); return Status::ok(); }
-    case 'm': { auto v = integer(1, 1 << 20); FERRY_TRY(v); o.aggIters = static_cast<int>(*v); return Status::ok(); }
-    case 'w': { auto v = integer(0, 1 << 30); FERRY_TRY(v); o.warmupIters = static_cast<int>(*v); return Status::ok(); }
-    case 'N': { auto v = integer(0, 1 << 30); FERRY_TRY(v); o.runCycles = static_cast<int>(*v); return Status::ok(); }
-    case 'c': { auto v = integer(0, 1 << 20); FERRY_TRY(v); o.check = static_cast<int>(*v); return Status::ok(); }
-    case 'z': { auto v = integer(0, 1); FERRY_TRY(v); o.blocking = static_cast<int>(*v); return Status::ok(); }
-    case 'R': { auto v = integer(0, 1); FERRY_TRY(v); o.localRegister = static_cast<int>(*v); return Status::ok(); }
-    case 'T': { auto v = integer(0, 1 << 30); FERRY_TRY(v); o.timeoutSeconds = static_cast<int>(*v); return Status::ok(); }
-    case 'a': { auto v = integer(0, 3); FERRY_TRY(v); o.average = static_cast<int>(*v); return Status::ok(); }
-    case 'M': { auto v = integer(0, 1); FERRY_TRY(v); o.memoryReport = *v == 1; return Status::ok(); }
-    case 'o': { auto v = parseOp(shown, value); FERRY_TRY(v); o.op = *v; return Status::ok(); }
-    case 'd': { auto v = parseType(shown, value); FERRY_TRY(v); o.type = *v; return Status::ok(); }
+    case 'b': {
+      auto v = parseSize(shown, value);
+      FERRY_TRY(v);
+      o.minBytes = *v;
+      return Status::ok();
+    }
+    case 'e': {
+      auto v = parseSize(shown, value);
+      FERRY_TRY(v);
+      o.maxBytes = *v;
+      return Status::ok();
+    }
+    case 'i': {
+      auto v = parseSize(shown, value);
+      FERRY_TRY(v);
+      o.stepBytes = *v;
+      return Status::ok();
+    }
+    case 'f': {
+      auto v = integer(1, 1 << 20);
+      FERRY_TRY(v);
+      o.stepFactor = static_cast<size_t>(*v);
+      return Status::ok();
+    }
+    case 'n': {
+      auto v = integer(1, 1 << 30);
+      FERRY_TRY(v);
+      o.iters = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'm': {
+      auto v = integer(1, 1 << 20);
+      FERRY_TRY(v);
+      o.aggIters = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'w': {
+      auto v = integer(0, 1 << 30);
+      FERRY_TRY(v);
+      o.warmupIters = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'N': {
+      auto v = integer(0, 1 << 30);
+      FERRY_TRY(v);
+      o.runCycles = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'c': {
+      auto v = integer(0, 1 << 20);
+      FERRY_TRY(v);
+      o.check = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'z': {
+      auto v = integer(0, 1);
+      FERRY_TRY(v);
+      o.blocking = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'R': {
+      auto v = integer(0, 1);
+      FERRY_TRY(v);
+      o.localRegister = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'T': {
+      auto v = integer(0, 1 << 30);
+      FERRY_TRY(v);
+      o.timeoutSeconds = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'a': {
+      auto v = integer(0, 3);
+      FERRY_TRY(v);
+      o.average = static_cast<int>(*v);
+      return Status::ok();
+    }
+    case 'M': {
+      auto v = integer(0, 1);
+      FERRY_TRY(v);
+      o.memoryReport = *v == 1;
+      return Status::ok();
+    }
+    case 'o': {
+      auto v = parseOp(shown, value);
+      FERRY_TRY(v);
+      o.op = *v;
+      return Status::ok();
+    }
+    case 'd': {
+      auto v = parseType(shown, value);
+      FERRY_TRY(v);
+      o.type = *v;
+      return Status::ok();
+    }
     case 'r': {
       if (value == "all") {
         o.root = -1;
@@ -134,14 +214,32 @@ Status apply(Options& o, const Flag& f, const std::string& shown, const std::str
     case '\0': break;  // the long-only extensions, below
   }
   const std::string name = f.longName;
-  if (name == "iter_budget") { auto v = parseSize(shown, value); FERRY_TRY(v); o.iterBudget = *v; return Status::ok(); }
-  if (name == "gpu-ranks") { auto v = integer(1, 1024); FERRY_TRY(v); o.gpuRanks = static_cast<int>(*v); return Status::ok(); }
-  if (name == "device") { auto v = integer(0, 1023); FERRY_TRY(v); o.device = static_cast<int>(*v); return Status::ok(); }
+  if (name == "iter_budget") {
+    auto v = parseSize(shown, value);
+    FERRY_TRY(v);
+    o.iterBudget = *v;
+    return Status::ok();
+  }
+  if (name == "gpu-ranks") {
+    auto v = integer(1, 1024);
+    FERRY_TRY(v);
+    o.gpuRanks = static_cast<int>(*v);
+    return Status::ok();
+  }
+  if (name == "device") {
+    auto v = integer(0, 1023);
+    FERRY_TRY(v);
+    o.device = static_cast<int>(*v);
+    return Status::ok();
+  }
   return usageError("unhandled flag " + shown);
 }
 
 Status validate(const Options& o) {
-  if (o.colls.empty()) return usageError("no collective given: expected one of all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce, sendrecv or all");
+  if (o.colls.empty())
+    return usageError(
+        "no collective given: expected one of all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce, "
+        "sendrecv or all");
   if (o.minBytes > o.maxBytes) {
     return usageError("-b " + std::to_string(o.minBytes) + " is larger than -e " + std::to_string(o.maxBytes));
   }
@@ -150,9 +248,11 @@ Status validate(const Options& o) {
   }
   if (o.graph && o.gpuRanks == 0) return usageError("--graph needs --gpu-ranks: only GPU ranks run from a CUDA graph");
   if (o.rankThreads && o.gpuRanks == 0) return usageError("--rank-threads needs --gpu-ranks");
-  if (o.rankThreads && o.graph) return usageError("--rank-threads and --graph do not combine: the graph is captured by one thread");
+  if (o.rankThreads && o.graph)
+    return usageError("--rank-threads and --graph do not combine: the graph is captured by one thread");
   if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
-  if (o.gpuRanks > 0 && o.localRegister != 0) return usageError("-R 1 is for host buffers; not supported with --gpu-ranks");
+  if (o.gpuRanks > 0 && o.localRegister != 0)
+    return usageError("-R 1 is for host buffers; not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
   if (o.op && o.type && !opRunsOn(*o.op, *o.type)) {
     return usageError(std::string("-o ") + opName(*o.op) + " needs an integer type (" + integerTypes() + "), got -d " +
@@ -191,7 +291,7 @@ std::vector<size_t> Options::sizes() const {
     out.push_back(s);
     size_t next = stepFactor > 1 ? s * stepFactor : s + stepBytes;
     if (stepFactor > 1 && s == 0) next = 1;  // 0 x factor would never grow
-    if (next <= s) break;                      // overflow, or a zero step at the end
+    if (next <= s) break;                    // overflow, or a zero step at the end
     s = next;
   }
   return out;
@@ -247,7 +347,10 @@ Result<Options> parseOptions(const std::vector<std::string>& args) {
         continue;
       }
       auto c = parseCollName(a);
-      if (!c) return usageError("'" + a + "' is not a collective: expected all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce, sendrecv or all");
+      if (!c)
+        return usageError("'" + a +
+                          "' is not a collective: expected all_reduce, reduce_scatter, all_gather, alltoall, "
+                          "broadcast, reduce, sendrecv or all");
       o.colls.push_back(*c);
       continue;
     }
@@ -286,7 +389,8 @@ Result<Options> parseOptions(const std::vector<std::string>& args) {
 }
 
 std::string usage(const std::string& program) {
-  return "usage: " + program + " COLLECTIVE [flags]\n"
+  return "usage: " + program +
+         " COLLECTIVE [flags]\n"
          "COLLECTIVE: all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce, sendrecv, or all.\n"
          "Ranks come from the launcher (ferryrun, torchrun, mpirun, srun). Flags, as nccl-tests':\n"
          "  -b,--minbytes <size>        smallest size (default 32M; K, M, G suffixes)\n"
@@ -299,7 +403,8 @@ std::string usage(const std::string& program) {
          "  -N,--run_cycles <n>         run the sweep n times, 0 = forever (default 1)\n"
          "  -c,--check <n>              checked runs per size, 0 = no check (default 1)\n"
          "  -o,--op <sum/prod/min/max/avg/band/bor/bxor/all>  reduction (default sum; all: sum..avg, as nccl-tests)\n"
-         "  -d,--datatype <type/all>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default float)\n"
+         "  -d,--datatype <type/all>    int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 (default "
+         "float)\n"
          "  -r,--root <rank/all>        root of broadcast and reduce (default 0)\n"
          "  -z,--blocking <0/1>         1: barrier after every operation (calls are always blocking on host)\n"
          "  -R,--local_register <0/1>   1: host buffers from the library's allocator: ferry::hostAlloc (shared\n"
@@ -316,7 +421,8 @@ std::string usage(const std::string& program) {
          "  --graph                     with --gpu-ranks: time replays of a CUDA graph of -n operations\n"
          "  --rank-threads              with --gpu-ranks: one host thread per rank instead of one thread and groups\n"
          "  -h,--help                   this text\n"
-         "Exit status: 0 when every checked value is right, 1 when one is wrong or an operation failed, 2 for bad usage.\n";
+         "Exit status: 0 when every checked value is right, 1 when one is wrong or an operation failed, 2 for bad "
+         "usage.\n";
 }
 
 }  // namespace ferry::perf

@@ -19,7 +19,6 @@ namespace {
 #define FERRY_PERF_VERSION "0.0.0"
 #endif
 
-
 std::string now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -67,13 +66,8 @@ std::string formatNumber(double value, int width) {
 
 Report::Report(const Options& options, std::string tool, std::string library, int nranks, bool printer,
                std::vector<std::string> args, FILE* out)
-    : options_(options),
-      tool_(std::move(tool)),
-      library_(std::move(library)),
-      nranks_(nranks),
-      printer_(printer),
-      args_(std::move(args)),
-      out_(out) {
+    : options_(options), tool_(std::move(tool)), library_(std::move(library)), nranks_(nranks), printer_(printer),
+      args_(std::move(args)), out_(out) {
   if (!printer_) return;
   const Options& o = options_;
   json_.beginObject()
@@ -89,7 +83,8 @@ Report::Report(const Options& options, std::string tool, std::string library, in
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view kv(*e);
     const size_t eq = kv.find('=');
-    if (eq != std::string_view::npos && reportedVariable(kv.substr(0, eq))) json_.field(kv.substr(0, eq), kv.substr(eq + 1));
+    if (eq != std::string_view::npos && reportedVariable(kv.substr(0, eq)))
+      json_.field(kv.substr(0, eq), kv.substr(eq + 1));
   }
   json_.endObject();
   json_.field("nranks", nranks_);
@@ -97,7 +92,8 @@ Report::Report(const Options& options, std::string tool, std::string library, in
   for (Coll c : o.colls) json_.value(collInfo(c).name);
   json_.endArray();
   json_.key("config").beginObject().field("nthreads", 1).field("ngpus", o.gpuRanks > 0 ? o.gpuRanks : 1);
-  json_.field("minimum_bytes", static_cast<uint64_t>(o.minBytes)).field("maximum_bytes", static_cast<uint64_t>(o.maxBytes));
+  json_.field("minimum_bytes", static_cast<uint64_t>(o.minBytes))
+      .field("maximum_bytes", static_cast<uint64_t>(o.maxBytes));
   if (o.stepFactor > 1) json_.field("step_factor", static_cast<uint64_t>(o.stepFactor));
   else json_.field("step_bytes", static_cast<uint64_t>(o.stepBytes));
   json_.field("warmup_iters", o.warmupIters)
@@ -131,16 +127,20 @@ void Report::header(const std::vector<RankInfo>& ranks) {
   if (!printer_) return;
   const Options& o = options_;
   line("# %s version %s, library %s\n", tool_.c_str(), FERRY_PERF_VERSION, library_.c_str());
-  line("# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d "
-       "validation: %d graph: %d\n",
-       o.gpuRanks > 0 ? o.gpuRanks : 1, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes, o.stepFactor > 1 ? "factor" : "bytes",
-       o.warmupIters, o.iters, o.aggIters, o.check, o.graph ? 1 : 0);
+  line(
+      "# nThread 1 nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d agg iters: %d "
+      "validation: %d graph: %d\n",
+      o.gpuRanks > 0 ? o.gpuRanks : 1, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
+      o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, o.graph ? 1 : 0);
   if (o.iterBudget > 0) {
     line("# Iteration budget: %s per size: fewer iterations where iters x agg iters x size exceeds it\n",
          formatBytes(o.iterBudget).c_str());
   }
   if (o.blocking == 1) line("# Blocking Enabled: wait for completion and barrier after each collective \n");
-  if (o.localRegister == 1) line("# Buffers: -R 1, from the library's allocator (ferry: hostAlloc, shared memory the ranks of a host map; MPI: MPI_Alloc_mem)\n");
+  if (o.localRegister == 1)
+    line(
+        "# Buffers: -R 1, from the library's allocator (ferry: hostAlloc, shared memory the ranks of a host map; MPI: "
+        "MPI_Alloc_mem)\n");
   line("#\n# Using devices\n");
   for (const RankInfo& r : ranks) {
     line("#  Rank %2d Group %2d Pid %6d on %10s device %s\n", r.rank, 0, r.pid, r.host, r.device);
@@ -171,8 +171,8 @@ void Report::beginCollective(Coll coll) {
        "");
   line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop",
        "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
-       "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+       "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
 void Report::writeMeasurementJson(const char* key, const Measurement& m) {
@@ -189,7 +189,9 @@ void Report::writeMeasurementJson(const char* key, const Measurement& m) {
   } else {
     json_.null();
   }
-  json_.field("iterations", m.iters).field("warmup_iterations", m.warmupIters).field("settle_iterations", m.settleIters);
+  json_.field("iterations", m.iters)
+      .field("warmup_iterations", m.warmupIters)
+      .field("settle_iterations", m.settleIters);
   json_.endObject();
 }
 
@@ -259,8 +261,7 @@ void Report::memory(const MemoryUse& use) {
   memory_ = use;
   line("# %-20s : Initialization %s | User-Allocated %s | Collective %s | Total %s\n", "Host memory usage",
        memoryString(use.initialization).c_str(), memoryString(use.buffers).c_str(),
-       memoryString(use.collective).c_str(),
-       memoryString(use.initialization + use.buffers + use.collective).c_str());
+       memoryString(use.collective).c_str(), memoryString(use.initialization + use.buffers + use.collective).c_str());
 }
 
 void Report::error(const std::string& message) {

@@ -34,9 +34,9 @@ struct Measurement {
   bool checked = false;  ///< false: #wrong is N/A (no -c, or no defined in-place result)
   uint64_t wrong = 0;    ///< wrong elements, all ranks together
   std::vector<uint64_t> wrongPerRank;
-  int iters = 0;         ///< timed iterations (before -m)
+  int iters = 0;  ///< timed iterations (before -m)
   int warmupIters = 0;
-  int settleIters = 0;   ///< warm-up calls past -w: while the library measured plans, then -w of the kept plan
+  int settleIters = 0;  ///< warm-up calls past -w: while the library measured plans, then -w of the kept plan
 };
 
 /// One table row.

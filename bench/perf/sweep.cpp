@@ -122,7 +122,8 @@ class Runner {
  public:
   Runner(const Options& o, Backend& be, Report& report, Progress& progress, Watchdog& watchdog)
       : o_(o), be_(be), report_(report), progress_(progress), watchdog_(watchdog), n_(be.size()), rank_(be.rank()),
-        send_(o.maxBytes, o.localRegister == 1 ? &be : nullptr), recv_(o.maxBytes, o.localRegister == 1 ? &be : nullptr) {}
+        send_(o.maxBytes, o.localRegister == 1 ? &be : nullptr),
+        recv_(o.maxBytes, o.localRegister == 1 ? &be : nullptr) {}
 
   bool allocated() const { return send_.data && recv_.data; }
   Status runAll();
@@ -239,8 +240,7 @@ Status Runner::measure(Coll coll, DataType type, RedOp op, int root, const CollC
   return check(coll, type, op, root, c, inPlace, m);
 }
 
-Status Runner::check(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
-                     Measurement& m) {
+Status Runner::check(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m) {
   m.checked = o_.check > 0 && (!inPlace || collInfo(coll).checkInPlace);
   if (!m.checked) return Status::ok();
   const size_t elt = typeInfo(type).size;
@@ -277,7 +277,8 @@ Status Runner::runAll() {
       std::vector<int> roots;
       if (!info.rooted) roots.push_back(-1);
       else if (o_.root >= 0) roots.push_back(o_.root);
-      else for (int r = 0; r < n_; ++r) roots.push_back(r);
+      else
+        for (int r = 0; r < n_; ++r) roots.push_back(r);
 
       for (DataType type : types) {
         for (RedOp op : ops) {
@@ -294,8 +295,8 @@ Status Runner::runAll() {
               Row row{coll, c.bytes(elt), c.paramCount, type, op, root, {}, {}};
               for (bool inPlace : {false, true}) {
                 std::string what = std::string(info.name) + " " + typeInfo(type).ncclName +
-                                   (info.reduces ? std::string(" ") + opName(op) : "") + " " +
-                                   formatBytes(row.bytes) + (inPlace ? " in-place" : " out-of-place");
+                                   (info.reduces ? std::string(" ") + opName(op) : "") + " " + formatBytes(row.bytes) +
+                                   (inPlace ? " in-place" : " out-of-place");
                 watchdog_.describe(what);
                 progress_.set(what + " (" + std::to_string(i + 1) + "/" + std::to_string(sizes.size()) + ")");
                 Measurement& m = inPlace ? row.inPlace : row.outOfPlace;
@@ -332,7 +333,8 @@ int runSweep(const Options& o, Backend& be, const std::vector<std::string>& args
   if (s.isOk()) report.header(ranks);
 
   if (s.isOk() && o.root >= be.size()) {
-    report.error("-r " + std::to_string(o.root) + " is not a rank: this job has " + std::to_string(be.size()) + " ranks");
+    report.error("-r " + std::to_string(o.root) + " is not a rank: this job has " + std::to_string(be.size()) +
+                 " ranks");
     report.finish();
     return 2;
   }

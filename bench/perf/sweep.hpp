@@ -29,7 +29,7 @@ namespace ferry::perf {
 /// `tool` names the program in messages and the JSON ("ferry-perf", "mpi-perf").
 /// Returns the exit status: 0 when every check passed, 1 when a value was wrong or an operation
 /// failed, 2 when the options do not fit the job (a root that is not a rank).
-int runSweep(const Options& options, Backend& backend, const std::vector<std::string>& args,
-             int64_t residentBeforeInit, const std::string& tool);
+int runSweep(const Options& options, Backend& backend, const std::vector<std::string>& args, int64_t residentBeforeInit,
+             const std::string& tool);
 
 }  // namespace ferry::perf

@@ -77,31 +77,31 @@ struct DevLayout {
   int llSlots = 1;
   size_t slotBytes = 0;
   size_t llSlotBytes = 0;  ///< LL payload per slot; the slot itself holds twice as many bytes
-  size_t connOffset = 0;     ///< ConnCtrl[0] inside a channel region
+  size_t connOffset = 0;   ///< ConnCtrl[0] inside a channel region
   size_t scratchOffset = 0;
-  size_t fifoOffset = 0;     ///< fifo[0]
-  size_t fifoBytes = 0;      ///< one peer's fifo: slots * slotBytes
-  size_t llOffset = 0;       ///< ll[0]
-  size_t llBytes = 0;        ///< one peer's LL FIFO: llSlots * 2 * llSlotBytes
-  size_t channelBytes = 0;   ///< one channel region (multiple of 256)
+  size_t fifoOffset = 0;    ///< fifo[0]
+  size_t fifoBytes = 0;     ///< one peer's fifo: slots * slotBytes
+  size_t llOffset = 0;      ///< ll[0]
+  size_t llBytes = 0;       ///< one peer's LL FIFO: llSlots * 2 * llSlotBytes
+  size_t channelBytes = 0;  ///< one channel region (multiple of 256)
 };
 
 /// One direction of a connection as this rank uses it (all pointers already resolved).
 struct SendEndpoint {
-  uint8_t* fifo;        ///< the peer's fifo[me] (remote)
-  uint64_t* head;       ///< the peer's ConnCtrl[me].head (remote; I store)
-  const uint64_t* tail; ///< my ConnCtrl[peer].tail (local; the peer stores)
-  uint64_t* ll;         ///< the peer's ll[me] (remote), 8-byte LL words
+  uint8_t* fifo;         ///< the peer's fifo[me] (remote)
+  uint64_t* head;        ///< the peer's ConnCtrl[me].head (remote; I store)
+  const uint64_t* tail;  ///< my ConnCtrl[peer].tail (local; the peer stores)
+  uint64_t* ll;          ///< the peer's ll[me] (remote), 8-byte LL words
   const uint64_t* llTail;
-  uint64_t* step;       ///< my ConnCtrl[peer].sendStep (private)
-  uint64_t* llStep;     ///< my ConnCtrl[peer].llSendStep (private)
+  uint64_t* step;    ///< my ConnCtrl[peer].sendStep (private)
+  uint64_t* llStep;  ///< my ConnCtrl[peer].llSendStep (private)
 };
 struct RecvEndpoint {
-  const uint8_t* fifo;  ///< my fifo[peer] (local)
-  const uint64_t* head; ///< my ConnCtrl[peer].head (local; the peer stores)
-  uint64_t* tail;       ///< the peer's ConnCtrl[me].tail (remote; I store)
-  const uint64_t* ll;   ///< my ll[peer]
-  uint64_t* llTail;     ///< the peer's ConnCtrl[me].llTail (remote; I store)
+  const uint8_t* fifo;   ///< my fifo[peer] (local)
+  const uint64_t* head;  ///< my ConnCtrl[peer].head (local; the peer stores)
+  uint64_t* tail;        ///< the peer's ConnCtrl[me].tail (remote; I store)
+  const uint64_t* ll;    ///< my ll[peer]
+  uint64_t* llTail;      ///< the peer's ConnCtrl[me].llTail (remote; I store)
   uint64_t* step;
   uint64_t* llStep;
 };
@@ -128,18 +128,26 @@ struct DevComm {
   FERRY_HOST_DEVICE SendEndpoint sendTo(int c, int peer) const {
     ConnCtrl* mine = ctrl(rank, c, peer);
     uint8_t* theirs = channel(peer, c);
-    return {theirs + layout.fifoOffset + layout.fifoBytes * rank, &ctrl(peer, c, rank)->head, &mine->tail,
-            reinterpret_cast<uint64_t*>(theirs + layout.llOffset + layout.llBytes * rank), &mine->llTail,
-            &mine->sendStep, &mine->llSendStep};
+    return {theirs + layout.fifoOffset + layout.fifoBytes * rank,
+            &ctrl(peer, c, rank)->head,
+            &mine->tail,
+            reinterpret_cast<uint64_t*>(theirs + layout.llOffset + layout.llBytes * rank),
+            &mine->llTail,
+            &mine->sendStep,
+            &mine->llSendStep};
   }
   /// This rank's receiving side from `peer` on channel c.
   FERRY_HOST_DEVICE RecvEndpoint recvFrom(int c, int peer) const {
     ConnCtrl* mine = ctrl(rank, c, peer);
     ConnCtrl* theirs = ctrl(peer, c, rank);
     uint8_t* me = channel(rank, c);
-    return {me + layout.fifoOffset + layout.fifoBytes * peer, &mine->head, &theirs->tail,
-            reinterpret_cast<const uint64_t*>(me + layout.llOffset + layout.llBytes * peer), &theirs->llTail,
-            &mine->recvStep, &mine->llRecvStep};
+    return {me + layout.fifoOffset + layout.fifoBytes * peer,
+            &mine->head,
+            &theirs->tail,
+            reinterpret_cast<const uint64_t*>(me + layout.llOffset + layout.llBytes * peer),
+            &theirs->llTail,
+            &mine->recvStep,
+            &mine->llRecvStep};
   }
 };
 

@@ -98,22 +98,22 @@ struct DevError {
   int32_t channel;
   int32_t peer;
   DevWait what;
-  uint64_t step;     ///< the connection's step (or the direct work's sequence number)
-  uint64_t seen;     ///< the counter (or LL flag) value last read
-  uint64_t awaited;  ///< the value the wait needed
-  uint64_t waitedNs; ///< how long it waited
+  uint64_t step;      ///< the connection's step (or the direct work's sequence number)
+  uint64_t seen;      ///< the counter (or LL flag) value last read
+  uint64_t awaited;   ///< the value the wait needed
+  uint64_t waitedNs;  ///< how long it waited
 };
 
 /// Sizes of one rank's resources. Every rank of a communicator uses the same values.
 struct DevConfig {
   int nRanks = 1;
-  int nChannels = 1;          ///< blocks per launch; each channel has its own connections
-  int slots = 8;              ///< simple protocol: FIFO depth per connection
-  size_t slotBytes = 1 << 17; ///< simple protocol: bytes per FIFO slot (multiple of 16)
-  int llSlots = 8;            ///< LL protocol: FIFO depth per connection
-  size_t llSlotBytes = 1 << 14; ///< LL protocol: payload bytes per slot (the buffer holds twice that)
-  uint64_t timeoutNs = 300'000'000'000ull; ///< how long any device wait may last (FERRY_TIMEOUT)
-  bool oneDevice = false;     ///< every rank runs on one GPU: fences at .gpu scope suffice
+  int nChannels = 1;                        ///< blocks per launch; each channel has its own connections
+  int slots = 8;                            ///< simple protocol: FIFO depth per connection
+  size_t slotBytes = 1 << 17;               ///< simple protocol: bytes per FIFO slot (multiple of 16)
+  int llSlots = 8;                          ///< LL protocol: FIFO depth per connection
+  size_t llSlotBytes = 1 << 14;             ///< LL protocol: payload bytes per slot (the buffer holds twice that)
+  uint64_t timeoutNs = 300'000'000'000ull;  ///< how long any device wait may last (FERRY_TIMEOUT)
+  bool oneDevice = false;                   ///< every rank runs on one GPU: fences at .gpu scope suffice
 };
 
 /// Device view of a communicator (defined in dev_comm.hpp, trivially copyable).

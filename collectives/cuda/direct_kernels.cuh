@@ -70,8 +70,8 @@ FERRY_DEVICE_NOINLINE __device__ inline void directEnd(const DevComm& comm, cons
 /// dsts[j][i] = srcs[0][i] op .. op srcs[n-1][i] (avg: divided once at the last step). More than
 /// 8 sources or destinations go through the channel's scratch, slotBytes at a time, in the same order.
 template <class R>
-__device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* const* srcs, int nDsts,
-                           void* const* dsts, size_t bytes, uint32_t div, const R& red) {
+__device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
+                           size_t bytes, uint32_t div, const R& red) {
   if (bytes == 0) return;
   if (nSrcs <= 8 && nDsts <= 8) {
     red.run(nSrcs, srcs, nDsts, dsts, bytes, div);
@@ -103,7 +103,8 @@ __device__ void reduceMany(const DevComm& comm, int c, int nSrcs, const void* co
 
 /// All-reduce, reduce-scatter, reduce.
 template <class R>
-FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels, const R& red) {
+FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels,
+                                                       const R& red) {
   const int n = comm.nRanks, r = comm.rank;
   const size_t es = red.elemBytes();
   const uint32_t div = w.op == RedOp::kAvg ? static_cast<uint32_t>(n) : 0u;
@@ -131,7 +132,8 @@ FERRY_DEVICE_NOINLINE __device__ void directReduceWork(const DevComm& comm, cons
 }
 
 /// outA[i] = inB[i] and outB[i] = inA[i], every load before the stores of the same bytes.
-__device__ inline void exchangeBytes(uint8_t* outA, const uint8_t* inA, uint8_t* outB, const uint8_t* inB, size_t bytes) {
+__device__ inline void exchangeBytes(uint8_t* outA, const uint8_t* inA, uint8_t* outB, const uint8_t* inB,
+                                     size_t bytes) {
   const uintptr_t al = reinterpret_cast<uintptr_t>(outA) | reinterpret_cast<uintptr_t>(inA) |
                        reinterpret_cast<uintptr_t>(outB) | reinterpret_cast<uintptr_t>(inB);
   size_t done = 0;

@@ -72,8 +72,8 @@ __device__ void localCopy(const DevWork& w, int c, int nChannels) {
 }
 
 #if FERRY_SIMT_EMULATED
-constexpr int kInvalidConfiguration = 9;   // cudaErrorInvalidConfiguration
-constexpr int kLaunchOutOfResources = 701; // cudaErrorLaunchOutOfResources
+constexpr int kInvalidConfiguration = 9;    // cudaErrorInvalidConfiguration
+constexpr int kLaunchOutOfResources = 701;  // cudaErrorLaunchOutOfResources
 #endif
 
 __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChannels) {
@@ -86,8 +86,7 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
   switch (w.kind) {
     case CallKind::kAllReduce:
     case CallKind::kReduceScatter:
-    case CallKind::kReduce:
-    {
+    case CallKind::kReduce: {
       // Type and op are run-time values of the policy (prims.cuh, RedRt): one instantiation per
       // algorithm and protocol keeps nvcc's time in minutes.
       const RedRt red{w.type, w.op, static_cast<uint32_t>(es)};
@@ -117,8 +116,7 @@ __device__ void runWork(const DevComm& comm, const DevWork& w, int c, int nChann
         p2pRun(comm, &w, 1, c, nChannels);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }
 

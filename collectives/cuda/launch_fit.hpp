@@ -23,26 +23,26 @@ namespace ferry::gpu {
 
 /// ptxas's figures for one kernel entry on one architecture (ptxas -v).
 struct KernelFigures {
-  const char* arch;     ///< "sm_90"
-  const char* kernel;   ///< demangled name without arguments, e.g. "ferry::gpu::collectiveKernel"
-  int registers;        ///< per thread
-  int stackBytes;       ///< per thread (local memory frame, cumulative over calls)
+  const char* arch;    ///< "sm_90"
+  const char* kernel;  ///< demangled name without arguments, e.g. "ferry::gpu::collectiveKernel"
+  int registers;       ///< per thread
+  int stackBytes;      ///< per thread (local memory frame, cumulative over calls)
   int spillStoreBytes;
   int spillLoadBytes;
-  int sharedBytes;      ///< static shared memory per block
-  int maxThreads;       ///< __launch_bounds__ (.maxntid), 0 when the kernel has none
+  int sharedBytes;  ///< static shared memory per block
+  int maxThreads;   ///< __launch_bounds__ (.maxntid), 0 when the kernel has none
 };
 
 /// The per-architecture limits the rules use.
 struct ArchLimits {
-  int sm;                       ///< 80, 90, 100
+  int sm;  ///< 80, 90, 100
   int regsPerSm = 65536;
   int regsPerBlock = 65536;
   int maxRegsPerThread = 255;
   int maxThreadsPerBlock = 1024;
   int maxThreadsPerSm = 2048;
   int maxBlocksPerSm = 32;
-  int sharedPerSm = 0;          ///< bytes usable by blocks (carveout at its maximum)
+  int sharedPerSm = 0;  ///< bytes usable by blocks (carveout at its maximum)
   int reservedSharedPerBlock = 1024;
 };
 

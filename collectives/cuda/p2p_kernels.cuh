@@ -37,13 +37,13 @@ __device__ __forceinline__ Part bytePart(size_t bytes, int nChannels, int c) {
 struct P2pStream {
   const DevWork* works;
   int nWorks;
-  int next;         // the work after the current one
+  int next;  // the work after the current one
   int peer;
   bool send;
-  bool ll;          // the current work's protocol
-  uint8_t* ptr;     // the current work's part, from its next unsent byte
-  size_t left;      // bytes of the current part still to move; 0: finished
-  union {  // a stream only sends or only receives: one pair of endpoints
+  bool ll;       // the current work's protocol
+  uint8_t* ptr;  // the current work's part, from its next unsent byte
+  size_t left;   // bytes of the current part still to move; 0: finished
+  union {        // a stream only sends or only receives: one pair of endpoints
     struct {
       SimpleSend ss;
       LLSend ls;

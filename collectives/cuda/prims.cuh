@@ -78,8 +78,8 @@ __device__ __forceinline__ void peerFence(const DevComm& comm) {
 /// (fields, then a system fence, then state = 1), and the launch traps. The host turns the record
 /// into the communicator's error.
 FERRY_DEVICE_NOINLINE __device__ inline void deviceTimeout(const DevComm& comm, int c, int peer, DevWait what,
-                                                          uint64_t step, uint64_t seen, uint64_t awaited,
-                                                          uint64_t waitedNs) {
+                                                           uint64_t step, uint64_t seen, uint64_t awaited,
+                                                           uint64_t waitedNs) {
   auto* claim = reinterpret_cast<unsigned long long*>(&comm.directSlot(comm.rank, 0)->trapClaim);
   DevError* e = comm.error;
   if (e != nullptr && atomicCAS(claim, 0ull, 1ull) == 0ull) {
@@ -101,7 +101,7 @@ FERRY_DEVICE_NOINLINE __device__ inline void deviceTimeout(const DevComm& comm, 
 /// The slow path of a wait: polls until *word >= target, reading the global timer every 256
 /// polls; past comm.timeoutNs it reports and traps. Kept out of line: the fast path is one load.
 FERRY_DEVICE_NOINLINE __device__ inline void waitAtLeastSlow(const DevComm& comm, int c, int peer, DevWait what,
-                                                            uint64_t step, const uint64_t* word, uint64_t target) {
+                                                             uint64_t step, const uint64_t* word, uint64_t target) {
   const uint64_t begin = simt::globalTimerNs();
   for (uint32_t spin = 1;; ++spin) {
     const uint64_t v = loadVolatile(word);
@@ -249,7 +249,7 @@ __device__ __forceinline__ void llStore(uint64_t* slot, size_t i, uint64_t v, ui
 }
 /// The slow path of an LL word's wait: polls until its flag is `flag`, within the deadline.
 FERRY_DEVICE_NOINLINE __device__ inline uint64_t llWaitSlow(const Link& l, uint64_t step, const uint64_t* word,
-                                                           uint32_t flag) {
+                                                            uint32_t flag) {
   const uint64_t begin = simt::globalTimerNs();
   for (uint32_t spin = 1;; ++spin) {
     const uint64_t v = loadVolatile(word);
@@ -279,7 +279,8 @@ __device__ __forceinline__ uint64_t llLoad(const LLRecv& r, const uint64_t* slot
 struct RedCopy {
   static constexpr size_t kElemBytes = 1;
   __device__ size_t elemBytes() const { return 1; }
-  FERRY_DEVICE_NOINLINE __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes, uint32_t) {
+  FERRY_DEVICE_NOINLINE __device__ static void run(int, const void* const* srcs, int nDsts, void* const* dsts,
+                                                   size_t bytes, uint32_t) {
     gpu::copyBytes(nDsts, dsts, srcs[0], bytes);
   }
   __device__ static uint64_t pack(uint64_t a, uint64_t, uint32_t) { return a; }
@@ -288,8 +289,8 @@ template <typename T, typename Op>
 struct Red {
   static constexpr size_t kElemBytes = sizeof(T);
   __device__ size_t elemBytes() const { return sizeof(T); }
-  FERRY_DEVICE_NOINLINE __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t bytes,
-                             uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ static void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
+                                                   size_t bytes, uint32_t divisor) {
     if (nSrcs == 1 && divisor == 0) {
       gpu::copyBytes(nDsts, dsts, srcs[0], bytes);
       return;
@@ -316,13 +317,14 @@ struct RedRt {
   RedOp op;
   uint32_t bytes;  // element size
   __device__ size_t elemBytes() const { return bytes; }
-  FERRY_DEVICE_NOINLINE __device__ void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
-                                            size_t n, uint32_t divisor) const {
+  FERRY_DEVICE_NOINLINE __device__ void run(int nSrcs, const void* const* srcs, int nDsts, void* const* dsts, size_t n,
+                                            uint32_t divisor) const {
     if (nSrcs == 1 && divisor == 0) {
       RedCopy::run(1, srcs, nDsts, dsts, n, 0);
       return;
     }
-    gpu::dispatchTypeOp(type, op, [&]<typename T, typename Op>() { Red<T, Op>::run(nSrcs, srcs, nDsts, dsts, n, divisor); });
+    gpu::dispatchTypeOp(type, op,
+                        [&]<typename T, typename Op>() { Red<T, Op>::run(nSrcs, srcs, nDsts, dsts, n, divisor); });
   }
   FERRY_DEVICE_NOINLINE __device__ uint64_t pack(uint64_t a, uint64_t b, uint32_t divisor) const {
     uint64_t v = 0;
@@ -354,7 +356,8 @@ struct Prims<DevProto::kSimple> {
   /// poller per block instead of every thread polling). After the data moved, a barrier, and
   /// thread 0 fences and publishes.
   template <class R>
-  FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out,
+                                           size_t bytes, uint32_t divisor) {
     if (threadIdx.x == 0) {
       if (doRecv) rcv.waitFull();
       if (doSend) snd.waitFree();
@@ -401,7 +404,8 @@ struct Prims<DevProto::kLL> {
   __device__ size_t stepBytes() const { return snd.slotBytes; }
 
   template <class R>
-  FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out, size_t bytes, uint32_t divisor) {
+  FERRY_DEVICE_NOINLINE __device__ void op(const R& red, bool doRecv, bool doSend, const void* own, void* out,
+                                           size_t bytes, uint32_t divisor) {
     if (doSend) {
       if (threadIdx.x == 0) {
         snd.waitFree();

@@ -58,7 +58,8 @@ struct RingSegments {
 
 /// All-reduce, reduce-scatter and reduce (chain) for reduction policy R over protocol P.
 template <DevProto P, class R>
-FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels, const R& red) {
+FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const DevWork& w, int c, int nChannels,
+                                                     const R& red) {
   const int n = comm.nRanks, r = comm.rank;
   const size_t es = red.elemBytes();
   const uint32_t div = w.op == RedOp::kAvg ? static_cast<uint32_t>(n) : 0u;
@@ -118,7 +119,8 @@ FERRY_DEVICE_NOINLINE __device__ void ringReduceWork(const DevComm& comm, const 
 
 /// All-gather (blocks of count) and broadcast (chain from the root): copies, no element type.
 template <DevProto P>
-FERRY_DEVICE_NOINLINE __device__ void ringCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c, int nChannels) {
+FERRY_DEVICE_NOINLINE __device__ void ringCopyWork(const DevComm& comm, const DevWork& w, size_t es, int c,
+                                                   int nChannels) {
   const int n = comm.nRanks, r = comm.rank;
   const auto* in = static_cast<const uint8_t*>(w.send);
   auto* out = static_cast<uint8_t*>(w.recv);

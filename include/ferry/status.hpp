@@ -84,7 +84,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool isOk() const { return std::holds_alternative<T>(v_); }
@@ -109,10 +109,10 @@ Status makeError(ErrorCode code, const char* fmt, ...) __attribute__((format(pri
 
 /// The one propagation macro: evaluate a Status or Result and return its Status from the enclosing
 /// function when it is an error. For a Result the value stays in the variable for use afterwards.
-#define FERRY_TRY(expr)                               \
-  do {                                                \
-    const auto& ferry_try_result_ = (expr);           \
-    if (!ferry_try_result_.isOk()) {                  \
-      return ferry_try_result_.status();              \
-    }                                                 \
+#define FERRY_TRY(expr)                     \
+  do {                                      \
+    const auto& ferry_try_result_ = (expr); \
+    if (!ferry_try_result_.isOk()) {        \
+      return ferry_try_result_.status();    \
+    }                                       \
   } while (0)

@@ -128,7 +128,7 @@ template <int kMant>
 struct Format;
 template <>
 struct Format<3> {
-  static constexpr uint32_t kRebias = 120;            // 127 - 7
+  static constexpr uint32_t kRebias = 120;             // 127 - 7
   static constexpr uint32_t kMinNormal = 0x3C800000u;  // 2^-6
   static constexpr float kSubnormalStep = 0x1p-9f;
   static constexpr float kSubnormalAdd = 0x1p14f;  // its ulp is 2^-9
@@ -136,7 +136,7 @@ struct Format<3> {
 };
 template <>
 struct Format<2> {
-  static constexpr uint32_t kRebias = 112;            // 127 - 15
+  static constexpr uint32_t kRebias = 112;             // 127 - 15
   static constexpr uint32_t kMinNormal = 0x38800000u;  // 2^-14
   static constexpr float kSubnormalStep = 0x1p-16f;
   static constexpr float kSubnormalAdd = 0x1p7f;  // its ulp is 2^-16
@@ -191,18 +191,54 @@ FERRY_HOST_DEVICE uint8_t floatToFp8Bits(float f) {
 /// Storage type of a DataType: TypeOf<DataType::kBfloat16>::type is Bfloat16.
 template <DataType D>
 struct TypeOf;
-template <> struct TypeOf<DataType::kInt8> { using type = int8_t; };
-template <> struct TypeOf<DataType::kUint8> { using type = uint8_t; };
-template <> struct TypeOf<DataType::kInt32> { using type = int32_t; };
-template <> struct TypeOf<DataType::kUint32> { using type = uint32_t; };
-template <> struct TypeOf<DataType::kInt64> { using type = int64_t; };
-template <> struct TypeOf<DataType::kUint64> { using type = uint64_t; };
-template <> struct TypeOf<DataType::kFloat16> { using type = Float16; };
-template <> struct TypeOf<DataType::kFloat32> { using type = float; };
-template <> struct TypeOf<DataType::kFloat64> { using type = double; };
-template <> struct TypeOf<DataType::kBfloat16> { using type = Bfloat16; };
-template <> struct TypeOf<DataType::kFloat8e4m3> { using type = Float8e4m3; };
-template <> struct TypeOf<DataType::kFloat8e5m2> { using type = Float8e5m2; };
+template <>
+struct TypeOf<DataType::kInt8> {
+  using type = int8_t;
+};
+template <>
+struct TypeOf<DataType::kUint8> {
+  using type = uint8_t;
+};
+template <>
+struct TypeOf<DataType::kInt32> {
+  using type = int32_t;
+};
+template <>
+struct TypeOf<DataType::kUint32> {
+  using type = uint32_t;
+};
+template <>
+struct TypeOf<DataType::kInt64> {
+  using type = int64_t;
+};
+template <>
+struct TypeOf<DataType::kUint64> {
+  using type = uint64_t;
+};
+template <>
+struct TypeOf<DataType::kFloat16> {
+  using type = Float16;
+};
+template <>
+struct TypeOf<DataType::kFloat32> {
+  using type = float;
+};
+template <>
+struct TypeOf<DataType::kFloat64> {
+  using type = double;
+};
+template <>
+struct TypeOf<DataType::kBfloat16> {
+  using type = Bfloat16;
+};
+template <>
+struct TypeOf<DataType::kFloat8e4m3> {
+  using type = Float8e4m3;
+};
+template <>
+struct TypeOf<DataType::kFloat8e5m2> {
+  using type = Float8e5m2;
+};
 
 /// How a storage type T is computed: Acc is the accumulation type (float for the 16- and 8-bit
 /// floats, T itself otherwise); toAcc widens exactly, fromAcc rounds once.

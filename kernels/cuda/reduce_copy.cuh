@@ -240,7 +240,7 @@ template <typename T, typename Op, typename Word>
 FERRY_HOST_DEVICE Word applyWord(Word a, Word b) {
   Lanes<T, Word> x = unpack<T>(a);
   const Lanes<T, Word> y = unpack<T>(b);
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = apply<T, Op>(x.e[i], y.e[i]);
   return pack<T, Word>(x);
 }
@@ -248,14 +248,14 @@ template <typename T, typename Op, typename Word>
 FERRY_HOST_DEVICE Word applyDivideWord(Word a, Word b, uint32_t divisor) {
   Lanes<T, Word> x = unpack<T>(a);
   const Lanes<T, Word> y = unpack<T>(b);
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = applyDivide<T, Op>(x.e[i], y.e[i], divisor);
   return pack<T, Word>(x);
 }
 template <typename T, typename Word>
 FERRY_HOST_DEVICE Word divideWord(Word a, uint32_t divisor) {
   Lanes<T, Word> x = unpack<T>(a);
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int i = 0; i < Lanes<T, Word>::kN; ++i) x.e[i] = divide<T>(x.e[i], divisor);
   return pack<T, Word>(x);
 }
@@ -268,32 +268,32 @@ __device__ __forceinline__ void combineWords(int nSrcs, const T* const* srcs, in
   constexpr bool kDivides = std::is_same_v<Op, OpSum>;  // see reduceCopy
   Word acc[kN];
   const Word* s0 = reinterpret_cast<const Word*>(srcs[0]);
-FERRY_UNROLL
+  FERRY_UNROLL
   for (int u = 0; u < kN; ++u) acc[u] = s0[base + u * stride];
   for (int s = 1; s < nSrcs; ++s) {
     const Word* sp = reinterpret_cast<const Word*>(srcs[s]);
     Word in[kN];
-FERRY_UNROLL
+    FERRY_UNROLL
     for (int u = 0; u < kN; ++u) in[u] = sp[base + u * stride];
     if constexpr (kDivides) {
       if (divisor != 0 && s == nSrcs - 1) {
-FERRY_UNROLL
+        FERRY_UNROLL
         for (int u = 0; u < kN; ++u) acc[u] = applyDivideWord<T, Op>(acc[u], in[u], divisor);
         continue;
       }
     }
-FERRY_UNROLL
+    FERRY_UNROLL
     for (int u = 0; u < kN; ++u) acc[u] = applyWord<T, Op>(acc[u], in[u]);
   }
   if constexpr (kDivides) {
     if (nSrcs == 1 && divisor != 0) {
-FERRY_UNROLL
+      FERRY_UNROLL
       for (int u = 0; u < kN; ++u) acc[u] = divideWord<T>(acc[u], divisor);
     }
   }
   for (int d = 0; d < nDsts; ++d) {
     Word* dp = reinterpret_cast<Word*>(dsts[d]);
-FERRY_UNROLL
+    FERRY_UNROLL
     for (int u = 0; u < kN; ++u) dp[base + u * stride] = acc[u];
   }
 }
@@ -321,8 +321,9 @@ inline constexpr int kReduceCopyUnroll = 4;
 /// instantiations tens of thousands of PTX lines and the collective kernel's ptxas run several
 /// minutes; they keep fewer vectors in flight (their reductions are rarer than float32/bfloat16).
 template <typename T>
-inline constexpr int kReduceCopyUnrollFor =
-    std::is_same_v<T, Float8e4m3> || std::is_same_v<T, Float8e5m2> ? 1 : std::is_same_v<T, Float16> ? 2 : kReduceCopyUnroll;
+inline constexpr int kReduceCopyUnrollFor = std::is_same_v<T, Float8e4m3> || std::is_same_v<T, Float8e5m2> ? 1
+                                            : std::is_same_v<T, Float16>                                   ? 2
+                                                                         : kReduceCopyUnroll;
 
 /// Block-cooperative reduce-copy (see the top of the file). Every thread of the block calls it
 /// with the same arguments. srcs and dsts may alias exactly. nSrcs in [1, kMaxReduceSrcs], nDsts in
@@ -334,8 +335,7 @@ inline constexpr int kReduceCopyUnrollFor =
 /// a few of 512, whose loads in flight do not cover the memory latency (evidence:
 /// docs/PERFORMANCE.md, "GPU").
 template <typename T, typename Op>
-__device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t count,
-                           uint32_t divisor) {
+__device__ void reduceCopy(int nSrcs, const T* const* srcs, int nDsts, T* const* dsts, size_t count, uint32_t divisor) {
   constexpr size_t kVecElems = sizeof(uint4) / sizeof(T);
   if constexpr (!std::is_same_v<Op, OpSum>) {
     // Only avg (a sum) divides in practice; other ops honour a divisor on the scalar path, which
@@ -401,11 +401,11 @@ __device__ inline void copyBytes(int nDsts, void* const* dsts, const void* src, 
   size_t v = threadIdx.x;
   for (; v + (kReduceCopyUnroll - 1) * stride < nVec; v += kReduceCopyUnroll * stride) {
     uint4 x[kReduceCopyUnroll];
-FERRY_UNROLL
+    FERRY_UNROLL
     for (int u = 0; u < kReduceCopyUnroll; ++u) x[u] = sv[v + u * stride];
     for (int d = 0; d < nDsts; ++d) {
       auto* dv = reinterpret_cast<uint4*>(static_cast<uint8_t*>(dsts[d]) + head);
-FERRY_UNROLL
+      FERRY_UNROLL
       for (int u = 0; u < kReduceCopyUnroll; ++u) dv[v + u * stride] = x[u];
     }
   }

@@ -25,8 +25,8 @@ inline constexpr int kMaxReduceCopyThreads = 512;
 /// returns its cudaError_t without synchronising. In the emulated build (no nvcc) runs the grid
 /// on host threads, returns when done, and gives 0; keep nBlocks * nThreads small there.
 /// Returns cudaErrorInvalidValue (1) for arguments out of range (nThreads above
-/// kMaxReduceCopyThreads included, and a bitwise op on a floating-point type), before launching anything. Many blocks of 256 threads per
-/// multiprocessor come closest to the device-to-device copy bandwidth
+/// kMaxReduceCopyThreads included, and a bitwise op on a floating-point type), before launching anything. Many blocks
+/// of 256 threads per multiprocessor come closest to the device-to-device copy bandwidth
 /// (test/kernels/test_reduce_copy_gpu.cpp --bandwidth; figures: docs/PERFORMANCE.md, "GPU").
 int launchReduceCopy(DataType type, RedOp op, int nSrcs, const void* const* srcs, int nDsts, void* const* dsts,
                      size_t count, uint32_t divisor, int nBlocks, int nThreads, void* stream);

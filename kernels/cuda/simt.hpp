@@ -141,7 +141,7 @@ class BlockBarrier {
 /// The calling thread's block barrier, every block barrier of its launch, and the launch's state
 /// (set by launch()).
 inline thread_local BlockBarrier* tlsBlockBarrier = nullptr;
-inline thread_local std::vector<std::unique_ptr<BlockBarrier>>* tlsLaunchBarriers = nullptr;
+inline thread_local std::vector<std::unique_ptr<BlockBarrier> >* tlsLaunchBarriers = nullptr;
 inline thread_local LaunchState* tlsLaunch = nullptr;
 
 /// Yields the host thread; a thread of a trapped launch leaves it here.
@@ -185,8 +185,7 @@ inline T atomicCAS(T* address, T compare, T value) {
 template <typename T>
 inline T atomicMax(T* address, T value) {
   T old = __atomic_load_n(address, __ATOMIC_SEQ_CST);
-  while (old < value &&
-         !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  while (old < value && !__atomic_compare_exchange_n(address, &old, value, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
   return old;
 }
@@ -219,7 +218,7 @@ class LaunchPool {
   }
 
   /// Runs every job on a thread of its own, all at once; returns when all have returned.
-  void runAll(std::vector<std::function<void()>>& jobs) {
+  void runAll(std::vector<std::function<void()> >& jobs) {
     std::vector<Worker*> workers;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -281,7 +280,7 @@ class LaunchPool {
 
   std::mutex mutex_;
   std::vector<Worker*> idle_;
-  std::vector<std::unique_ptr<Worker>> all_;
+  std::vector<std::unique_ptr<Worker> > all_;
   LaunchPool* parent_ = nullptr;
 };
 
@@ -297,9 +296,9 @@ template <typename Kernel, typename... Args>
 int launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   const unsigned nBlocks = grid.x, nThreads = block.x;
   LaunchState state;
-  std::vector<std::unique_ptr<BlockBarrier>> barriers;
+  std::vector<std::unique_ptr<BlockBarrier> > barriers;
   for (unsigned b = 0; b < nBlocks; ++b) barriers.push_back(std::make_unique<BlockBarrier>(nThreads, &state));
-  std::vector<std::function<void()>> jobs;
+  std::vector<std::function<void()> > jobs;
   jobs.reserve(static_cast<size_t>(nBlocks) * nThreads);
   for (unsigned b = 0; b < nBlocks; ++b) {
     for (unsigned t = 0; t < nThreads; ++t) {

@@ -28,13 +28,13 @@ namespace {
 /// The constants of a float8 format, as a type (a template argument of the conversions).
 template <unsigned kMant, unsigned kRebias, uint32_t kMinNormal, uint32_t kSubnormalAdd, uint32_t kMaxFinite, bool kInf>
 struct Fp8Format {
-  static constexpr unsigned mantBits = kMant;            ///< 3 or 2
-  static constexpr unsigned rebias = kRebias;            ///< 127 - bias
-  static constexpr uint32_t minNormal = kMinNormal;      ///< float32 bits of the smallest normal float8
+  static constexpr unsigned mantBits = kMant;              ///< 3 or 2
+  static constexpr unsigned rebias = kRebias;              ///< 127 - bias
+  static constexpr uint32_t minNormal = kMinNormal;        ///< float32 bits of the smallest normal float8
   static constexpr uint32_t subnormalAdd = kSubnormalAdd;  ///< float32 bits of 2^(23 + log2 subnormal step)
   static constexpr uint32_t subnormalStep = (kRebias + 1 - kMant) << 23;  ///< float32 bits of 2^(1-bias-mant)
-  static constexpr uint32_t maxFinite = kMaxFinite;      ///< largest finite magnitude code
-  static constexpr bool hasInfinity = kInf;              ///< e5m2: S.11111.00 is infinity
+  static constexpr uint32_t maxFinite = kMaxFinite;                       ///< largest finite magnitude code
+  static constexpr bool hasInfinity = kInf;                               ///< e5m2: S.11111.00 is infinity
 };
 using E4m3 = Fp8Format<3, 120, 0x3C800000u, 0x46800000u, 0x7Eu, false>;  // min normal 2^-6, add 2^14
 using E5m2 = Fp8Format<2, 112, 0x38800000u, 0x43000000u, 0x7Bu, true>;   // min normal 2^-14, add 2^7

@@ -25,12 +25,9 @@ std::atomic<const KernelTable*> gTable{nullptr};
 const KernelTable& tableFor(Isa isa) {
 #if defined(__x86_64__)
   switch (isa) {
-    case Isa::kAvx512:
-      return avx512KernelTable();
-    case Isa::kAvx2:
-      return avx2KernelTable();
-    case Isa::kBaseline:
-      break;
+    case Isa::kAvx512: return avx512KernelTable();
+    case Isa::kAvx2: return avx2KernelTable();
+    case Isa::kBaseline: break;
   }
 #else
   (void)isa;
@@ -66,8 +63,7 @@ inline bool opOk(RedOp op) { return static_cast<unsigned>(op) < static_cast<unsi
 
 void reduce(DataType type, RedOp op, void* dst, const void* a, const void* b, size_t count) {
   // A null entry: avg, or an op the type does not define (bitwise on floats).
-  const ReduceFn fn =
-      typeOk(type) && opOk(op) ? table().reduce[static_cast<int>(type)][static_cast<int>(op)] : nullptr;
+  const ReduceFn fn = typeOk(type) && opOk(op) ? table().reduce[static_cast<int>(type)][static_cast<int>(op)] : nullptr;
   if (__builtin_expect(fn == nullptr, 0)) {
     // Collectives validate type and op before they get here; reaching this is a bug upstream.
     FERRY_WARN(log::kColl, "reduce kernel called with unsupported type %d / op %d; nothing done",
@@ -97,12 +93,9 @@ Isa activeIsa() { return table().isa; }
 
 const char* isaName(Isa isa) {
   switch (isa) {
-    case Isa::kBaseline:
-      return "x86-64";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
+    case Isa::kBaseline: return "x86-64";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
   }
   return "invalid";
 }
@@ -121,18 +114,15 @@ bool isaSupported(Isa isa) {
   __builtin_cpu_init();
 #endif
   switch (isa) {
-    case Isa::kBaseline:
-      return true;
+    case Isa::kBaseline: return true;
 #if defined(__x86_64__)
-    case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && hasF16c() && __builtin_cpu_supports("fma");
+    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && hasF16c() && __builtin_cpu_supports("fma");
     case Isa::kAvx512:
       return isaSupported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 #else
     case Isa::kAvx2:
-    case Isa::kAvx512:
-      return false;
+    case Isa::kAvx512: return false;
 #endif
   }
   return false;

@@ -22,9 +22,9 @@ std::optional<DataType> typeFromName(const std::string& name) {
   static const struct {
     const char* name;
     DataType type;
-  } kTypes[] = {{"int8", DataType::kInt8},       {"uint8", DataType::kUint8},     {"int32", DataType::kInt32},
-                {"uint32", DataType::kUint32},   {"int64", DataType::kInt64},     {"uint64", DataType::kUint64},
-                {"float16", DataType::kFloat16}, {"float32", DataType::kFloat32}, {"float64", DataType::kFloat64},
+  } kTypes[] = {{"int8", DataType::kInt8},        {"uint8", DataType::kUint8},     {"int32", DataType::kInt32},
+                {"uint32", DataType::kUint32},    {"int64", DataType::kInt64},     {"uint64", DataType::kUint64},
+                {"float16", DataType::kFloat16},  {"float32", DataType::kFloat32}, {"float64", DataType::kFloat64},
                 {"bfloat16", DataType::kBfloat16}};
   for (const auto& t : kTypes) {
     if (name == t.name) return t.type;
@@ -46,9 +46,22 @@ std::string nameOfFormat(const char* format, Py_ssize_t itemsize) {
   if (f.size() == 2 && f[0] == 'Z') return "complex" + bits;  // "Zf", "Zd": complex pairs
   if (f.size() != 1) return "format '" + std::string(format) + "'";
   switch (f[0]) {
-    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': name = "int" + bits; break;
-    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': name = "uint" + bits; break;
-    case 'e': case 'f': case 'd': case 'g': name = "float" + bits; break;
+    case 'b':
+    case 'h':
+    case 'i':
+    case 'l':
+    case 'q':
+    case 'n': name = "int" + bits; break;
+    case 'B':
+    case 'H':
+    case 'I':
+    case 'L':
+    case 'Q':
+    case 'N': name = "uint" + bits; break;
+    case 'e':
+    case 'f':
+    case 'd':
+    case 'g': name = "float" + bits; break;
     case '?': name = "bool"; break;
     default: return "format '" + std::string(format) + "'";
   }
@@ -157,8 +170,9 @@ HostBuffer HostBuffer::fromBufferProtocol(py::handle obj, const ArgRef& arg, boo
                       "but then the result lands in the copy)");
   }
   if (writable && view->readonly != 0) {
-    raiseArg(arg, "is read-only (for numpy, flags.writeable is False) but this call writes its result there; "
-                  "expected a writable array");
+    raiseArg(arg,
+             "is read-only (for numpy, flags.writeable is False) but this call writes its result there; "
+             "expected a writable array");
   }
   b.type_ = *type;
   b.data_ = view->buf;

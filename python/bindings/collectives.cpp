@@ -51,8 +51,8 @@ void checkSameType(const HostBuffer& b, const ArgRef& arg, const HostBuffer& ref
 
 void checkCount(const HostBuffer& b, const ArgRef& arg, size_t expected, const std::string& why) {
   if (b.count() != expected) {
-    raiseArg(arg, "has " + std::to_string(b.count()) + " elements; expected " + std::to_string(expected) + " (" +
-                      why + ")");
+    raiseArg(arg,
+             "has " + std::to_string(b.count()) + " elements; expected " + std::to_string(expected) + " (" + why + ")");
   }
 }
 
@@ -73,16 +73,17 @@ void checkOverlap(const HostBuffer& send, const HostBuffer& recv, const ArgRef& 
   auto* r = static_cast<const char*>(recv.data());
   bool overlap = send.bytes() > 0 && recv.bytes() > 0 && s < r + recv.bytes() && r < s + send.bytes();
   if (overlap && !(s == inPlaceSend && r == inPlaceRecv)) {
-    raiseArg(recvArg, std::string("overlaps 'send' without being in place; expected separate arrays, or ") +
-                          inPlaceHow);
+    raiseArg(recvArg,
+             std::string("overlaps 'send' without being in place; expected separate arrays, or ") + inPlaceHow);
   }
 }
 
 // A view of elements [start, start + count) of a contiguous array (its reshape(-1) sliced).
 py::object slotView(py::handle obj, const ArgRef& arg, size_t start, size_t count) {
   if (!py::hasattr(obj, "reshape")) {
-    raiseArg(arg, "has no reshape() to make the in-place view of this rank's block; pass the output array "
-                  "explicitly");
+    raiseArg(arg,
+             "has no reshape() to make the in-place view of this rank's block; pass the output array "
+             "explicitly");
   }
   py::object flat = obj.attr("reshape")(-1);
   return flat[py::slice(static_cast<py::ssize_t>(start), static_cast<py::ssize_t>(start + count), 1)];
@@ -162,8 +163,8 @@ py::object reduceScatter(PyComm& self, py::object send, py::object recv, py::obj
   HostBuffer r = HostBuffer::borrow(recv, recvArg, true);
   checkSameType(r, recvArg, s, "send");
   size_t n = r.count();
-  checkCount(s, sendArg, n * size, "the communicator size " + std::to_string(size) + " x the " + std::to_string(n) +
-                                       " elements of 'recv'");
+  checkCount(s, sendArg, n * size,
+             "the communicator size " + std::to_string(size) + " x the " + std::to_string(n) + " elements of 'recv'");
   checkOverlap(s, r, recvArg, s.data(), s.at(rank * n), "recv=None for in place");
   const void* sp = s.data();
   void* rp = r.data();
@@ -179,8 +180,9 @@ py::object allGather(PyComm& self, py::object send, py::object recv, bool asyncO
   const int rank = c->rank(), size = c->size();
   ArgRef sendArg{fn, "send", rank}, recvArg{fn, "recv", rank};
   if (recv.is_none()) {
-    raiseArg(recvArg, "is None; expected the output array of size x the elements of 'send' (pass send=None to "
-                      "gather in place from this rank's block of recv)");
+    raiseArg(recvArg,
+             "is None; expected the output array of size x the elements of 'send' (pass send=None to "
+             "gather in place from this rank's block of recv)");
   }
   HostBuffer r = HostBuffer::borrow(recv, recvArg, true);
   if (send.is_none()) {
@@ -194,8 +196,8 @@ py::object allGather(PyComm& self, py::object send, py::object recv, bool asyncO
   HostBuffer s = HostBuffer::borrow(send, sendArg, false);
   checkSameType(r, recvArg, s, "send");
   size_t n = s.count();
-  checkCount(r, recvArg, n * size, "the communicator size " + std::to_string(size) + " x the " + std::to_string(n) +
-                                       " elements of 'send'");
+  checkCount(r, recvArg, n * size,
+             "the communicator size " + std::to_string(size) + " x the " + std::to_string(n) + " elements of 'send'");
   checkOverlap(s, r, recvArg, r.at(rank * n), r.data(), "send=None for in place");
   const void* sp = s.data();
   void* rp = r.data();
@@ -359,8 +361,8 @@ void registerCollectives(py::class_<PyComm>& cls) {
       .def("broadcast", &broadcast, arg("buf"), arg("root") = 0, arg("recv") = py::none(), py::kw_only(), asyncArg(),
            "Every rank gets root's buf: in place in buf, or into recv when given (then buf is read on the root "
            "only and may be None elsewhere). Returns the output array.")
-      .def("reduce", &reduce, arg("send"), arg("recv") = py::none(), arg("op") = "sum", arg("root") = 0,
-           py::kw_only(), asyncArg(),
+      .def("reduce", &reduce, arg("send"), arg("recv") = py::none(), arg("op") = "sum", arg("root") = 0, py::kw_only(),
+           asyncArg(),
            "On root, recv[i] = op over ranks of send[i] (in place on send when recv is None). Other ranks only "
            "contribute; their recv is ignored. Returns recv, or send when recv is None.")
       .def("send", &send, arg("buf"), arg("peer"), py::kw_only(), asyncArg(),

@@ -51,8 +51,9 @@ void registerErrors(py::module_& m) {
       .value("TIMEOUT", ErrorCode::kTimeout)
       .value("MISMATCH", ErrorCode::kMismatch)
       .value("ABORTED", ErrorCode::kAborted)
-      .def_property_readonly("description", [](ErrorCode c) { return errorCodeName(c); },
-                             "ferry's short name of the code (\"invalid argument\").");
+      .def_property_readonly(
+          "description", [](ErrorCode c) { return errorCodeName(c); },
+          "ferry's short name of the code (\"invalid argument\").");
 
   py::handle builtins = py::module_::import("builtins");
   gBase = defineClass(m, "Error", py::make_tuple(builtins.attr("RuntimeError")),

@@ -65,11 +65,11 @@ Rows rowsOf(const CallSite& at, const char* what, const at::Tensor& t) {
 }
 
 // Split sizes (in rows) checked against the tensor, or an even split when none were given.
-std::vector<int64_t> checkSplits(const CallSite& at, const char* what, const std::vector<int64_t>& splits,
-                                 int64_t rows, int size) {
+std::vector<int64_t> checkSplits(const CallSite& at, const char* what, const std::vector<int64_t>& splits, int64_t rows,
+                                 int size) {
   if (splits.empty()) {
-    TORCH_CHECK_VALUE(rows % size == 0, "ferry: ", at.fn, " on rank ", at.rank, ": ", what, " is empty, so the ",
-                      rows, " rows are split evenly, which needs a multiple of ", size, " rows");
+    TORCH_CHECK_VALUE(rows % size == 0, "ferry: ", at.fn, " on rank ", at.rank, ": ", what, " is empty, so the ", rows,
+                      " rows are split evenly, which needs a multiple of ", size, " rows");
     return std::vector<int64_t>(static_cast<size_t>(size), rows / size);
   }
   TORCH_CHECK_VALUE(splits.size() == static_cast<size_t>(size), "ferry: ", at.fn, " on rank ", at.rank, ": ", what,
@@ -144,10 +144,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::broadcast(std::vector<at::Tens
   const int root = checkRoot(at, opts.rootRank, getSize());
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ferry: broadcast on rank ", getRank(), ": rootTensor is ", opts.rootTensor,
                     " (expected 0: one tensor per process)");
-  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::BROADCAST, at, tensors, tensors[0],
-                                                 [b, root](Comm& c, Stream s) {
-                                                   return c.broadcast(b.data, b.data, b.count, b.type, root, s);
-                                                 });)
+  FERRY_IF_CUDA(tensors[0],
+                return issueOnStream(c10d::OpType::BROADCAST, at, tensors, tensors[0], [b, root](Comm& c, Stream s) {
+                  return c.broadcast(b.data, b.data, b.count, b.type, root, s);
+                });)
   return post(c10d::OpType::BROADCAST, tensors,
               [b, root](Comm& c) { return c.broadcast(b.data, b.data, b.count, b.type, root); });
 }
@@ -158,13 +158,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce(std::vector<at::Tens
   TORCH_CHECK_VALUE(!tensors.empty(), "ferry: allreduce on rank ", getRank(), ": tensors is an empty list");
   const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false);
   const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
-  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::ALLREDUCE, at, tensors, tensors[0],
-                                                 [bufs, op](Comm& c, Stream s) {
-                                                   for (const Buffer& b : bufs) {
-                                                     FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op, s));
-                                                   }
-                                                   return Status::ok();
-                                                 });)
+  FERRY_IF_CUDA(tensors[0],
+                return issueOnStream(c10d::OpType::ALLREDUCE, at, tensors, tensors[0], [bufs, op](Comm& c, Stream s) {
+                  for (const Buffer& b : bufs) {
+                    FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op, s));
+                  }
+                  return Status::ok();
+                });)
   return post(c10d::OpType::ALLREDUCE, tensors, [bufs, op](Comm& c) {
     for (const Buffer& b : bufs) FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op));
     return Status::ok();
@@ -215,10 +215,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce(std::vector<at::Tensor>
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ferry: reduce on rank ", getRank(), ": rootTensor is ", opts.rootTensor,
                     " (expected 0: one tensor per process)");
   const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
-  FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::REDUCE, at, tensors, tensors[0],
-                                                 [b, op, root](Comm& c, Stream s) {
-                                                   return c.reduce(b.data, b.data, b.count, b.type, op, root, s);
-                                                 });)
+  FERRY_IF_CUDA(tensors[0],
+                return issueOnStream(c10d::OpType::REDUCE, at, tensors, tensors[0], [b, op, root](Comm& c, Stream s) {
+                  return c.reduce(b.data, b.data, b.count, b.type, op, root, s);
+                });)
   return post(c10d::OpType::REDUCE, tensors,
               [b, op, root](Comm& c) { return c.reduce(b.data, b.data, b.count, b.type, op, root); });
 }
@@ -233,11 +233,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allgather(std::vector<std::vec
   const Buffer in = checkTensor(at, "input_tensors[0]", inputs[0]);
   const std::vector<Buffer> outs = checkTensors(at, "output_tensors[0]", outputs[0], inputs[0], true);
   at::Tensor keep = inputs[0];
-  FERRY_IF_CUDA(inputs[0], if (!adjacent(outs) || in.data == outs[0].data) {
-    return cudaAllgatherList(at, outputs[0], inputs[0]);
-  } return issueOnStream(c10d::OpType::ALLGATHER, at, outputs[0], inputs[0], [in, outs](Comm& c, Stream s) {
-    return c.allGather(in.data, outs[0].data, in.count, in.type, s);
-  });)
+  FERRY_IF_CUDA(
+      inputs[0], if (!adjacent(outs) || in.data == outs[0].data) {
+        return cudaAllgatherList(at, outputs[0], inputs[0]);
+      } return issueOnStream(c10d::OpType::ALLGATHER, at, outputs[0], inputs[0], [in, outs](Comm& c, Stream s) {
+        return c.allGather(in.data, outs[0].data, in.count, in.type, s);
+      });)
   return post(c10d::OpType::ALLGATHER, outputs[0], [in, outs, keep](Comm& c) {
     if (adjacent(outs) && in.data != outs[0].data) return c.allGather(in.data, outs[0].data, in.count, in.type);
     const size_t bytes = bytesOf(in);
@@ -285,7 +286,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::gather(std::vector<std::vector
     checkListSize(at, "output_tensors", outputs.size(), 0, "only the root receives");
   }
   std::vector<P2pOp> ops;
-  for (size_t r = 0; r < outs.size(); ++r) ops.push_back(P2pOp::recv(outs[r].data, in.count, in.type, static_cast<int>(r)));
+  for (size_t r = 0; r < outs.size(); ++r)
+    ops.push_back(P2pOp::recv(outs[r].data, in.count, in.type, static_cast<int>(r)));
   ops.push_back(P2pOp::send(in.data, in.count, in.type, root));
   FERRY_IF_CUDA(inputs[0], return cudaSendRecv(c10d::OpType::GATHER, at, keep, inputs[0], ops);)
   return post(c10d::OpType::GATHER, keep, [ops](Comm& c) { return c.sendRecv(ops); });
@@ -309,7 +311,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::scatter(std::vector<at::Tensor
     checkListSize(at, "input_tensors", inputs.size(), 0, "only the root sends");
   }
   std::vector<P2pOp> ops;
-  for (size_t r = 0; r < ins.size(); ++r) ops.push_back(P2pOp::send(ins[r].data, out.count, out.type, static_cast<int>(r)));
+  for (size_t r = 0; r < ins.size(); ++r)
+    ops.push_back(P2pOp::send(ins[r].data, out.count, out.type, static_cast<int>(r)));
   ops.push_back(P2pOp::recv(out.data, out.count, out.type, root));
   FERRY_IF_CUDA(outputs[0], return cudaSendRecv(c10d::OpType::SCATTER, at, keep, outputs[0], ops);)
   return post(c10d::OpType::SCATTER, keep, [ops](Comm& c) { return c.sendRecv(ops); });
@@ -327,10 +330,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at:
   const RedOp op = toRedOp(at, opts.reduceOp, outputs[0].scalar_type());
   std::vector<at::Tensor> keep = inputs[0];
   keep.push_back(outputs[0]);
-  FERRY_IF_CUDA(outputs[0], if (!adjacent(ins)) { return cudaReduceScatterList(at, outputs[0], inputs[0], op); }
-                return issueOnStream(c10d::OpType::REDUCE_SCATTER, at, keep, outputs[0], [out, ins, op](Comm& c, Stream s) {
-                  return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op, s);
-                });)
+  FERRY_IF_CUDA(
+      outputs[0], if (!adjacent(ins)) {
+        return cudaReduceScatterList(at, outputs[0], inputs[0], op);
+      } return issueOnStream(c10d::OpType::REDUCE_SCATTER, at, keep, outputs[0], [out, ins, op](Comm& c, Stream s) {
+        return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op, s);
+      });)
   return post(c10d::OpType::REDUCE_SCATTER, outputs, [out, ins, op, keep](Comm& c) {
     if (adjacent(ins)) return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op);
     const size_t bytes = bytesOf(out);
@@ -436,7 +441,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::postP2p(c10d::OpType type, con
   checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
   const Buffer b = checkTensor(at, "tensors[0]", tensors[0]);
   const P2pOp op = type == c10d::OpType::SEND ? P2pOp::send(b.data, b.count, b.type, peer)
-                                               : P2pOp::recv(b.data, b.count, b.type, peer);
+                                              : P2pOp::recv(b.data, b.count, b.type, peer);
 #if FERRY_TORCH_CUDA
   if (tensors[0].is_cuda()) {
     if (!coalescing_) return cudaSendRecv(type, at, tensors, tensors[0], {op});
@@ -444,7 +449,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::postP2p(c10d::OpType type, con
     coalescedOps_.push_back(op);
     coalescedKeep_.push_back(tensors[0]);
     auto work = c10::make_intrusive<FerryWork>(getRank(), type, tensors, nullptr,
-                                              std::vector<c10::Device>{tensors[0].device()});
+                                               std::vector<c10::Device>{tensors[0].device()});
     coalescedWorks_.push_back(work);
     return work;
   }

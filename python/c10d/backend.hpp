@@ -53,13 +53,11 @@ class ProcessGroupFerry final : public BackendBase {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs,
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -103,8 +101,8 @@ class ProcessGroupFerry final : public BackendBase {
                                                        std::vector<at::Tensor>& ins, RedOp op);
   c10::intrusive_ptr<c10d::Work> cudaSendRecv(c10d::OpType type, const CallSite& at, std::vector<at::Tensor> keep,
                                               const at::Tensor& sample, const std::vector<P2pOp>& ops);
-  bool coalescing_ = false;                       // inside startCoalescing / endCoalescing
-  std::vector<P2pOp> coalescedOps_;               // CUDA transfers of the open block
+  bool coalescing_ = false;          // inside startCoalescing / endCoalescing
+  std::vector<P2pOp> coalescedOps_;  // CUDA transfers of the open block
   std::vector<at::Tensor> coalescedKeep_;
   std::vector<c10::intrusive_ptr<FerryWork>> coalescedWorks_;
 #endif

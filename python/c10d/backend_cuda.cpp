@@ -50,7 +50,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::issueOnStream(c10d::OpType typ
   }
   raiseIfFailed(at, st);
   auto work = c10::make_intrusive<FerryWork>(getRank(), type, std::move(outputs), nullptr,
-                                            std::vector<c10::Device>{sample.device()});
+                                             std::vector<c10::Device>{sample.device()});
   work->complete(Status::ok());  // records the future's event on the current stream, after the kernels
   return work;
 }
@@ -60,9 +60,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::cudaAllgatherList(const CallSi
   at::Tensor flat = at::empty({static_cast<int64_t>(outs.size()) * in.numel()}, in.options());
   const Buffer src = checkTensor(at, "input_tensors[0]", in);
   const Buffer dst = checkTensor(at, "staging", flat);
-  auto work = issueOnStream(c10d::OpType::ALLGATHER, at, outs, in, [&](Comm& c, Stream s) {
-    return c.allGather(src.data, dst.data, src.count, src.type, s);
-  });
+  auto work = issueOnStream(c10d::OpType::ALLGATHER, at, outs, in,
+                            [&](Comm& c, Stream s) { return c.allGather(src.data, dst.data, src.count, src.type, s); });
   at::NoGradGuard noGrad;
   for (size_t r = 0; r < outs.size(); ++r) {
     outs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * in.numel(), in.numel()).view_as(outs[r]));
@@ -99,15 +98,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::cudaSendRecv(c10d::OpType type
                                               : c.recv(op.buffer, op.count, op.type, op.peer, s));
     }
     if (selfSends.size() != selfRecvs.size()) {
-      return makeError(ErrorCode::kInvalidArgument, "rank %d sends %zu transfers to itself but receives %zu",
-                       c.rank(), selfSends.size(), selfRecvs.size());
+      return makeError(ErrorCode::kInvalidArgument, "rank %d sends %zu transfers to itself but receives %zu", c.rank(),
+                       selfSends.size(), selfRecvs.size());
     }
     for (size_t i = 0; i < selfSends.size(); ++i) {
       const size_t bytes = selfSends[i]->count * dataTypeSize(selfSends[i]->type);
       if (bytes == 0 || selfSends[i]->buffer == selfRecvs[i]->buffer) continue;
       if (cudaMemcpyAsync(selfRecvs[i]->buffer, selfSends[i]->buffer, bytes, cudaMemcpyDeviceToDevice,
                           reinterpret_cast<cudaStream_t>(s)) != cudaSuccess) {
-        return makeError(ErrorCode::kUnhandledCudaError, "rank %d: copying %zu bytes to itself failed", c.rank(), bytes);
+        return makeError(ErrorCode::kUnhandledCudaError, "rank %d: copying %zu bytes to itself failed", c.rank(),
+                         bytes);
       }
     }
     return Status::ok();

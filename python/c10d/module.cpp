@@ -21,7 +21,8 @@ PYBIND11_MODULE(_c10d, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>(),
            "Join the group: rank 0 publishes ferry's rendezvous id in `store`, every rank connects.")
-      .def_property_readonly("comm_id", [](ProcessGroupFerry& pg) { return pg.comm().id(); },
-                             "The ferry communicator's 64-bit id (as in ferry's logs).");
+      .def_property_readonly(
+          "comm_id", [](ProcessGroupFerry& pg) { return pg.comm().id(); },
+          "The ferry communicator's 64-bit id (as in ferry's logs).");
   m.attr("torch_version") = FERRY_TORCH_VERSION;
 }

@@ -23,7 +23,9 @@ bool mapType(at::ScalarType t, DataType* out) {
   }
 }
 
-std::string prefix(const CallSite& at) { return std::string("ferry: ") + at.fn + " on rank " + std::to_string(at.rank) + ": "; }
+std::string prefix(const CallSite& at) {
+  return std::string("ferry: ") + at.fn + " on rank " + std::to_string(at.rank) + ": ";
+}
 
 }  // namespace
 
@@ -58,8 +60,8 @@ std::vector<Buffer> checkTensors(const CallSite& at, const std::string& what, co
     out.push_back(checkTensor(at, name, ts[i]));
     TORCH_CHECK_VALUE(ts[i].scalar_type() == expected.scalar_type(), prefix(at), name, " has type ",
                       ts[i].scalar_type(), " (expected ", expected.scalar_type(), ", as the other tensors)");
-    TORCH_CHECK_VALUE(ts[i].device() == expected.device(), prefix(at), name, " is on ", ts[i].device(),
-                      " (expected ", expected.device(), ", as the other tensors)");
+    TORCH_CHECK_VALUE(ts[i].device() == expected.device(), prefix(at), name, " is on ", ts[i].device(), " (expected ",
+                      expected.device(), ", as the other tensors)");
     TORCH_CHECK_VALUE(!sameCount || ts[i].numel() == expected.numel(), prefix(at), name, " has ", ts[i].numel(),
                       " elements (expected ", expected.numel(), ")");
   }
@@ -97,7 +99,8 @@ RedOp toRedOp(const CallSite& at, const c10d::ReduceOp& op, at::ScalarType type)
 }
 
 int checkRoot(const CallSite& at, int64_t root, int size) {
-  TORCH_CHECK_VALUE(root >= 0 && root < size, prefix(at), "root rank ", root, " is invalid (expected 0 <= root < ", size, ")");
+  TORCH_CHECK_VALUE(root >= 0 && root < size, prefix(at), "root rank ", root, " is invalid (expected 0 <= root < ",
+                    size, ")");
   return static_cast<int>(root);
 }
 

@@ -9,10 +9,9 @@ namespace ferry::torch_c10d {
 
 FerryWork::FerryWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::function<void()> start,
                      std::vector<c10::Device> devices)
-    : c10d::Work(rank, type),
-      outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                       std::move(devices))),
+    : c10d::Work(rank, type), outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), std::move(devices))),
       start_(std::move(start)) {}
 
 void FerryWork::start() {

@@ -44,8 +44,8 @@ Status RootState::checkClaim(const std::string& peer, const Claim& c) const {
   if (size_ == 0) return Status::ok();
   if (c.size != static_cast<uint32_t>(size_)) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "rank %u says the world size is %u but rank 0's configuration says it is %d; expected %d",
-                     c.rank, c.size, size_, size_);
+                     "rank %u says the world size is %u but rank 0's configuration says it is %d; expected %d", c.rank,
+                     c.size, size_, size_);
   }
   const Slot& slot = slots_[c.rank];
   if (slot.state == SlotState::kConnected) {
@@ -56,8 +56,8 @@ Status RootState::checkClaim(const std::string& peer, const Claim& c) const {
   }
   if (slot.state == SlotState::kLeft) {
     return makeError(ErrorCode::kInvalidUsage,
-                     "rank %u already registered (from %s) and left the rendezvous; a rank cannot join twice",
-                     c.rank, slot.peer.c_str());
+                     "rank %u already registered (from %s) and left the rendezvous; a rank cannot join twice", c.rank,
+                     slot.peer.c_str());
   }
   return Status::ok();
 }
@@ -71,8 +71,8 @@ void RootState::refuse(uint64_t conn, const std::string& peer, const Status& why
 void RootState::hello(uint64_t conn, const std::string& peer, const Claim& c, wire::OutFrame welcome) {
   Status verdict = checkClaim(peer, c);
   if (!verdict.isOk()) {
-    FERRY_WARN(log::kBootstrap, "refusing connection from %s (claims rank %u of %u): %s",
-               peer.c_str(), c.rank, c.size, verdict.message().c_str());
+    FERRY_WARN(log::kBootstrap, "refusing connection from %s (claims rank %u of %u): %s", peer.c_str(), c.rank, c.size,
+               verdict.message().c_str());
     sink_.reply(conn, wire::encodeError(verdict));
     sink_.refuse(conn);
     return;
@@ -105,8 +105,8 @@ void RootState::admit(uint64_t conn, const std::string& peer, const Claim& c, wi
   slot.conn = conn;
   slot.peer = peer;
   ++connected_;
-  FERRY_INFO(log::kBootstrap, "rank %u of %d registered from %s (%d connected)", c.rank, size_,
-             peer.c_str(), connected_);
+  FERRY_INFO(log::kBootstrap, "rank %u of %d registered from %s (%d connected)", c.rank, size_, peer.c_str(),
+             connected_);
   sink_.admit(conn, static_cast<int>(c.rank));
   sink_.reply(conn, std::move(welcome));
 }
@@ -198,8 +198,8 @@ void RootState::disconnected(int rank) {
   slot.state = SlotState::kLeft;
   --connected_;
   ++left_;
-  FERRY_INFO(log::kBootstrap, "rank %d (%s) left the rendezvous (%d of %d still connected)", rank,
-             slot.peer.c_str(), connected_, size_);
+  FERRY_INFO(log::kBootstrap, "rank %d (%s) left the rendezvous (%d of %d still connected)", rank, slot.peer.c_str(),
+             connected_, size_);
   if (failure_.isOk() && arrived_ > 0) {
     failRound(makeError(ErrorCode::kRemoteError,
                         "rank %d disconnected from the rendezvous (from %s) before allGather round %llu completed",
@@ -228,9 +228,7 @@ void RootState::tick() {
   if (arrived_ > 0 && Clock::now() >= roundDeadline_) failRound(Status(ErrorCode::kTimeout, timeoutMessage()));
 }
 
-Clock::time_point RootState::nextDeadline() const {
-  return arrived_ > 0 ? roundDeadline_ : Clock::time_point::max();
-}
+Clock::time_point RootState::nextDeadline() const { return arrived_ > 0 ? roundDeadline_ : Clock::time_point::max(); }
 
 bool RootState::finished() const {
   return (size_ > 0 && left_ == size_ && parked_.empty()) || (!failure_.isOk() && connected_ == 0);

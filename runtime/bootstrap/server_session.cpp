@@ -9,9 +9,7 @@ namespace ferry::bootstrap {
 ServerSession::ServerSession(uint64_t id, std::string peer)
     : id_(id), peer_(std::move(peer)), reader_([this](const wire::FrameHeader& h) { return validate(h); }) {}
 
-std::string ServerSession::who() const {
-  return rank_ < 0 ? peer_ : peer_ + " (rank " + std::to_string(rank_) + ")";
-}
+std::string ServerSession::who() const { return rank_ < 0 ? peer_ : peer_ + " (rank " + std::to_string(rank_) + ")"; }
 
 // What a client may send, decided from the header alone.
 Status ServerSession::validate(const wire::FrameHeader& h) const {
@@ -20,16 +18,16 @@ Status ServerSession::validate(const wire::FrameHeader& h) const {
     if (stage_ != Stage::kHello) return makeError(ErrorCode::kRemoteError, "a second HELLO on one connection");
     // A protocol-1 HELLO is read only to be refused by its version number.
     if (h.length != wire::kHelloBytes && h.length != wire::kLegacyHelloBytes) {
-      return makeError(ErrorCode::kRemoteError, "HELLO frame announces %u bytes (expected exactly %zu)",
-                       h.length, wire::kHelloBytes);
+      return makeError(ErrorCode::kRemoteError, "HELLO frame announces %u bytes (expected exactly %zu)", h.length,
+                       wire::kHelloBytes);
     }
     return Status::ok();
   }
   if (h.type == static_cast<uint16_t>(MsgType::kAuth)) {
     if (stage_ != Stage::kAuth) {
-      return makeError(ErrorCode::kRemoteError, "AUTH %s", stage_ == Stage::kHello
-                                                               ? "before HELLO (the root's challenge comes first)"
-                                                               : "on a connection that already authenticated");
+      return makeError(ErrorCode::kRemoteError, "AUTH %s",
+                       stage_ == Stage::kHello ? "before HELLO (the root's challenge comes first)"
+                                               : "on a connection that already authenticated");
     }
     if (h.length != wire::kAuthBytes) {
       return makeError(ErrorCode::kRemoteError, "AUTH frame announces %u bytes (expected exactly %zu)", h.length,

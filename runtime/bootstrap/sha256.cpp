@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-
 namespace ferry::bootstrap {
 namespace {
 

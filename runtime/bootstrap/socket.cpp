@@ -27,8 +27,8 @@ void setNoDelay(int fd) {
 
 // Failures that a root which has not started (or is restarting its listen) produces.
 bool transientConnectError(int err) {
-  return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EAGAIN ||
-         err == EINTR || err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNABORTED;
+  return err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT || err == EAGAIN || err == EINTR ||
+         err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNABORTED;
 }
 
 // True when the socket ended up connected to itself (source address equals destination).
@@ -113,8 +113,8 @@ Result<Fd> listenOn(const SocketAddress& bind, SocketAddress* bound) {
 
 Fd acceptOne(int listenFd, SocketAddress* peer, int* err) {
   peer->length = sizeof(peer->storage);
-  int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&peer->storage), &peer->length,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+  int fd =
+      ::accept4(listenFd, reinterpret_cast<sockaddr*>(&peer->storage), &peer->length, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) {
     *err = errno;
     return Fd();

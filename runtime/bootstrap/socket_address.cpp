@@ -16,8 +16,7 @@ namespace {
 
 Status badAddress(const std::string& text, const char* why) {
   return makeError(ErrorCode::kInvalidArgument,
-                   "address '%s' %s; expected host:port or [ipv6]:port with a port from 0 to 65535",
-                   text.c_str(), why);
+                   "address '%s' %s; expected host:port or [ipv6]:port with a port from 0 to 65535", text.c_str(), why);
 }
 
 // Strict decimal port: digits only, at most 65535.
@@ -59,8 +58,8 @@ Result<SocketAddress> SocketAddress::parse(const std::string& hostPort) {
   uint16_t port = 0;
   if (!parsePort(portText, &port)) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "address '%s' has port '%s'; expected a decimal number from 0 to 65535",
-                     hostPort.c_str(), portText.c_str());
+                     "address '%s' has port '%s'; expected a decimal number from 0 to 65535", hostPort.c_str(),
+                     portText.c_str());
   }
 
   addrinfo hints{};
@@ -81,11 +80,10 @@ Result<SocketAddress> SocketAddress::parse(const std::string& hostPort) {
       break;
     }
   }
-  if (pick->ai_addrlen > sizeof(addr.storage) ||
-      (pick->ai_family != AF_INET && pick->ai_family != AF_INET6)) {
+  if (pick->ai_addrlen > sizeof(addr.storage) || (pick->ai_family != AF_INET && pick->ai_family != AF_INET6)) {
     freeaddrinfo(found);
-    return makeError(ErrorCode::kInvalidArgument, "host '%s' of address '%s' has no IPv4 or IPv6 address",
-                     host.c_str(), hostPort.c_str());
+    return makeError(ErrorCode::kInvalidArgument, "host '%s' of address '%s' has no IPv4 or IPv6 address", host.c_str(),
+                     hostPort.c_str());
   }
   std::memcpy(&addr.storage, pick->ai_addr, pick->ai_addrlen);
   addr.length = static_cast<socklen_t>(pick->ai_addrlen);

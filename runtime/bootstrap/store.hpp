@@ -60,8 +60,7 @@ class StoreServer {
   /// Listen on `bind` (port 0 picks a free port) for ranks that prove they hold `secret`. The world
   /// size is `worldSize` when rank 0 starts the root from its own configuration; 0 lets rank 0's
   /// registration set it (a root started before the size is known, as for a unique id).
-  static Result<std::unique_ptr<StoreServer>> start(const SocketAddress& bind, const Secret& secret,
-                                                    int worldSize = 0);
+  static Result<std::unique_ptr<StoreServer>> start(const SocketAddress& bind, const Secret& secret, int worldSize = 0);
   /// Keep serving in the background after the owner lets go, until every rank of the job has
   /// disconnected after its last round (or nothing happened for the configured timeout).
   static void detach(std::unique_ptr<StoreServer> server);
@@ -82,8 +81,8 @@ class StoreServer {
 class StoreClient {
  public:
   /// Connect (retrying until `deadline` while the root is not up yet) and register as `rank` of `size`.
-  static Result<std::unique_ptr<StoreClient>> connect(const SocketAddress& root, const Secret& secret,
-                                                      int rank, int size, Deadline deadline);
+  static Result<std::unique_ptr<StoreClient>> connect(const SocketAddress& root, const Secret& secret, int rank,
+                                                      int size, Deadline deadline);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;

@@ -37,16 +37,14 @@ struct StoreClient::Impl {
   Status send(const wire::OutFrame& frame, Clock::time_point until, const char* what);
   Result<wire::Frame> receive(Clock::time_point until, const char* what, size_t maxOk, bool challenge = false);
   Status handshake(const Secret& secret, Clock::time_point until);
-  double secondsUntil(Clock::time_point until) const {
-    return std::chrono::duration<double>(until - started).count();
-  }
+  double secondsUntil(Clock::time_point until) const { return std::chrono::duration<double>(until - started).count(); }
 
   Fd fd;
   std::string root;  // "127.0.0.1:29500", for messages
   int rank = 0;
   int size = 0;
   uint64_t round = 0;
-  Status failed;  // sticky
+  Status failed;              // sticky
   Clock::time_point started;  // of the current request, for messages
 };
 
@@ -95,8 +93,8 @@ Result<wire::Frame> StoreClient::Impl::receive(Clock::time_point until, const ch
       Status ok = reader.commit(static_cast<size_t>(n));
       if (!ok.isOk()) {
         return makeError(ErrorCode::kRemoteError,
-                         "rendezvous root at %s answered rank %d's %s with a malformed frame: %s", root.c_str(),
-                         rank, what, ok.message().c_str());
+                         "rendezvous root at %s answered rank %d's %s with a malformed frame: %s", root.c_str(), rank,
+                         what, ok.message().c_str());
       }
       continue;
     }
@@ -117,8 +115,10 @@ Result<wire::Frame> StoreClient::Impl::receive(Clock::time_point until, const ch
       }
       continue;
     }
-    return makeError(ErrorCode::kRemoteError, "receiving the reply to rank %d's %s from the rendezvous root at %s "
-                     "failed: %s", rank, what, root.c_str(), std::strerror(errno));
+    return makeError(ErrorCode::kRemoteError,
+                     "receiving the reply to rank %d's %s from the rendezvous root at %s "
+                     "failed: %s",
+                     rank, what, root.c_str(), std::strerror(errno));
   }
   return reader.take();
 }
@@ -130,8 +130,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::connect(const SocketAddress& r
                      wire::kMaxWorldSize);
   }
   if (rank < 0 || rank >= size) {
-    return makeError(ErrorCode::kInvalidArgument, "rank %d is out of range for world size %d (expected 0 to %d)",
-                     rank, size, size - 1);
+    return makeError(ErrorCode::kInvalidArgument, "rank %d is out of range for world size %d (expected 0 to %d)", rank,
+                     size, size - 1);
   }
   auto impl = std::make_unique<Impl>();
   impl->size = size;
@@ -144,8 +144,7 @@ Result<std::unique_ptr<StoreClient>> StoreClient::connect(const SocketAddress& r
   impl->fd = std::move(connected.value());
 
   FERRY_TRY(impl->handshake(secret, withGrace(deadline)));
-  FERRY_INFO(log::kBootstrap, "rank %d of %d registered with the root at %s", rank, size,
-             impl->root.c_str());
+  FERRY_INFO(log::kBootstrap, "rank %d of %d registered with the root at %s", rank, size, impl->root.c_str());
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
 }
 
@@ -197,8 +196,7 @@ StoreClient::StoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StoreClient::~StoreClient() = default;
 
-Result<std::vector<std::vector<uint8_t>>> StoreClient::allGather(const std::vector<uint8_t>& mine,
-                                                                 Deadline deadline) {
+Result<std::vector<std::vector<uint8_t>>> StoreClient::allGather(const std::vector<uint8_t>& mine, Deadline deadline) {
   Impl& s = *impl_;
   if (!s.failed.isOk()) return s.failed;
   if (mine.size() > wire::kMaxContributionBytes) {
@@ -210,8 +208,8 @@ Result<std::vector<std::vector<uint8_t>>> StoreClient::allGather(const std::vect
   std::snprintf(what, sizeof(what), "allGather round %llu", static_cast<unsigned long long>(s.round));
   s.started = Clock::now();
   int remaining = deadline.remainingMs();
-  uint32_t deadlineMs = deadline.at() == Clock::time_point::max() ? wire::kNoDeadline
-                                                                  : static_cast<uint32_t>(remaining);
+  uint32_t deadlineMs =
+      deadline.at() == Clock::time_point::max() ? wire::kNoDeadline : static_cast<uint32_t>(remaining);
   const Clock::time_point until = withGrace(deadline);
   Status sent = s.send(wire::encodeGather(s.round, deadlineMs, mine), until, what);
   if (!sent.isOk()) return s.failed = sent;

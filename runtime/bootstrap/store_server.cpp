@@ -227,8 +227,7 @@ void StoreServer::Impl::loop() {
 
 bool StoreServer::Impl::detachedWorkDone() {
   if (state_.finished()) {
-    FERRY_INFO(log::kBootstrap, "every rank has left; the detached root at %s stops",
-               bound_.toString().c_str());
+    FERRY_INFO(log::kBootstrap, "every rank has left; the detached root at %s stops", bound_.toString().c_str());
     return true;
   }
   if (secondsSince(lastActivity_) > idleSeconds_) {
@@ -377,8 +376,7 @@ void StoreServer::Impl::flush(Conn& c) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    FERRY_INFO(log::kBootstrap, "cannot send to %s: %s", c.who().c_str(),
-               n < 0 ? std::strerror(errno) : "no progress");
+    FERRY_INFO(log::kBootstrap, "cannot send to %s: %s", c.who().c_str(), n < 0 ? std::strerror(errno) : "no progress");
     c.dead = true;
     return;
   }
@@ -394,9 +392,10 @@ void StoreServer::Impl::dropStranger(Conn& c, const std::string& why) {
   ++strangersDropped_;
   // A WARN at the 1st, 2nd, 4th, 8th... keeps a flood from flooding the log as well.
   if ((strangersDropped_ & (strangersDropped_ - 1)) == 0) {
-    FERRY_WARN(log::kBootstrap, "dropping connection from %s, which has not proved the job secret: %s (%llu such "
-               "connections dropped so far)", c.who().c_str(), why.c_str(),
-               static_cast<unsigned long long>(strangersDropped_));
+    FERRY_WARN(log::kBootstrap,
+               "dropping connection from %s, which has not proved the job secret: %s (%llu such "
+               "connections dropped so far)",
+               c.who().c_str(), why.c_str(), static_cast<unsigned long long>(strangersDropped_));
   } else {
     FERRY_INFO(log::kBootstrap, "dropping connection from %s, which has not proved the job secret: %s", c.who().c_str(),
                why.c_str());
@@ -450,8 +449,10 @@ void StoreServer::Impl::sweep() {
 Result<std::unique_ptr<StoreServer>> StoreServer::start(const SocketAddress& bind, const Secret& secret,
                                                         int worldSize) {
   if (worldSize < 0 || worldSize > wire::kMaxWorldSize) {
-    return makeError(ErrorCode::kInvalidArgument, "world size %d for the rendezvous root is out of range (expected "
-                     "0, for rank 0's choice, or 1 to %d)", worldSize, wire::kMaxWorldSize);
+    return makeError(ErrorCode::kInvalidArgument,
+                     "world size %d for the rendezvous root is out of range (expected "
+                     "0, for rank 0's choice, or 1 to %d)",
+                     worldSize, wire::kMaxWorldSize);
   }
   auto impl = std::make_unique<Impl>(secret, worldSize);
   auto listening = listenOn(bind, &impl->bound_);

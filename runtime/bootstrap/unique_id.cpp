@@ -60,8 +60,8 @@ Result<RootInfo> decodeUniqueId(const uint8_t in[kUniqueIdBytes]) {
   auto version = static_cast<unsigned>(get(in + 4, 2));
   if (version != kIdVersion) {
     return makeError(ErrorCode::kInvalidArgument,
-                     "unique id has layout version %u, expected %u: all ranks must run the same ferry version",
-                     version, unsigned{kIdVersion});
+                     "unique id has layout version %u, expected %u: all ranks must run the same ferry version", version,
+                     unsigned{kIdVersion});
   }
   auto family = static_cast<unsigned>(get(in + 6, 2));
   auto port = static_cast<uint16_t>(get(in + 8, 2));
@@ -78,8 +78,7 @@ Result<RootInfo> decodeUniqueId(const uint8_t in[kUniqueIdBytes]) {
     info.addr.length = sizeof(sockaddr_in6);
   } else {
     return makeError(ErrorCode::kInvalidArgument,
-                     "unique id names address family %u, expected 4 (IPv4) or 6 (IPv6): it was corrupted",
-                     family);
+                     "unique id names address family %u, expected 4 (IPv4) or 6 (IPv6): it was corrupted", family);
   }
   std::memcpy(info.secret.bytes.data(), in + 32, info.secret.bytes.size());
   return info;

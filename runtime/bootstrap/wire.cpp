@@ -43,9 +43,7 @@ std::vector<uint8_t> startFrame(MsgType type, size_t payloadBytes) {
   return out;
 }
 
-OutFrame finish(std::vector<uint8_t> frame) {
-  return std::make_shared<const std::vector<uint8_t>>(std::move(frame));
-}
+OutFrame finish(std::vector<uint8_t> frame) { return std::make_shared<const std::vector<uint8_t>>(std::move(frame)); }
 
 }  // namespace
 
@@ -153,8 +151,8 @@ OutFrame encodeGatherReply(uint64_t round, const std::vector<std::vector<uint8_t
   return finish(std::move(out));
 }
 
-Result<std::vector<std::vector<uint8_t>>> decodeGatherReply(const std::vector<uint8_t>& payload,
-                                                            uint64_t round, int count) {
+Result<std::vector<std::vector<uint8_t>>> decodeGatherReply(const std::vector<uint8_t>& payload, uint64_t round,
+                                                            int count) {
   if (payload.size() < 12) {
     return makeError(ErrorCode::kRemoteError,
                      "the root's reply to allGather round %llu has %zu bytes, fewer than its 12-byte prefix",
@@ -165,8 +163,8 @@ Result<std::vector<std::vector<uint8_t>>> decodeGatherReply(const std::vector<ui
   if (gotRound != round || gotCount != static_cast<uint32_t>(count)) {
     return makeError(ErrorCode::kRemoteError,
                      "the root answered round %llu with %u contributions; expected round %llu with %d",
-                     static_cast<unsigned long long>(gotRound), gotCount,
-                     static_cast<unsigned long long>(round), count);
+                     static_cast<unsigned long long>(gotRound), gotCount, static_cast<unsigned long long>(round),
+                     count);
   }
   std::vector<std::vector<uint8_t>> all(static_cast<size_t>(count));
   size_t off = 12;

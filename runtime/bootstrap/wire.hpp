@@ -30,20 +30,20 @@
 
 namespace ferry::bootstrap::wire {
 
-inline constexpr uint32_t kMagic = 0x46525259;            ///< "FRRY"
-inline constexpr uint32_t kProtocolVersion = 2;           ///< sent in HELLO and CHALLENGE; others refused
-inline constexpr size_t kHeaderBytes = 12;                ///< magic, type, reserved, length
-inline constexpr size_t kHelloBytes = 36;                 ///< version, rank nonce
-inline constexpr size_t kLegacyHelloBytes = 28;           ///< protocol 1: secret, rank, size, version
-inline constexpr size_t kChallengeBytes = 36;             ///< version, root nonce
-inline constexpr size_t kAuthBytes = 40;                  ///< rank, size, rank proof
-inline constexpr size_t kWelcomeBytes = 32;               ///< root proof
-inline constexpr size_t kGatherPrefixBytes = 12;          ///< round + deadline before the data
-inline constexpr size_t kMaxContributionBytes = 1u << 20; ///< per rank and round
-inline constexpr size_t kMaxRoundBytes = 256u << 20;      ///< all ranks of one round together
-inline constexpr int kMaxWorldSize = 1 << 20;             ///< ranks one root accepts
-inline constexpr size_t kMaxErrorBytes = 4096;            ///< ERROR body, code included
-inline constexpr uint32_t kNoDeadline = 0xFFFFFFFFu;      ///< GATHER from a rank that waits forever
+inline constexpr uint32_t kMagic = 0x46525259;             ///< "FRRY"
+inline constexpr uint32_t kProtocolVersion = 2;            ///< sent in HELLO and CHALLENGE; others refused
+inline constexpr size_t kHeaderBytes = 12;                 ///< magic, type, reserved, length
+inline constexpr size_t kHelloBytes = 36;                  ///< version, rank nonce
+inline constexpr size_t kLegacyHelloBytes = 28;            ///< protocol 1: secret, rank, size, version
+inline constexpr size_t kChallengeBytes = 36;              ///< version, root nonce
+inline constexpr size_t kAuthBytes = 40;                   ///< rank, size, rank proof
+inline constexpr size_t kWelcomeBytes = 32;                ///< root proof
+inline constexpr size_t kGatherPrefixBytes = 12;           ///< round + deadline before the data
+inline constexpr size_t kMaxContributionBytes = 1u << 20;  ///< per rank and round
+inline constexpr size_t kMaxRoundBytes = 256u << 20;       ///< all ranks of one round together
+inline constexpr int kMaxWorldSize = 1 << 20;              ///< ranks one root accepts
+inline constexpr size_t kMaxErrorBytes = 4096;             ///< ERROR body, code included
+inline constexpr uint32_t kNoDeadline = 0xFFFFFFFFu;       ///< GATHER from a rank that waits forever
 
 /// Message types. Anything else on the wire is garbage.
 enum class MsgType : uint16_t { kHello = 1, kGather = 2, kOk = 3, kError = 4, kChallenge = 5, kAuth = 6 };
@@ -110,8 +110,8 @@ Result<Digest> decodeWelcome(const std::vector<uint8_t>& payload);
 /// OK for a completed round: every contribution, indexed by rank.
 OutFrame encodeGatherReply(uint64_t round, const std::vector<std::vector<uint8_t>>& all);
 /// Parse a round's OK and check that it is round `round` with `count` contributions.
-Result<std::vector<std::vector<uint8_t>>> decodeGatherReply(const std::vector<uint8_t>& payload,
-                                                            uint64_t round, int count);
+Result<std::vector<std::vector<uint8_t>>> decodeGatherReply(const std::vector<uint8_t>& payload, uint64_t round,
+                                                            int count);
 /// Largest OK payload a world of `size` ranks may legitimately produce.
 size_t maxGatherReplyBytes(int size);
 

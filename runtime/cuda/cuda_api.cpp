@@ -25,9 +25,9 @@ Status fail(cudaError_t e, const std::string& call, Where w) {
   return Status(ErrorCode::kUnhandledCudaError, call + " on " + where(w) + ": " + errorText(e));
 }
 
-#define FERRY_CUDA_CALL(expr, text, w)                  \
-  do {                                                  \
-    cudaError_t ferry_cuda_e_ = (expr);                 \
+#define FERRY_CUDA_CALL(expr, text, w)                                         \
+  do {                                                                         \
+    cudaError_t ferry_cuda_e_ = (expr);                                        \
     if (ferry_cuda_e_ != cudaSuccess) return fail(ferry_cuda_e_, (text), (w)); \
   } while (0)
 
@@ -262,12 +262,16 @@ Status launchError(int error, const std::string& what, Where w) {
 
 Status checkDeviceRequest(const char* fn, int rank, int device) {
   if (device < -1) {
-    return makeError(ErrorCode::kInvalidArgument, "%s on rank %d: device %d is invalid (expected a CUDA device >= 0, "
-                     "or -1 for none)", fn, rank, device);
+    return makeError(ErrorCode::kInvalidArgument,
+                     "%s on rank %d: device %d is invalid (expected a CUDA device >= 0, "
+                     "or -1 for none)",
+                     fn, rank, device);
   }
   if (device >= 0 && !built()) {
-    return makeError(ErrorCode::kInvalidUsage, "%s on rank %d: device %d was requested but ferry was built without "
-                     "CUDA (reconfigure with nvcc on PATH, -Dcuda=enabled)", fn, rank, device);
+    return makeError(ErrorCode::kInvalidUsage,
+                     "%s on rank %d: device %d was requested but ferry was built without "
+                     "CUDA (reconfigure with nvcc on PATH, -Dcuda=enabled)",
+                     fn, rank, device);
   }
   return Status::ok();
 }

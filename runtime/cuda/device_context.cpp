@@ -129,8 +129,8 @@ Result<DeviceCard> probe(int device, Where w) {
 
 Status checkKnobs(const DeviceCard& c) {
   auto bad = [](const char* name, int64_t v, const char* expected) {
-    return makeError(ErrorCode::kInvalidArgument, "%s=%lld is invalid (expected %s)", name,
-                     static_cast<long long>(v), expected);
+    return makeError(ErrorCode::kInvalidArgument, "%s=%lld is invalid (expected %s)", name, static_cast<long long>(v),
+                     expected);
   };
   if (c.maxCtas < 1) return bad("FERRY_MAX_CTAS", c.maxCtas, ">= 1");
   if (c.slots < 2) return bad("FERRY_GPU_SLOTS", c.slots, ">= 2");
@@ -178,8 +178,8 @@ struct DeviceContext::Setup {
   uint64_t commId;
   Deadline deadline;
   Where w{rank, device};
-  std::vector<DeviceCard> cards{};    // round A, every rank's
-  Status failed{};                    // the first failure of round A, every rank's error after round B
+  std::vector<DeviceCard> cards{};  // round A, every rank's
+  Status failed{};                  // the first failure of round A, every rank's error after round B
   std::unique_ptr<DeviceContext> ctx{};
   const DeviceCard* sizes = nullptr;  // the card whose knobs every rank uses
   bool kernel = false;
@@ -341,8 +341,8 @@ Status DeviceContext::Setup::readAlgorithmKnobs() {
   } else if (k.gpuAlgo.empty()) {
     ctx->algo_ = gpu::DevAlgo::kDirect;
   } else {
-    return makeError(ErrorCode::kInvalidArgument, "FERRY_GPU_ALGO='%s' is not a GPU algorithm (expected ring or direct)",
-                     k.gpuAlgo.c_str());
+    return makeError(ErrorCode::kInvalidArgument,
+                     "FERRY_GPU_ALGO='%s' is not a GPU algorithm (expected ring or direct)", k.gpuAlgo.c_str());
   }
   std::string p = k.gpuProto;
   std::transform(p.begin(), p.end(), p.begin(), [](unsigned char ch) { return std::tolower(ch); });
@@ -504,7 +504,7 @@ Status DeviceContext::Setup::uploadDevComm(const std::vector<void*>& bases) {
   const size_t devBytes = gpu::devCommBytes();
   constexpr std::align_val_t kAlign{256};
   std::unique_ptr<void, void (*)(void*)> host(::operator new(devBytes, kAlign),
-                                              [](void* p) { ::operator delete(p, std::align_val_t{256}); });
+                                              [](void* p) { ::operator delete (p, std::align_val_t{256}); });
   std::memset(host.get(), 0, devBytes);
   // The record a timed-out device wait writes: host-mapped, so the host reads it while the
   // kernel is stuck or after it trapped (device memory could not be read then).

@@ -60,7 +60,8 @@ Status issueGroup(std::vector<Recorded> recorded) {
     }
   }
   // Device work is only enqueued: one thread issues it all, in order.
-  for (size_t i = 0; i < perComm.size(); ++i) FERRY_TRY(issueDevice(*perComm[i].first.comm, perComm[i].first.ctx, routed[i]));
+  for (size_t i = 0; i < perComm.size(); ++i)
+    FERRY_TRY(issueDevice(*perComm[i].first.comm, perComm[i].first.ctx, routed[i]));
   // Host work blocks until the peers arrive: one thread per communicator that has some.
   std::vector<size_t> withHost;
   for (size_t i = 0; i < routed.size(); ++i) {
@@ -113,9 +114,9 @@ Status groupEnd() {
   gpu::GroupState done = std::move(g);
   g = gpu::GroupState{};
   if (!done.error.isOk()) {
-    return Status(done.error.code(),
-                  "groupEnd: a call in the group failed, so none of its " + std::to_string(done.calls.size()) +
-                      " recorded calls ran: " + done.error.message());
+    return Status(done.error.code(), "groupEnd: a call in the group failed, so none of its " +
+                                         std::to_string(done.calls.size()) +
+                                         " recorded calls ran: " + done.error.message());
   }
   FERRY_TRACE(log::kColl, "group end: %zu stream-ordered calls", done.calls.size());
   Status st = gpu::issueGroup(std::move(done.calls));

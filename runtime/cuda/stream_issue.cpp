@@ -39,10 +39,10 @@ Result<Route> route(const DevWork& w, int rank, const DeviceContext* ctx, Stream
   if ((!rs || !wr || s == r) && (!device || usable)) return device ? Route::kDevice : Route::kHost;
   const std::string fn = describe(w, false) + " on rank " + std::to_string(rank);
   if (rs && wr && s != r) {
-    return Status(ErrorCode::kInvalidArgument,
-                  fn + ": the send buffer " + pointerText(w.send) + " is " + kindName(s) +
-                      " memory but the receive buffer " + pointerText(w.recv) + " is " + kindName(r) +
-                      " memory (both must be device memory, or both host memory)");
+    return Status(ErrorCode::kInvalidArgument, fn + ": the send buffer " + pointerText(w.send) + " is " + kindName(s) +
+                                                   " memory but the receive buffer " + pointerText(w.recv) + " is " +
+                                                   kindName(r) +
+                                                   " memory (both must be device memory, or both host memory)");
   }
   const void* p = rs ? w.send : w.recv;
   if (ctx == nullptr) {
@@ -179,8 +179,8 @@ Status checkStreams(Comm& comm, const DeviceContext* ctx, const RoutedCalls& rou
                        "%s on rank %d: stream is the legacy default stream, but %d ranks of this communicator drive "
                        "device %d from this process; their kernels wait for each other, and that stream runs one at "
                        "a time. Give each rank a stream of its own (cudaStreamCreate)",
-                       describe(routed.deviceWorks[0][0], false).c_str(), comm.rank(),
-                       ctx->ranksSharingGpuInProcess(), ctx->device());
+                       describe(routed.deviceWorks[0][0], false).c_str(), comm.rank(), ctx->ranksSharingGpuInProcess(),
+                       ctx->device());
     }
   }
   return Status::ok();

@@ -32,7 +32,7 @@ struct StreamCall {
 
 /// One communicator's calls, sorted by route.
 struct RoutedCalls {
-  std::vector<Stream> deviceStreams;             ///< distinct, in order of first use
+  std::vector<Stream> deviceStreams;              ///< distinct, in order of first use
   std::vector<std::vector<DevWork>> deviceWorks;  ///< per entry of deviceStreams, in order
   std::vector<DevWork> hostWorks;                 ///< in order
   std::vector<Stream> hostStreams;                ///< non-null streams the host works wait for

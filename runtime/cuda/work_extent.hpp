@@ -10,7 +10,6 @@
 
 namespace ferry::gpu {
 
-
 /// "allReduce of 1024 float32 (ring, LL)" for messages; algo and proto when `device`.
 std::string describe(const DevWork& w, bool device);
 

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     Measurement bad{0.001, 1.0, 1.5, true, 3, {0, 3}, 2, 1};
     report.row({coll, 1024, 256, ferry::DataType::kFloat32, ferry::RedOp::kSum, collInfo(coll).rooted ? 0 : -1, good,
                 coll == Coll::kSend ? na : good});
-    if (coll == Coll::kAllReduce) report.row({coll, 4096, 1024, ferry::DataType::kFloat32, ferry::RedOp::kAvg, -1, bad, good});
+    if (coll == Coll::kAllReduce)
+      report.row({coll, 4096, 1024, ferry::DataType::kFloat32, ferry::RedOp::kAvg, -1, bad, good});
     if (coll == Coll::kReduce) report.skipped(coll, ferry::DataType::kFloat16, ferry::RedOp::kSum, "Open MPI 4.1.4");
     report.endCollective();
   }

@@ -147,8 +147,10 @@ TEST_CASE("countWrong accepts each collective's exact result and catches one wro
       CAPTURE(collInfo(coll).name, typeInfo(type).ferryName);
       const size_t elt = typeInfo(type).size;
       const int root = 1;
-      const CollCounts c = collCounts(coll, pc * (coll == Coll::kAllGather || coll == Coll::kReduceScatter ||
-                                                  coll == Coll::kAllToAll ? n : 1), elt, n);
+      const CollCounts c =
+          collCounts(coll,
+                     pc * (coll == Coll::kAllGather || coll == Coll::kReduceScatter || coll == Coll::kAllToAll ? n : 1),
+                     elt, n);
       REQUIRE(c.paramCount == pc);
       std::vector<std::vector<uint8_t>> in(n, std::vector<uint8_t>(c.sendCount * elt));
       std::vector<CheckPlan> plans;
@@ -177,9 +179,15 @@ TEST_CASE("countWrong accepts each collective's exact result and catches one wro
         switch (coll) {
           case Coll::kAllReduce: reduced(0); break;
           case Coll::kReduceScatter: reduced(static_cast<size_t>(me) * pc); break;
-          case Coll::kReduce: if (me == root) reduced(0); break;
-          case Coll::kAllGather: for (int r = 0; r < n; ++r) copy(r * pc, r, 0); break;
-          case Coll::kAllToAll: for (int r = 0; r < n; ++r) copy(r * pc, r, me * pc); break;
+          case Coll::kReduce:
+            if (me == root) reduced(0);
+            break;
+          case Coll::kAllGather:
+            for (int r = 0; r < n; ++r) copy(r * pc, r, 0);
+            break;
+          case Coll::kAllToAll:
+            for (int r = 0; r < n; ++r) copy(r * pc, r, me * pc);
+            break;
           case Coll::kBroadcast: copy(0, root, 0); break;
           case Coll::kSend: copy(0, (me + n - 1) % n, 0); break;
           case Coll::kRecv:

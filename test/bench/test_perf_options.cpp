@@ -43,9 +43,43 @@ TEST_CASE("defaults are nccl-tests'") {
 }
 
 TEST_CASE("short, attached, long and --name=value forms") {
-  const Options o = parseOk({"reduce", "-b", "8", "-e64M", "--stepfactor", "4", "--iters=3", "-w", "0", "-m", "2",
-                             "-c", "2", "-o", "max", "-d", "bfloat16", "-r", "1", "-z", "1", "-T", "30", "-a", "3",
-                             "-J", "out.json", "-M", "1", "-N", "2", "--iter_budget", "1G", "-t", "1", "-g", "1"});
+  const Options o = parseOk({"reduce",
+                             "-b",
+                             "8",
+                             "-e64M",
+                             "--stepfactor",
+                             "4",
+                             "--iters=3",
+                             "-w",
+                             "0",
+                             "-m",
+                             "2",
+                             "-c",
+                             "2",
+                             "-o",
+                             "max",
+                             "-d",
+                             "bfloat16",
+                             "-r",
+                             "1",
+                             "-z",
+                             "1",
+                             "-T",
+                             "30",
+                             "-a",
+                             "3",
+                             "-J",
+                             "out.json",
+                             "-M",
+                             "1",
+                             "-N",
+                             "2",
+                             "--iter_budget",
+                             "1G",
+                             "-t",
+                             "1",
+                             "-g",
+                             "1"});
   CHECK(o.colls == std::vector<Coll>{Coll::kReduce});
   CHECK(o.minBytes == 8);
   CHECK(o.maxBytes == 64u << 20);
@@ -130,7 +164,8 @@ TEST_CASE("GPU mode flags: --gpu-ranks, --device, --graph") {
   CHECK_THAT(parseError({"all_reduce", "--graph"}), Catch::Contains("--graph needs --gpu-ranks"));
   CHECK(parseOk({"all_reduce", "--gpu-ranks", "2", "--rank-threads"}).rankThreads);
   CHECK_THAT(parseError({"all_reduce", "--rank-threads"}), Catch::Contains("--rank-threads needs --gpu-ranks"));
-  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "--rank-threads", "--graph"}), Catch::Contains("do not combine"));
+  CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "--rank-threads", "--graph"}),
+             Catch::Contains("do not combine"));
   CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "-z", "1"}), Catch::Contains("-z 1"));
   CHECK_THAT(parseError({"all_reduce", "--gpu-ranks", "2", "-T", "5"}), Catch::Contains("-T"));
 }

@@ -47,9 +47,9 @@ namespace {
 // Linux header does not compile as C++): offload state the two TAPs hand each other unchanged.
 struct VnetHeader {
   uint8_t flags;
-  uint8_t gsoType;    // 0: not a segmentation-offload frame
-  uint16_t hdrLen;    // bytes of headers before the payload
-  uint16_t gsoSize;   // payload bytes per segment
+  uint8_t gsoType;   // 0: not a segmentation-offload frame
+  uint16_t hdrLen;   // bytes of headers before the payload
+  uint16_t gsoSize;  // payload bytes per segment
   uint16_t csumStart;
   uint16_t csumOffset;
 };
@@ -101,8 +101,8 @@ struct Direction {
   int in = -1, out = -1;
   int64_t delayNs = 0;
   double loss = 0;
-  double nsPerByte = 0;     // 0: no rate limit
-  int64_t wireFreeNs = 0;   // when the wire finishes sending what it was given
+  double nsPerByte = 0;    // 0: no rate limit
+  int64_t wireFreeNs = 0;  // when the wire finishes sending what it was given
   size_t limit = 0;
   size_t queued = 0;
   std::deque<Frame> queue;
@@ -162,13 +162,14 @@ int main(int argc, char** argv) {
   sched_param sp{};
   sp.sched_priority = 10;
   if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
-    std::fprintf(stderr, "ferry-link-emulator: no real-time priority (%s): delays will stretch when the CPUs are busy\n",
+    std::fprintf(stderr,
+                 "ferry-link-emulator: no real-time priority (%s): delays will stretch when the CPUs are busy\n",
                  std::strerror(errno));
   }
   const bool offload = lossPct == 0;
   int hostFd = openTap(hostNs, hostDev, offload);
   int switchFd = openTap(switchNs, switchDev, offload);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = onSignal;
   for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaction(s, &sa, nullptr);
   std::printf("ready\n");
@@ -230,7 +231,8 @@ int main(int argc, char** argv) {
         }
         // The wire takes the frame when it has finished the previous one.
         const int64_t start = std::max(t, d.wireFreeNs);
-        d.wireFreeNs = start + static_cast<int64_t>(wireBytes(buf.data(), static_cast<size_t>(n), offload) * d.nsPerByte);
+        d.wireFreeNs =
+            start + static_cast<int64_t>(wireBytes(buf.data(), static_cast<size_t>(n), offload) * d.nsPerByte);
         d.queue.push_back({d.wireFreeNs + d.delayNs, std::vector<uint8_t>(buf.begin(), buf.begin() + n)});
         d.queued += static_cast<size_t>(n);
       }

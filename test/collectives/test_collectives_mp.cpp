@@ -131,73 +131,86 @@ class Buffer {
 }  // namespace
 
 TEST_CASE("allReduce", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    Buffer in(c, count * es + 1), out(c, count * es + 1);
-    fillPattern(t, in.data(), count, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
-    void* dst = inPlace ? in.data() : out.data();
-    std::string what = label("allReduce", t, op, count, inPlace);
-    Status s = c.allReduce(in.data(), dst, count, t, op);
-    if (!s.isOk()) return failed(s, what);
-    return comparePattern(t, dst, count, pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }), 0, what);
-  }, true);
+  runSweep(
+      [](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        Buffer in(c, count * es + 1), out(c, count * es + 1);
+        fillPattern(t, in.data(), count,
+                    pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
+        void* dst = inPlace ? in.data() : out.data();
+        std::string what = label("allReduce", t, op, count, inPlace);
+        Status s = c.allReduce(in.data(), dst, count, t, op);
+        if (!s.isOk()) return failed(s, what);
+        return comparePattern(t, dst, count,
+                              pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }), 0,
+                              what);
+      },
+      true);
 }
 
 TEST_CASE("reduceScatter", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    Buffer in(c, count * n * es + 1), out(c, count * es + 1);
-    fillPattern(t, in.data(), count * n, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
-    void* dst = inPlace ? in.data() + r * count * es : out.data();
-    std::string what = label("reduceScatter", t, op, count, inPlace);
-    Status s = c.reduceScatter(in.data(), dst, count, t, op);
-    if (!s.isOk()) return failed(s, what);
-    return comparePattern(t, dst, count, pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }),
-                          r * count, what);
-  }, true, true);
+  runSweep(
+      [](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        Buffer in(c, count * n * es + 1), out(c, count * es + 1);
+        fillPattern(t, in.data(), count * n,
+                    pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
+        void* dst = inPlace ? in.data() + r * count * es : out.data();
+        std::string what = label("reduceScatter", t, op, count, inPlace);
+        Status s = c.reduceScatter(in.data(), dst, count, t, op);
+        if (!s.isOk()) return failed(s, what);
+        return comparePattern(t, dst, count,
+                              pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }),
+                              r * count, what);
+      },
+      true, true);
 }
 
 TEST_CASE("allGather", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    Buffer in(c, count * es + 1), out(c, count * n * es + 1);
-    uint8_t* src = inPlace ? out.data() + r * count * es : in.data();
-    fillPattern(t, src, count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
-    std::string what = label("allGather", t, op, count, inPlace);
-    Status s = c.allGather(src, out.data(), count, t);
-    if (!s.isOk()) return failed(s, what);
-    for (int b = 0; b < n; ++b) {
-      std::string err = comparePattern(t, out.data() + b * count * es, count,
-                                       pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, b, i); }), 0,
-                                       what + " block " + std::to_string(b));
-      if (!err.empty()) return err;
-    }
-    return "";
-  }, false, true);
+  runSweep(
+      [](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        Buffer in(c, count * es + 1), out(c, count * n * es + 1);
+        uint8_t* src = inPlace ? out.data() + r * count * es : in.data();
+        fillPattern(t, src, count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
+        std::string what = label("allGather", t, op, count, inPlace);
+        Status s = c.allGather(src, out.data(), count, t);
+        if (!s.isOk()) return failed(s, what);
+        for (int b = 0; b < n; ++b) {
+          std::string err = comparePattern(t, out.data() + b * count * es, count,
+                                           pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, b, i); }), 0,
+                                           what + " block " + std::to_string(b));
+          if (!err.empty()) return err;
+        }
+        return "";
+      },
+      false, true);
 }
 
 TEST_CASE("allToAll", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    Buffer in(c, count * n * es + 1), out(c, count * n * es + 1);
-    fillPattern(t, in.data(), count * n, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
-    auto* dst = inPlace ? in.data() : out.data();
-    std::string what = label("allToAll", t, op, count, inPlace);
-    Status s = c.allToAll(in.data(), dst, count, t);
-    if (!s.isOk()) return failed(s, what);
-    // Block j of the output came from rank j's block r.
-    for (int j = 0; j < n; ++j) {
-      std::string err = comparePattern(t, dst + j * count * es, count,
-                                       pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, j, i); }), r * count,
-                                       what + " block " + std::to_string(j));
-      if (!err.empty()) return err;
-    }
-    return "";
-  }, false, true);
+  runSweep(
+      [](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        Buffer in(c, count * n * es + 1), out(c, count * n * es + 1);
+        fillPattern(t, in.data(), count * n, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
+        auto* dst = inPlace ? in.data() : out.data();
+        std::string what = label("allToAll", t, op, count, inPlace);
+        Status s = c.allToAll(in.data(), dst, count, t);
+        if (!s.isOk()) return failed(s, what);
+        // Block j of the output came from rank j's block r.
+        for (int j = 0; j < n; ++j) {
+          std::string err = comparePattern(t, dst + j * count * es, count,
+                                           pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, j, i); }),
+                                           r * count, what + " block " + std::to_string(j));
+          if (!err.empty()) return err;
+        }
+        return "";
+      },
+      false, true);
 }
 
 // In place on odd ranks, out of place on even ones (each rank's own choice): no rank may return
@@ -238,43 +251,50 @@ TEST_CASE("allToAll in place on some ranks", "[mp]") {
 }
 
 TEST_CASE("broadcast", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    for (int root : {0, n - 1}) {
-      Buffer in(c, count * es + 1), out(c, count * es + 1, 0xEE);
-      uint8_t* src = inPlace ? out.data() : in.data();
-      auto pat = pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, root, i); });
-      if (r == root) fillPattern(t, src, count, pat);
-      std::string what = label("broadcast", t, op, count, inPlace, root);
-      Status s = c.broadcast(src, out.data(), count, t, root);
-      if (!s.isOk()) return failed(s, what);
-      std::string err = comparePattern(t, out.data(), count, pat, 0, what);
-      if (!err.empty()) return err;
-    }
-    return "";
-  }, false);
+  runSweep(
+      [](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        for (int root : {0, n - 1}) {
+          Buffer in(c, count * es + 1), out(c, count * es + 1, 0xEE);
+          uint8_t* src = inPlace ? out.data() : in.data();
+          auto pat = pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, root, i); });
+          if (r == root) fillPattern(t, src, count, pat);
+          std::string what = label("broadcast", t, op, count, inPlace, root);
+          Status s = c.broadcast(src, out.data(), count, t, root);
+          if (!s.isOk()) return failed(s, what);
+          std::string err = comparePattern(t, out.data(), count, pat, 0, what);
+          if (!err.empty()) return err;
+        }
+        return "";
+      },
+      false);
 }
 
 TEST_CASE("reduce", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    for (int root : {0, n - 1}) {
-      Buffer in(c, count * es + 1), out(c, count * es + 1);
-      fillPattern(t, in.data(), count, pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
-      void* dst = inPlace ? in.data() : out.data();
-      std::string what = label("reduce", t, op, count, inPlace, root);
-      Status s = c.reduce(in.data(), dst, count, t, op, root);
-      if (!s.isOk()) return failed(s, what);
-      if (r == root) {
-        std::string err = comparePattern(t, dst, count,
-                                         pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }), 0, what);
-        if (!err.empty()) return err;
-      }
-    }
-    return "";
-  }, true);
+  runSweep(
+      [](Comm& c, DataType t, RedOp op, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        for (int root : {0, n - 1}) {
+          Buffer in(c, count * es + 1), out(c, count * es + 1);
+          fillPattern(t, in.data(), count,
+                      pattern(t, kReducePeriod, [&](size_t i) { return reduceInput(t, op, n, r, i); }));
+          void* dst = inPlace ? in.data() : out.data();
+          std::string what = label("reduce", t, op, count, inPlace, root);
+          Status s = c.reduce(in.data(), dst, count, t, op, root);
+          if (!s.isOk()) return failed(s, what);
+          if (r == root) {
+            std::string err =
+                comparePattern(t, dst, count,
+                               pattern(t, kReducePeriod, [&](size_t i) { return reduceExpected(t, op, n, i); }), 0,
+                               what);
+            if (!err.empty()) return err;
+          }
+        }
+        return "";
+      },
+      true);
 }
 
 // The bitwise ops on every integer type, through allReduce and reduce to the first and the last
@@ -322,31 +342,34 @@ TEST_CASE("bitwise allReduce and reduce", "[mp]") {
 }
 
 TEST_CASE("sendRecv and barrier", "[mp]") {
-  runSweep([](Comm& c, DataType t, RedOp, size_t count, bool inPlace) -> std::string {
-    const int n = c.size(), r = c.rank();
-    const size_t es = dataTypeSize(t);
-    if (inPlace) {
-      Status s = c.barrier();
-      return s.isOk() ? "" : failed(s, "barrier");
-    }
-    if (n == 1) return "";
-    // Ring shift: even ranks send first, odd ranks receive first (works for any n with blocking calls).
-    Buffer in(c, count * es + 1), out(c, count * es + 1);
-    fillPattern(t, in.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
-    const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    std::string what = label("send/recv", t, RedOp::kSum, count, false);
-    Status s1, s2;
-    if (r % 2 == 0) {
-      s1 = c.send(in.data(), count, t, next);
-      s2 = c.recv(out.data(), count, t, prev);
-    } else {
-      s2 = c.recv(out.data(), count, t, prev);
-      s1 = c.send(in.data(), count, t, next);
-    }
-    if (!s1.isOk()) return failed(s1, what);
-    if (!s2.isOk()) return failed(s2, what);
-    return comparePattern(t, out.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, prev, i); }), 0, what);
-  }, false);
+  runSweep(
+      [](Comm& c, DataType t, RedOp, size_t count, bool inPlace) -> std::string {
+        const int n = c.size(), r = c.rank();
+        const size_t es = dataTypeSize(t);
+        if (inPlace) {
+          Status s = c.barrier();
+          return s.isOk() ? "" : failed(s, "barrier");
+        }
+        if (n == 1) return "";
+        // Ring shift: even ranks send first, odd ranks receive first (works for any n with blocking calls).
+        Buffer in(c, count * es + 1), out(c, count * es + 1);
+        fillPattern(t, in.data(), count, pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r, i); }));
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        std::string what = label("send/recv", t, RedOp::kSum, count, false);
+        Status s1, s2;
+        if (r % 2 == 0) {
+          s1 = c.send(in.data(), count, t, next);
+          s2 = c.recv(out.data(), count, t, prev);
+        } else {
+          s2 = c.recv(out.data(), count, t, prev);
+          s1 = c.send(in.data(), count, t, next);
+        }
+        if (!s1.isOk()) return failed(s1, what);
+        if (!s2.isOk()) return failed(s2, what);
+        return comparePattern(t, out.data(), count,
+                              pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, prev, i); }), 0, what);
+      },
+      false);
 }
 
 TEST_CASE("sendRecv batch in any order", "[mp]") {
@@ -364,7 +387,8 @@ TEST_CASE("sendRecv batch in any order", "[mp]") {
         int p = (r % 2 == 0) ? k : n - 1 - k;
         in[p].resize(len(r, p) * 4);
         out[p].resize(len(p, r) * 4);
-        fillPattern(t, in[p].data(), len(r, p), pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r * 16 + p, i); }));
+        fillPattern(t, in[p].data(), len(r, p),
+                    pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, r * 16 + p, i); }));
         P2pOp rv = P2pOp::recv(out[p].data(), len(p, r), t, p), sd = P2pOp::send(in[p].data(), len(r, p), t, p);
         if (r % 2 == 0) {
           ops.push_back(rv);
@@ -378,8 +402,8 @@ TEST_CASE("sendRecv batch in any order", "[mp]") {
       if (!s.isOk()) return failed(s, "sendRecv batch");
       for (int p = 0; p < n; ++p) {
         std::string err = comparePattern(t, out[p].data(), len(p, r),
-                                         pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, p * 16 + r, i); }), 0,
-                                         "from rank " + std::to_string(p));
+                                         pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, p * 16 + r, i); }),
+                                         0, "from rank " + std::to_string(p));
         if (!err.empty()) return err;
       }
       return "";

@@ -78,7 +78,8 @@ TEST_CASE("ranks running different collectives get an error naming both", "[mp][
   });
   CHECK(summarize(outcomes) == "");
   bool named = false;
-  for (auto& o : outcomes) named |= o.output.find("broadcast") != std::string::npos && o.output.find("allReduce") != std::string::npos;
+  for (auto& o : outcomes)
+    named |= o.output.find("broadcast") != std::string::npos && o.output.find("allReduce") != std::string::npos;
   CHECK(named);
 }
 
@@ -361,9 +362,11 @@ TEST_CASE("ranks passing different exclude lists get an error naming both", "[mp
       return "the error does not name both lists: " + m;
     }
     auto self = c.shrink({c.rank()});
-    if (self.status().code() != ErrorCode::kInvalidArgument) return "excluding oneself gave " + self.status().toString();
+    if (self.status().code() != ErrorCode::kInvalidArgument)
+      return "excluding oneself gave " + self.status().toString();
     auto out = c.shrink({7});
-    if (out.status().message().find("rank 7") == std::string::npos) return "rank 7 not named: " + out.status().toString();
+    if (out.status().message().find("rank 7") == std::string::npos)
+      return "rank 7 not named: " + out.status().toString();
     return "";
   });
   CHECK(summarize(outcomes) == "");
@@ -428,9 +431,12 @@ TEST_CASE("bad arguments are rejected with the argument named", "[mp][faults]") 
         {c.send(buf.data(), 16, DataType::kFloat32, c.rank()), "peer"},
     };
     for (auto& k : cases) {
-      if (k.status.code() != ErrorCode::kInvalidArgument) return "expected invalid argument, got " + k.status.toString();
-      if (k.status.message().find(k.needle) == std::string::npos) return "message lacks '" + std::string(k.needle) + "': " + k.status.message();
-      if (k.status.message().find("rank " + std::to_string(c.rank())) == std::string::npos) return "message lacks the rank: " + k.status.message();
+      if (k.status.code() != ErrorCode::kInvalidArgument)
+        return "expected invalid argument, got " + k.status.toString();
+      if (k.status.message().find(k.needle) == std::string::npos)
+        return "message lacks '" + std::string(k.needle) + "': " + k.status.message();
+      if (k.status.message().find("rank " + std::to_string(c.rank())) == std::string::npos)
+        return "message lacks the rank: " + k.status.message();
     }
     // Invalid arguments are local: the communicator still works.
     Status s = c.allReduce(buf.data(), buf.data(), 16, DataType::kFloat32, RedOp::kSum);
@@ -468,7 +474,8 @@ TEST_CASE("abort from another thread ends a blocked call within 1 s", "[mp][faul
     }
     std::vector<float> buf(1 << 20, 1.0f);
     Status result;
-    std::thread blocked([&] { result = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum); });
+    std::thread blocked(
+        [&] { result = c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     auto t0 = std::chrono::steady_clock::now();
     c.abort("test abort");

@@ -61,8 +61,8 @@ constexpr int kChannels = 2, kThreads = 8;
 #endif
 using Bytes = std::vector<uint8_t, Alloc<uint8_t>>;
 
-const DataType kTypes[] = {DataType::kInt8,   DataType::kUint8,   DataType::kInt32,   DataType::kUint32,
-                           DataType::kInt64,  DataType::kUint64,  DataType::kFloat16, DataType::kFloat32,
+const DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt32,      DataType::kUint32,
+                           DataType::kInt64,   DataType::kUint64,   DataType::kFloat16,    DataType::kFloat32,
                            DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2};
 const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
                       RedOp::kAvg, RedOp::kBand, RedOp::kBor, RedOp::kBxor};
@@ -284,7 +284,8 @@ struct Case {
     // Expected results.
     const size_t total = kind == CallKind::kReduceScatter ? count * n : count;
     std::vector<uint8_t> red(total * es + 1);
-    const bool reduction = kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter || kind == CallKind::kReduce;
+    const bool reduction =
+        kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter || kind == CallKind::kReduce;
     if (reduction && n == 1) {
       std::memcpy(red.data(), input[0].data(), total * es);
     } else if (reduction && v.algo == DevAlgo::kDirect) {
@@ -386,7 +387,8 @@ TEST_CASE("gpu emu: reductions, every type x op x algorithm", "[gpu-emu]") {
           const bool inPlace = (static_cast<int>(op) + n) % 2 == 1;
           cases.push_back(std::make_unique<Case>(n, CallKind::kAllReduce, v, t, op, 37, inPlace, 0));
           cases.push_back(std::make_unique<Case>(n, CallKind::kReduceScatter, v, t, op, 13, !inPlace, 0));
-          cases.push_back(std::make_unique<Case>(n, CallKind::kReduce, v, t, op, 21, inPlace, static_cast<int>(op) % n));
+          cases.push_back(
+              std::make_unique<Case>(n, CallKind::kReduce, v, t, op, 21, inPlace, static_cast<int>(op) % n));
         }
         runCases(n, cases);
       }
@@ -406,7 +408,8 @@ TEST_CASE("gpu emu: every collective over sizes, in and out of place", "[gpu-emu
         for (size_t count : counts) {
           for (bool inPlace : {false, true}) {
             for (CallKind k : kinds) {
-              const size_t c = (k == CallKind::kAllToAll || k == CallKind::kReduceScatter) && count > 1000 ? count / n : count;
+              const size_t c =
+                  (k == CallKind::kAllToAll || k == CallKind::kReduceScatter) && count > 1000 ? count / n : count;
               const RedOp op = t == DataType::kInt32 ? RedOp::kSum : (count % 2 ? RedOp::kAvg : RedOp::kSum);
               cases.push_back(std::make_unique<Case>(n, k, v, t, op, c, inPlace, static_cast<int>(count % n)));
             }
@@ -476,11 +479,16 @@ TEST_CASE("gpu emu: a mixed list, repeated launches", "[gpu-emu]") {
     for (int rep = 0; rep < 3; ++rep) {
       std::vector<std::unique_ptr<Case>> cases;
       for (const Variant& v : kVariants) {
-        cases.push_back(std::make_unique<Case>(n, CallKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0));
-        cases.push_back(std::make_unique<Case>(n, CallKind::kAllGather, v, DataType::kBfloat16, RedOp::kSum, 77, true, 0));
-        cases.push_back(std::make_unique<Case>(n, CallKind::kBroadcast, v, DataType::kInt64, RedOp::kSum, 100, false, 1));
-        cases.push_back(std::make_unique<Case>(n, CallKind::kAllToAll, v, DataType::kFloat16, RedOp::kSum, 50, rep == 1, 0));
-        cases.push_back(std::make_unique<Case>(n, CallKind::kReduceScatter, v, DataType::kFloat64, RedOp::kAvg, 60, rep == 2, 0));
+        cases.push_back(
+            std::make_unique<Case>(n, CallKind::kAllReduce, v, DataType::kFloat32, RedOp::kSum, 1000, false, 0));
+        cases.push_back(
+            std::make_unique<Case>(n, CallKind::kAllGather, v, DataType::kBfloat16, RedOp::kSum, 77, true, 0));
+        cases.push_back(
+            std::make_unique<Case>(n, CallKind::kBroadcast, v, DataType::kInt64, RedOp::kSum, 100, false, 1));
+        cases.push_back(
+            std::make_unique<Case>(n, CallKind::kAllToAll, v, DataType::kFloat16, RedOp::kSum, 50, rep == 1, 0));
+        cases.push_back(
+            std::make_unique<Case>(n, CallKind::kReduceScatter, v, DataType::kFloat64, RedOp::kAvg, 60, rep == 2, 0));
       }
       runCases(n, cases);
     }

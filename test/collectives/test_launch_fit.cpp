@@ -83,8 +83,8 @@ TEST_CASE("launch fit: the figures are those of the kernels as built", "[launch-
     return;
   }
   INFO("the kernels changed since kernel_figures.json was made (ptxas " << kFiguresToolkit
-                                                                          << "): run `python3 collectives/cuda/"
-                                                                             "launch_fit.py update`, commit the JSON");
+                                                                        << "): run `python3 collectives/cuda/"
+                                                                           "launch_fit.py update`, commit the JSON");
   CHECK(std::string(kCurrentPtxHash) == kFiguresPtxHash);
 }
 

@@ -30,7 +30,7 @@ namespace {
 constexpr int kCalls = 10000;
 constexpr int kSampleEvery = 2000;
 constexpr int kWarmupCalls = 1000;
-constexpr int kLargeEvery = 17;  // a prime, not a multiple of the 7 kinds: large calls visit them all
+constexpr int kLargeEvery = 17;            // a prime, not a multiple of the 7 kinds: large calls visit them all
 constexpr size_t kLargestCount = 1 << 20;  // float32 elements of the largest call (4 MiB)
 constexpr size_t kSmallCounts[] = {1, 7, 64, 252, 1023, 4099};
 constexpr int kKinds = 7;
@@ -105,8 +105,8 @@ Status oneCall(Comm& c, int kind, size_t count, float* send, float* recv) {
     default: {
       // A ring of sends: each rank to the next, from the previous.
       const int to = (c.rank() + 1) % n, from = (c.rank() + n - 1) % n;
-      return c.sendRecv({P2pOp::send(send, count, DataType::kFloat32, to),
-                         P2pOp::recv(recv, count, DataType::kFloat32, from)});
+      return c.sendRecv(
+          {P2pOp::send(send, count, DataType::kFloat32, to), P2pOp::recv(recv, count, DataType::kFloat32, from)});
     }
   }
 }
@@ -115,44 +115,47 @@ Status oneCall(Comm& c, int kind, size_t count, float* send, float* recv) {
 
 TEST_CASE("private memory stays flat over 10,000 mixed calls", "[mp][memory]") {
   const int n = launchedWorldSize() > 0 ? launchedWorldSize() : 3;
-  auto outcomes = runRanks(n, [](Comm& c) -> std::string {
-    // Every buffer holds the largest call's n blocks, allocated and touched once.
-    const size_t elems = (kLargestCount / static_cast<size_t>(c.size()) + 1) * static_cast<size_t>(c.size());
-    std::vector<float> send(elems, 1.0f), recv(elems, 0.0f);
-    // Warm-up: each kind at the largest count (what ferry keeps per communicator for its largest
-    // call, like the scratch memory, reaches its size), then a round of the mix.
-    for (int kind = 0; kind < kKinds; ++kind) {
-      Status s = oneCall(c, kind, kLargestCount, send.data(), recv.data());
-      if (!s.isOk()) return failed(s, "a warm-up call", kind);
-    }
-    for (int i = 0; i < kWarmupCalls; ++i) {
-      Status s = oneCall(c, i % kKinds, countOf(i), send.data(), recv.data());
-      if (!s.isOk()) return failed(s, "a warm-up call", i);
-    }
-    std::vector<long> samples;
-    for (int i = 0; i < kCalls; ++i) {
-      if (i % kSampleEvery == 0) {
-        auto kb = quietAnonKb(c);
-        if (!kb.isOk()) return failed(kb.status(), "a barrier", i);
-        samples.push_back(*kb);
-      }
-      // Sizes the warm-up did not see: a pool that keeps every size it met would grow.
-      Status s = oneCall(c, i % kKinds, countOf(kWarmupCalls + i), send.data(), recv.data());
-      if (!s.isOk()) return failed(s, "a call", i);
-    }
-    auto last = quietAnonKb(c);
-    if (!last.isOk()) return failed(last.status(), "a barrier", kCalls);
-    samples.push_back(*last);
-    std::string line = "rank " + std::to_string(c.rank()) + " Pss_Anon KiB at calls 0..10k after warm-up:";
-    for (long kb : samples) line += " " + std::to_string(kb);
-    std::fprintf(stderr, "%s\n", line.c_str());
-    if (samples.front() < 0) return "";  // no Pss_Anon on this kernel: nothing to compare
-    const long growth = samples.back() - samples.front(), limit = growthLimitKb();
-    if (growth > limit) {
-      return line + ": grew by " + std::to_string(growth) + " KiB, more than " + std::to_string(limit);
-    }
-    return "";
-  }, 120);
+  auto outcomes = runRanks(
+      n,
+      [](Comm& c) -> std::string {
+        // Every buffer holds the largest call's n blocks, allocated and touched once.
+        const size_t elems = (kLargestCount / static_cast<size_t>(c.size()) + 1) * static_cast<size_t>(c.size());
+        std::vector<float> send(elems, 1.0f), recv(elems, 0.0f);
+        // Warm-up: each kind at the largest count (what ferry keeps per communicator for its largest
+        // call, like the scratch memory, reaches its size), then a round of the mix.
+        for (int kind = 0; kind < kKinds; ++kind) {
+          Status s = oneCall(c, kind, kLargestCount, send.data(), recv.data());
+          if (!s.isOk()) return failed(s, "a warm-up call", kind);
+        }
+        for (int i = 0; i < kWarmupCalls; ++i) {
+          Status s = oneCall(c, i % kKinds, countOf(i), send.data(), recv.data());
+          if (!s.isOk()) return failed(s, "a warm-up call", i);
+        }
+        std::vector<long> samples;
+        for (int i = 0; i < kCalls; ++i) {
+          if (i % kSampleEvery == 0) {
+            auto kb = quietAnonKb(c);
+            if (!kb.isOk()) return failed(kb.status(), "a barrier", i);
+            samples.push_back(*kb);
+          }
+          // Sizes the warm-up did not see: a pool that keeps every size it met would grow.
+          Status s = oneCall(c, i % kKinds, countOf(kWarmupCalls + i), send.data(), recv.data());
+          if (!s.isOk()) return failed(s, "a call", i);
+        }
+        auto last = quietAnonKb(c);
+        if (!last.isOk()) return failed(last.status(), "a barrier", kCalls);
+        samples.push_back(*last);
+        std::string line = "rank " + std::to_string(c.rank()) + " Pss_Anon KiB at calls 0..10k after warm-up:";
+        for (long kb : samples) line += " " + std::to_string(kb);
+        std::fprintf(stderr, "%s\n", line.c_str());
+        if (samples.front() < 0) return "";  // no Pss_Anon on this kernel: nothing to compare
+        const long growth = samples.back() - samples.front(), limit = growthLimitKb();
+        if (growth > limit) {
+          return line + ": grew by " + std::to_string(growth) + " KiB, more than " + std::to_string(limit);
+        }
+        return "";
+      },
+      120);
   for (const RankOutcome& o : outcomes) std::printf("%s", o.output.c_str());
   CHECK(summarize(outcomes) == "");
 }

@@ -37,7 +37,8 @@ TEST_CASE("every reduction op, the bitwise ones too, fingerprints apart and is n
       }
     }
   }
-  CHECK(describe(OpDesc{CallKind::kAllReduce, 8, DataType::kUint8, RedOp::kBxor, -1}) == "allReduce(count=8, uint8, bxor)");
+  CHECK(describe(OpDesc{CallKind::kAllReduce, 8, DataType::kUint8, RedOp::kBxor, -1}) ==
+        "allReduce(count=8, uint8, bxor)");
 }
 
 // Found by test/fuzz/fuzz_call: hash13 computed root + 1 in int, which overflows (undefined

@@ -90,7 +90,8 @@ std::vector<RankOutcome> runLaunched(int n, const RankBody& body, double timeout
   }
   std::snprintf(gTimeoutMessage, sizeof(gTimeoutMessage),
                 "rank %ld: runRanks timed out after %g s; exiting with code 124\n", rank, timeoutSeconds);
-  struct sigaction action {}, previous {};
+  struct sigaction action {
+  }, previous{};
   action.sa_handler = onLaunchedTimeout;
   sigaction(SIGALRM, &action, &previous);
   alarm(static_cast<unsigned>(std::ceil(timeoutSeconds)));
@@ -143,8 +144,9 @@ std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSec
   std::vector<RankOutcome> out(n);
   const long hosts = positiveEnv("FERRY_TEST_HOSTS");
   if (hosts < 0) {
-    for (auto& o : out) o.output = "FERRY_TEST_HOSTS=" + std::string(std::getenv("FERRY_TEST_HOSTS")) +
-                                   ": expected a number of simulated hosts >= 1";
+    for (auto& o : out)
+      o.output = "FERRY_TEST_HOSTS=" + std::string(std::getenv("FERRY_TEST_HOSTS")) +
+                 ": expected a number of simulated hosts >= 1";
     return out;
   }
   if (doneCounter() != nullptr) doneCounter()->store(0);

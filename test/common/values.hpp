@@ -18,9 +18,7 @@
 
 namespace ferry::test {
 
-inline bool isUnsigned(DataType t) {
-  return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
-}
+inline bool isUnsigned(DataType t) { return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64; }
 
 /// float32 -> float16 bits for values exactly representable (small integers).
 inline uint16_t toHalfBits(float f) {
@@ -58,15 +56,47 @@ inline uint8_t toFloat8Bits(float f, int mantBits) {
 /// Store integer `v` as one element of `type` at `p`.
 inline void store(DataType type, void* p, int64_t v) {
   switch (type) {
-    case DataType::kInt8: { int8_t x = static_cast<int8_t>(static_cast<uint8_t>(v)); std::memcpy(p, &x, 1); break; }
-    case DataType::kUint8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-    case DataType::kInt32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
-    case DataType::kUint32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
+    case DataType::kInt8: {
+      int8_t x = static_cast<int8_t>(static_cast<uint8_t>(v));
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case DataType::kUint8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case DataType::kInt32: {
+      uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kUint32: {
+      uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
     case DataType::kInt64:
-    case DataType::kUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-    case DataType::kFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
-    case DataType::kFloat64: { double x = static_cast<double>(v); std::memcpy(p, &x, 8); break; }
-    case DataType::kFloat16: { uint16_t x = toHalfBits(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
+    case DataType::kUint64: {
+      uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DataType::kFloat32: {
+      float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kFloat64: {
+      double x = static_cast<double>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DataType::kFloat16: {
+      uint16_t x = toHalfBits(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
     case DataType::kFloat8e4m3:
     case DataType::kFloat8e5m2: {
       const uint8_t x = toFloat8Bits(static_cast<float>(v), type == DataType::kFloat8e4m3 ? 3 : 2);

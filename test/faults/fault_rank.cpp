@@ -64,9 +64,7 @@ struct Options {
 // Calls every rank runs at full speed before a straggler starts sleeping (they time its calls).
 constexpr int kWarmupCalls = 3;
 
-double epochNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double epochNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -105,7 +103,8 @@ bool parse(int argc, char** argv, Options& o) {
 // Rank r's input of call k: (r + 1) * m with m = (i + k) % 5 + 1, small integers, so the float sum
 // n(n+1)/2 * m is exact.
 void fill(std::vector<float>& buf, int rank, int call) {
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>((rank + 1) * static_cast<int>((i + call) % 5 + 1));
+  for (size_t i = 0; i < buf.size(); ++i)
+    buf[i] = static_cast<float>((rank + 1) * static_cast<int>((i + call) % 5 + 1));
 }
 
 // The index of the first wrong element, or -1.
@@ -127,8 +126,9 @@ void holdThenExit(const Options& o, int code) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: fault-rank [--count N] [--calls N] [--kill-rank R --kill-after S] "
-                         "[--straggler R (--slowdown F | --delay S)] [--absent R] [--hold S]\n");
+    std::fprintf(stderr,
+                 "usage: fault-rank [--count N] [--calls N] [--kill-rank R --kill-after S] "
+                 "[--straggler R (--slowdown F | --delay S)] [--absent R] [--hold S]\n");
     return 2;
   }
   const char* rankVar = std::getenv("FERRY_RANK");
@@ -143,8 +143,7 @@ int main(int argc, char** argv) {
   const auto t0 = Clock::now();
   auto joined = ferry::Comm::fromEnv();
   if (!joined.isOk()) {
-    say(envRank, "error after %.2f s at %.3f in call 0: %s", since(t0), epochNow(),
-        joined.status().toString().c_str());
+    say(envRank, "error after %.2f s at %.3f in call 0: %s", since(t0), epochNow(), joined.status().toString().c_str());
     return 0;
   }
   ferry::Comm& c = **joined;

@@ -13,12 +13,12 @@
 #include <vector>
 
 /// Abort (a crash libFuzzer records with its input) when an invariant of the code under test fails.
-#define FERRY_FUZZ_CHECK(cond)                                                         \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
+#define FERRY_FUZZ_CHECK(cond)                                                               \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
       std::fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                    \
-    }                                                                                  \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (0)
 
 namespace ferry::fuzz {

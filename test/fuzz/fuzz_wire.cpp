@@ -60,11 +60,11 @@ void checkBodies(const wire::Frame& f, int size) {
   }
   // HELLO and CHALLENGE share a body; a protocol-1 HELLO decodes to its version alone.
   auto h = wire::decodeHello(p);
-  FERRY_FUZZ_CHECK(h.isOk() == (p.size() == wire::kHelloBytes || (p.size() == wire::kLegacyHelloBytes &&
-                                                                    h.isOk() && h->version != wire::kProtocolVersion)));
+  FERRY_FUZZ_CHECK(h.isOk() == (p.size() == wire::kHelloBytes || (p.size() == wire::kLegacyHelloBytes && h.isOk() &&
+                                                                  h->version != wire::kProtocolVersion)));
   if (h.isOk() && p.size() == wire::kHelloBytes) {
-    auto again = wire::encodeHello(*h, f.type == wire::MsgType::kChallenge ? wire::MsgType::kChallenge
-                                                                          : wire::MsgType::kHello);
+    auto again =
+        wire::encodeHello(*h, f.type == wire::MsgType::kChallenge ? wire::MsgType::kChallenge : wire::MsgType::kHello);
     FERRY_FUZZ_CHECK(std::memcmp(again->data() + wire::kHeaderBytes, p.data(), p.size()) == 0);
   } else if (h.isOk()) {
     FERRY_FUZZ_CHECK(h->version != wire::kProtocolVersion);

@@ -110,7 +110,9 @@ void waitStream(cudaStream_t s, const std::string& what) {
 size_t sendElems(Coll c, size_t count, int n) {
   return c == Coll::kReduceScatter || c == Coll::kAllToAll ? count * n : count;
 }
-size_t recvElems(Coll c, size_t count, int n) { return c == Coll::kAllGather || c == Coll::kAllToAll ? count * n : count; }
+size_t recvElems(Coll c, size_t count, int n) {
+  return c == Coll::kAllGather || c == Coll::kAllToAll ? count * n : count;
+}
 
 // The expected recv element i of rank r (NaN: not checked).
 double expected(Coll c, int r, int n, size_t count, size_t i) {
@@ -167,7 +169,8 @@ void fill(std::vector<LocalRank>& ranks, Coll c, const TypeCase& t, size_t count
   for (LocalRank& L : ranks) {
     const int r = L.comm->rank();
     std::vector<uint8_t> host(sendElems(c, count, n) * t.size);
-    for (size_t i = 0; i < sendElems(c, count, n); ++i) gputest::encode(t, gputest::value(r, i) + shift, &host[i * t.size]);
+    for (size_t i = 0; i < sendElems(c, count, n); ++i)
+      gputest::encode(t, gputest::value(r, i) + shift, &host[i * t.size]);
     cudaCheck(cudaSetDevice(L.device), "cudaSetDevice");
     cudaCheck(cudaMemcpy(L.send, host.data(), host.size(), cudaMemcpyHostToDevice), "fill send");
     cudaCheck(cudaMemset(L.recv, 0xff, recvElems(c, count, n) * t.size), "poison recv");
@@ -215,7 +218,8 @@ void runCase(std::vector<LocalRank>& ranks, Coll c, const TypeCase& t, size_t co
   Status g = ferry::groupStart();
   for (LocalRank& L : ranks) {
     Status st = issue(c, L, t, count);
-    if (!st.isOk()) std::printf("FAIL %s rank %d: the call failed: %s\n", what.c_str(), L.comm->rank(), st.message().c_str());
+    if (!st.isOk())
+      std::printf("FAIL %s rank %d: the call failed: %s\n", what.c_str(), L.comm->rank(), st.message().c_str());
   }
   Status end = ferry::groupEnd();
   if (!end.isOk()) {
@@ -318,7 +322,8 @@ int graphOf(int n) {
     }
     (void)ferry::groupStart();
     for (LocalRank& L : ranks) {
-      Status st = L.comm->allReduce(L.send, L.recv, count, t.type, RedOp::kSum, reinterpret_cast<ferry::Stream>(L.stream));
+      Status st =
+          L.comm->allReduce(L.send, L.recv, count, t.type, RedOp::kSum, reinterpret_cast<ferry::Stream>(L.stream));
       if (!st.isOk()) std::printf("FAIL graph capture rank %d: %s\n", L.comm->rank(), st.message().c_str());
     }
     Status end = ferry::groupEnd();
@@ -389,8 +394,9 @@ int group() {
 // reduce in different orders and must still agree bit for bit, NaN aside.
 std::vector<uint32_t> specials(const TypeCase& t) {
   switch (t.size) {
-    case 4: return {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x00000001, 0x00000002,
-                    0x007fffff, 0x3f800000, 0xbf800000, 0x80000001};
+    case 4:
+      return {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x00000001,
+              0x00000002, 0x007fffff, 0x3f800000, 0xbf800000, 0x80000001};
     case 2:
       if (t.type == DataType::kBfloat16) {
         return {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x0001, 0x0002, 0x007f, 0x3f80, 0xbf80, 0x8001};
@@ -413,13 +419,14 @@ bool isNanBits(const TypeCase& t, const uint8_t* p) {
 }
 
 int special() {
-  std::vector<TypeCase> ts = {{DataType::kFloat32, 4, "float32"}, {DataType::kFloat16, 2, "float16"},
+  std::vector<TypeCase> ts = {{DataType::kFloat32, 4, "float32"},
+                              {DataType::kFloat16, 2, "float16"},
                               {DataType::kBfloat16, 2, "bfloat16"}};
   if (ferry::isValidDataType(gputest::kFloat8e4m3)) {
     ts.push_back({static_cast<DataType>(gputest::kFloat8e4m3), 1, "fp8e4m3"});
   }
   const Coll colls[] = {Coll::kAllReduceSum, Coll::kAllReduceMax, Coll::kReduceScatter, Coll::kAllGather,
-                        Coll::kAllToAll, Coll::kBroadcast, Coll::kReduce, Coll::kSendRecv};
+                        Coll::kAllToAll,     Coll::kBroadcast,    Coll::kReduce,        Coll::kSendRecv};
   for (int n : {2, 4}) {
     auto comms = makeComms(std::vector<int>(n, 0));
     const size_t count = 3001;  // LL-sized, and ragged
@@ -458,7 +465,8 @@ int special() {
             std::printf("FAIL %s (%s): %s\n", what.c_str(), pass ? "host" : "device", end.message().c_str());
             ++failures;
           }
-          if (pass == 0) for (LocalRank& L : ranks) waitStream(L.stream, what);
+          if (pass == 0)
+            for (LocalRank& L : ranks) waitStream(L.stream, what);
         }
         for (int r = 0; r < n; ++r) {
           if (c == Coll::kReduce && r != 0) continue;
@@ -471,8 +479,8 @@ int special() {
             uint32_t x = 0, y = 0;
             std::memcpy(&x, a, t.size);
             std::memcpy(&y, b, t.size);
-            std::printf("FAIL %s rank %d: element %zu is 0x%x on the GPU, 0x%x from the host kernels\n",
-                        what.c_str(), r, i, x, y);
+            std::printf("FAIL %s rank %d: element %zu is 0x%x on the GPU, 0x%x from the host kernels\n", what.c_str(),
+                        r, i, x, y);
             ++failures;
             break;
           }

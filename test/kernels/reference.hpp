@@ -142,22 +142,14 @@ template <typename T>
 T refInt(RedOp op, T a, T b) {
   using U = std::make_unsigned_t<T>;
   switch (op) {
-    case RedOp::kSum:
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    case RedOp::kProd:
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-    case RedOp::kMax:
-      return a > b ? a : b;
-    case RedOp::kMin:
-      return a < b ? a : b;
-    case RedOp::kBand:
-      return static_cast<T>(static_cast<U>(a) & static_cast<U>(b));
-    case RedOp::kBor:
-      return static_cast<T>(static_cast<U>(a) | static_cast<U>(b));
-    case RedOp::kBxor:
-      return static_cast<T>(static_cast<U>(a) ^ static_cast<U>(b));
-    default:
-      return 0;
+    case RedOp::kSum: return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+    case RedOp::kProd: return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+    case RedOp::kMax: return a > b ? a : b;
+    case RedOp::kMin: return a < b ? a : b;
+    case RedOp::kBand: return static_cast<T>(static_cast<U>(a) & static_cast<U>(b));
+    case RedOp::kBor: return static_cast<T>(static_cast<U>(a) | static_cast<U>(b));
+    case RedOp::kBxor: return static_cast<T>(static_cast<U>(a) ^ static_cast<U>(b));
+    default: return 0;
   }
 }
 
@@ -165,10 +157,8 @@ T refInt(RedOp op, T a, T b) {
 template <typename F>
 F refFloat(RedOp op, F a, F b) {
   switch (op) {
-    case RedOp::kSum:
-      return a + b;
-    case RedOp::kProd:
-      return a * b;
+    case RedOp::kSum: return a + b;
+    case RedOp::kProd: return a * b;
     case RedOp::kMax:
       if (std::isnan(a)) return a;
       if (std::isnan(b)) return b;
@@ -177,8 +167,7 @@ F refFloat(RedOp op, F a, F b) {
       if (std::isnan(a)) return a;
       if (std::isnan(b)) return b;
       return a < b ? a : b;
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -225,36 +214,18 @@ void refElement(DataType type, RedOp op, bool sum, uint32_t d, void* out, const 
 template <typename Fn>
 void withStorageType(DataType type, Fn&& f) {
   switch (type) {
-    case DataType::kInt8:
-      f.template operator()<int8_t>();
-      break;
+    case DataType::kInt8: f.template operator()<int8_t>(); break;
     case DataType::kUint8:
     case DataType::kFloat8e4m3:
-    case DataType::kFloat8e5m2:
-      f.template operator()<uint8_t>();
-      break;
-    case DataType::kInt32:
-      f.template operator()<int32_t>();
-      break;
-    case DataType::kUint32:
-      f.template operator()<uint32_t>();
-      break;
-    case DataType::kInt64:
-      f.template operator()<int64_t>();
-      break;
-    case DataType::kUint64:
-      f.template operator()<uint64_t>();
-      break;
+    case DataType::kFloat8e5m2: f.template operator()<uint8_t>(); break;
+    case DataType::kInt32: f.template operator()<int32_t>(); break;
+    case DataType::kUint32: f.template operator()<uint32_t>(); break;
+    case DataType::kInt64: f.template operator()<int64_t>(); break;
+    case DataType::kUint64: f.template operator()<uint64_t>(); break;
     case DataType::kFloat16:
-    case DataType::kBfloat16:
-      f.template operator()<uint16_t>();
-      break;
-    case DataType::kFloat32:
-      f.template operator()<float>();
-      break;
-    case DataType::kFloat64:
-      f.template operator()<double>();
-      break;
+    case DataType::kBfloat16: f.template operator()<uint16_t>(); break;
+    case DataType::kFloat32: f.template operator()<float>(); break;
+    case DataType::kFloat64: f.template operator()<double>(); break;
   }
 }
 

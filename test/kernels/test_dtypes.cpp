@@ -90,10 +90,10 @@ TEST_CASE("float8 hand-worked conversions") {
   CHECK(floatToFp8e4m3(-INFINITY) == 0xFE);
   CHECK(floatToFp8e4m3(NAN) == 0x7F);
   CHECK(floatToFp8e4m3(-NAN) == 0xFF);
-  CHECK(floatToFp8e4m3(0x1p-9f) == 0x01);        // smallest subnormal
-  CHECK(floatToFp8e4m3(0x1p-10f) == 0x00);       // halfway 0 / 2^-9: even
-  CHECK(floatToFp8e4m3(0x3p-10f) == 0x02);       // halfway 2^-9 / 2^-8: even
-  CHECK(floatToFp8e4m3(0xFp-10f) == 0x08);       // halfway largest subnormal / 2^-6: even
+  CHECK(floatToFp8e4m3(0x1p-9f) == 0x01);   // smallest subnormal
+  CHECK(floatToFp8e4m3(0x1p-10f) == 0x00);  // halfway 0 / 2^-9: even
+  CHECK(floatToFp8e4m3(0x3p-10f) == 0x02);  // halfway 2^-9 / 2^-8: even
+  CHECK(floatToFp8e4m3(0xFp-10f) == 0x08);  // halfway largest subnormal / 2^-6: even
   CHECK(fp8e4m3ToFloat(0x7E) == 448.0f);
   CHECK(fp8e4m3ToFloat(0x01) == 0x1p-9f);
   CHECK(std::isnan(fp8e4m3ToFloat(0x7F)));
@@ -130,10 +130,8 @@ void expectFp8(DataType type, RedOp op, std::vector<std::array<uint8_t, 3>> case
       }
     }
     std::vector<uint8_t> got(a.size());
-    if (divisor != 0)
-      sumDivide(type, got.data(), a.data(), b.data(), a.size(), divisor);
-    else
-      reduce(type, op, got.data(), a.data(), b.data(), a.size());
+    if (divisor != 0) sumDivide(type, got.data(), a.data(), b.data(), a.size(), divisor);
+    else reduce(type, op, got.data(), a.data(), b.data(), a.size());
     INFO(isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op));
     CHECK(got == want);
     if (divisor == 0) {
@@ -147,8 +145,13 @@ void expectFp8(DataType type, RedOp op, std::vector<std::array<uint8_t, 3>> case
 TEST_CASE("float8 host kernels: ties, saturation, NaN and subnormals on every isa") {
   // e4m3: 1 + 0.0625 is a tie (even: 1.0); 448 + 448 saturates; NaN wins max and sum; subnormals add.
   expectFp8(DataType::kFloat8e4m3, RedOp::kSum,
-            {{0x38, 0x00, 0x38}, {0x7E, 0x7E, 0x7E}, {0xFE, 0xFE, 0xFE}, {0x7F, 0x38, 0x7F}, {0x01, 0x01, 0x02},
-             {0x07, 0x01, 0x08}, {0x39, 0x38, 0x40}});
+            {{0x38, 0x00, 0x38},
+             {0x7E, 0x7E, 0x7E},
+             {0xFE, 0xFE, 0xFE},
+             {0x7F, 0x38, 0x7F},
+             {0x01, 0x01, 0x02},
+             {0x07, 0x01, 0x08},
+             {0x39, 0x38, 0x40}});
   expectFp8(DataType::kFloat8e4m3, RedOp::kMax, {{0x7F, 0x38, 0x7F}, {0x38, 0xFF, 0xFF}, {0x38, 0xB8, 0x38}});
   expectFp8(DataType::kFloat8e4m3, RedOp::kProd, {{0x48, 0x48, 0x58}, {0x70, 0x70, 0x7E}, {0x01, 0x30, 0x00}});
   // avg of 1.0 and 1.125 over 2: 1.0625, a tie, to 1.0.

@@ -45,20 +45,13 @@ bool isNan(DataType type, const unsigned char* p) {
   uint64_t bits = 0;
   std::memcpy(&bits, p, dataTypeSize(type));
   switch (type) {
-    case DataType::kFloat16:
-      return (bits & 0x7FFF) > 0x7C00;
-    case DataType::kBfloat16:
-      return (bits & 0x7FFF) > 0x7F80;
-    case DataType::kFloat8e4m3:
-      return (bits & 0x7F) == 0x7F;
-    case DataType::kFloat8e5m2:
-      return (bits & 0x7F) > 0x7C;
-    case DataType::kFloat32:
-      return (bits & 0x7FFFFFFF) > 0x7F800000;
-    case DataType::kFloat64:
-      return (bits & 0x7FFFFFFFFFFFFFFF) > 0x7FF0000000000000;
-    default:
-      return false;
+    case DataType::kFloat16: return (bits & 0x7FFF) > 0x7C00;
+    case DataType::kBfloat16: return (bits & 0x7FFF) > 0x7F80;
+    case DataType::kFloat8e4m3: return (bits & 0x7F) == 0x7F;
+    case DataType::kFloat8e5m2: return (bits & 0x7F) > 0x7C;
+    case DataType::kFloat32: return (bits & 0x7FFFFFFF) > 0x7F800000;
+    case DataType::kFloat64: return (bits & 0x7FFFFFFFFFFFFFFF) > 0x7FF0000000000000;
+    default: return false;
   }
 }
 
@@ -142,12 +135,9 @@ void checkLayouts(DataType type, RedOp op, bool unary, uint32_t d, size_t n, con
   const size_t es = dataTypeSize(type);
   const size_t bytes = n * es;
   auto call = [&](unsigned char* dst, const unsigned char* x, const unsigned char* y) {
-    if (op != RedOp::kAvg)
-      reduce(type, op, dst, x, y, n);
-    else if (unary)
-      divide(type, dst, x, n, d);
-    else
-      sumDivide(type, dst, x, y, n, d);
+    if (op != RedOp::kAvg) reduce(type, op, dst, x, y, n);
+    else if (unary) divide(type, dst, x, n, d);
+    else sumDivide(type, dst, x, y, n, d);
   };
   const size_t layouts = unary ? 3 : 4;
   for (size_t layout = 0; layout < layouts; ++layout) {

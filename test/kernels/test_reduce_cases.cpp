@@ -50,12 +50,9 @@ void expectKernel(DataType type, RedOp op, const std::vector<Triple<T>>& cases, 
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       std::vector<T> x = a, y = b, out(kCaseLength, T{});
       T* dst = inPlace ? x.data() : out.data();
-      if (op != RedOp::kAvg)
-        reduce(type, op, dst, x.data(), y.data(), kCaseLength);
-      else if (unary)
-        divide(type, dst, x.data(), kCaseLength, divisor);
-      else
-        sumDivide(type, dst, x.data(), y.data(), kCaseLength, divisor);
+      if (op != RedOp::kAvg) reduce(type, op, dst, x.data(), y.data(), kCaseLength);
+      else if (unary) divide(type, dst, x.data(), kCaseLength, divisor);
+      else sumDivide(type, dst, x.data(), y.data(), kCaseLength, divisor);
       for (size_t i = 0; i < kCaseLength; ++i) {
         INFO(isaName(isa) << " " << dataTypeName(type) << " " << redOpName(op) << " element " << i
                           << (inPlace ? " in place" : ""));
@@ -184,9 +181,10 @@ TEST_CASE("sumDivide and divide on float types round once") {
   expectKernel<uint32_t>(
       DataType::kFloat32, RedOp::kAvg,
       {{f32(1.0f), f32(2.0f), f32(1.0f)}, {f32(1.0f), 0, 0x3EAAAAAB}, {f32(-1.0f), f32(-2.0f), f32(-1.0f)}}, 3);
-  expectKernel<uint64_t>(
-      DataType::kFloat64, RedOp::kAvg,
-      {{0xBFF0000000000000, 0, 0xBFD0000000000000}, {0x3FF0000000000000, 0x3FF0000000000000, 0x3FE0000000000000}}, 4);
+  expectKernel<uint64_t>(DataType::kFloat64, RedOp::kAvg,
+                         {{0xBFF0000000000000, 0, 0xBFD0000000000000},
+                          {0x3FF0000000000000, 0x3FF0000000000000, 0x3FE0000000000000}},
+                         4);
   expectKernel<uint16_t>(DataType::kFloat16, RedOp::kAvg,
                          {{0x3C00, 0x4000, 0x3C00}, {0x3C00, 0, 0x3555}, {0x8000, 0x8000, 0x8000}}, 3);
   expectKernel<uint16_t>(DataType::kBfloat16, RedOp::kAvg, {{0x3F80, 0x4000, 0x3F80}, {0x3F80, 0, 0x3EAB}}, 3);
@@ -230,7 +228,7 @@ void expectBitwise(DataType type) {
           size_t wrong = 0;
           for (size_t i = 0; i < kCaseLength; ++i) {
             const U shared = static_cast<U>(static_cast<U>(bitwiseFill<T>(0, i)) & static_cast<U>(~own));
-            const U want = op == RedOp::kBand ? shared
+            const U want = op == RedOp::kBand  ? shared
                            : op == RedOp::kBor ? static_cast<U>(shared | own)
                                                : static_cast<U>((n % 2 == 1 ? shared : U{0}) | own);
             wrong += static_cast<U>(acc[i]) != want ? 1 : 0;

@@ -68,10 +68,8 @@ std::vector<unsigned char> hostChain(DataType type, RedOp op, const std::vector<
   std::vector<unsigned char> want = srcs[0];
   const int nSrcs = static_cast<int>(srcs.size());
   for (int k = 1; k < nSrcs; ++k) {
-    if (divisor != 0 && k == nSrcs - 1)
-      sumDivide(type, want.data(), want.data(), srcs[k].data(), n, divisor);
-    else
-      reduce(type, op == RedOp::kAvg ? RedOp::kSum : op, want.data(), want.data(), srcs[k].data(), n);
+    if (divisor != 0 && k == nSrcs - 1) sumDivide(type, want.data(), want.data(), srcs[k].data(), n, divisor);
+    else reduce(type, op == RedOp::kAvg ? RedOp::kSum : op, want.data(), want.data(), srcs[k].data(), n);
   }
   if (nSrcs == 1 && divisor != 0) divide(type, want.data(), want.data(), n, divisor);
   return want;
@@ -119,7 +117,7 @@ TEST_CASE("emulated reduceCopy equals the host kernels for every type, op, fan-i
             }
             const int threads = layout == 0 ? 4 : layout == 1 ? 8 : 32;
             REQUIRE(gpu::launchReduceCopy(type, op, nSrcs, srcPtrs.data(), nDsts, dstPtrs.data(), n, divisor, 3,
-                                           threads, nullptr) == 0);
+                                          threads, nullptr) == 0);
             for (int d = 0; d < nDsts; ++d) {
               INFO("destination " << d);
               CHECK((n == 0 || std::memcmp(dstPtrs[d], want.data(), n * es) == 0));

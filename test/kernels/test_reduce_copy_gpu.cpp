@@ -151,8 +151,7 @@ int bandwidth() {
     for (int perSm : {2, 4, 8, 16}) {
       for (int threads : {256, 512}) {
         const float ms = time([&] {
-          ferry::gpu::launchReduceCopy(type, RedOp::kSum, 2, srcs, 1, dsts, n, 0, sms * perSm, threads,
-                                                 nullptr);
+          ferry::gpu::launchReduceCopy(type, RedOp::kSum, 2, srcs, 1, dsts, n, 0, sms * perSm, threads, nullptr);
         });
         const double bw = 3.0 * kBytes / (ms * 1e6);
         std::printf("reduceCopy %s 2 srcs 1 GiB, %d blocks x %d threads: %.3f ms, %.0f GB/s, %.1f%% of copy\n",

@@ -84,10 +84,10 @@ int test_bad_arguments(ncclComm_t comm, int rank, int n, const ncclUniqueId* id)
   CHECK_FAILS(ncclRedOpDestroy((ncclRedOp_t)1000, comm), ncclInvalidArgument, "not a live reduction");
   float scalar = 2.0f;
   ncclRedOp_t op;
-  CHECK_FAILS(ncclRedOpCreatePreMulSum(NULL, &scalar, ncclFloat32, ncclScalarHostImmediate, comm),
-              ncclInvalidArgument, "op is NULL");
-  CHECK_FAILS(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, (ncclScalarResidence_t)7, comm),
-              ncclInvalidArgument, "residence 7");
+  CHECK_FAILS(ncclRedOpCreatePreMulSum(NULL, &scalar, ncclFloat32, ncclScalarHostImmediate, comm), ncclInvalidArgument,
+              "op is NULL");
+  CHECK_FAILS(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, (ncclScalarResidence_t)7, comm), ncclInvalidArgument,
+              "residence 7");
   CHECK_NCCL(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
   CHECK_FAILS(ncclAllReduce(buf, buf, 4, ncclFloat64, op, comm, NULL), ncclInvalidArgument, "created for float32");
   CHECK_NCCL(ncclRedOpDestroy(op, comm));

@@ -74,8 +74,8 @@ int test_group_any_order(ncclComm_t comm, int rank, int n) {
       CHECK(recv[(size_t)p * kCount + i] == want, "from %d [%d] = %lld", p, i, (long long)recv[(size_t)p * kCount + i]);
     }
   }
-  CHECK(asum == (int64_t)n * (n + 1) / 2 && bsum == 10 * asum, "all-reduces in the group: %lld %lld",
-        (long long)asum, (long long)bsum);
+  CHECK(asum == (int64_t)n * (n + 1) / 2 && bsum == 10 * asum, "all-reduces in the group: %lld %lld", (long long)asum,
+        (long long)bsum);
   free(send);
   free(recv);
   return 0;

@@ -10,9 +10,9 @@ size_t type_size(ncclDataType_t type) {
 }
 
 const char* type_name(ncclDataType_t type) {
-  static const char* const names[ncclNumTypes] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                                  "uint64",  "float16", "float32", "float64", "bfloat16",
-                                                  "float8e4m3", "float8e5m2"};
+  static const char* const names[ncclNumTypes] = {"int8",    "uint8",    "int32",      "uint32",
+                                                  "int64",   "uint64",   "float16",    "float32",
+                                                  "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return names[type];
 }
 
@@ -60,17 +60,61 @@ static long of_fp8(uint8_t b, int mant_bits) {
 void set_value(void* buf, ncclDataType_t type, size_t i, long v) {
   char* p = (char*)buf + i * type_size(type);
   switch (type) {
-    case ncclInt8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
-    case ncclUint8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case ncclInt32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
-    case ncclUint32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
-    case ncclInt64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
-    case ncclUint64: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); break; }
-    case ncclFloat16: { uint16_t x = half_of(v); memcpy(p, &x, 2); break; }
-    case ncclFloat8e4m3: { uint8_t x = fp8_of(v, 3); memcpy(p, &x, 1); break; }
-    case ncclFloat8e5m2: { uint8_t x = fp8_of(v, 2); memcpy(p, &x, 1); break; }
-    case ncclFloat32: { float x = (float)v; memcpy(p, &x, 4); break; }
-    case ncclFloat64: { double x = (double)v; memcpy(p, &x, 8); break; }
+    case ncclInt8: {
+      int8_t x = (int8_t)v;
+      memcpy(p, &x, 1);
+      break;
+    }
+    case ncclUint8: {
+      uint8_t x = (uint8_t)v;
+      memcpy(p, &x, 1);
+      break;
+    }
+    case ncclInt32: {
+      int32_t x = (int32_t)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    case ncclUint32: {
+      uint32_t x = (uint32_t)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    case ncclInt64: {
+      int64_t x = (int64_t)v;
+      memcpy(p, &x, 8);
+      break;
+    }
+    case ncclUint64: {
+      uint64_t x = (uint64_t)v;
+      memcpy(p, &x, 8);
+      break;
+    }
+    case ncclFloat16: {
+      uint16_t x = half_of(v);
+      memcpy(p, &x, 2);
+      break;
+    }
+    case ncclFloat8e4m3: {
+      uint8_t x = fp8_of(v, 3);
+      memcpy(p, &x, 1);
+      break;
+    }
+    case ncclFloat8e5m2: {
+      uint8_t x = fp8_of(v, 2);
+      memcpy(p, &x, 1);
+      break;
+    }
+    case ncclFloat32: {
+      float x = (float)v;
+      memcpy(p, &x, 4);
+      break;
+    }
+    case ncclFloat64: {
+      double x = (double)v;
+      memcpy(p, &x, 8);
+      break;
+    }
     case ncclBfloat16: {
       /* bfloat16 is the top half of a float32; small integers lose nothing. */
       float f = (float)v;
@@ -87,17 +131,61 @@ void set_value(void* buf, ncclDataType_t type, size_t i, long v) {
 long get_value(const void* buf, ncclDataType_t type, size_t i) {
   const char* p = (const char*)buf + i * type_size(type);
   switch (type) {
-    case ncclInt8: { int8_t x; memcpy(&x, p, 1); return x; }
-    case ncclUint8: { uint8_t x; memcpy(&x, p, 1); return x; }
-    case ncclInt32: { int32_t x; memcpy(&x, p, 4); return x; }
-    case ncclUint32: { uint32_t x; memcpy(&x, p, 4); return (long)x; }
-    case ncclInt64: { int64_t x; memcpy(&x, p, 8); return (long)x; }
-    case ncclUint64: { uint64_t x; memcpy(&x, p, 8); return (long)x; }
-    case ncclFloat16: { uint16_t x; memcpy(&x, p, 2); return of_half(x); }
-    case ncclFloat8e4m3: { uint8_t x; memcpy(&x, p, 1); return of_fp8(x, 3); }
-    case ncclFloat8e5m2: { uint8_t x; memcpy(&x, p, 1); return of_fp8(x, 2); }
-    case ncclFloat32: { float x; memcpy(&x, p, 4); return (long)x; }
-    case ncclFloat64: { double x; memcpy(&x, p, 8); return (long)x; }
+    case ncclInt8: {
+      int8_t x;
+      memcpy(&x, p, 1);
+      return x;
+    }
+    case ncclUint8: {
+      uint8_t x;
+      memcpy(&x, p, 1);
+      return x;
+    }
+    case ncclInt32: {
+      int32_t x;
+      memcpy(&x, p, 4);
+      return x;
+    }
+    case ncclUint32: {
+      uint32_t x;
+      memcpy(&x, p, 4);
+      return (long)x;
+    }
+    case ncclInt64: {
+      int64_t x;
+      memcpy(&x, p, 8);
+      return (long)x;
+    }
+    case ncclUint64: {
+      uint64_t x;
+      memcpy(&x, p, 8);
+      return (long)x;
+    }
+    case ncclFloat16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      return of_half(x);
+    }
+    case ncclFloat8e4m3: {
+      uint8_t x;
+      memcpy(&x, p, 1);
+      return of_fp8(x, 3);
+    }
+    case ncclFloat8e5m2: {
+      uint8_t x;
+      memcpy(&x, p, 1);
+      return of_fp8(x, 2);
+    }
+    case ncclFloat32: {
+      float x;
+      memcpy(&x, p, 4);
+      return (long)x;
+    }
+    case ncclFloat64: {
+      double x;
+      memcpy(&x, p, 8);
+      return (long)x;
+    }
     case ncclBfloat16: {
       uint16_t x;
       memcpy(&x, p, 2);

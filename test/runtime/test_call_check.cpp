@@ -16,9 +16,9 @@
 #include "test/common/rank_threads.hpp"
 
 using ferry::Call;
-using ferry::CheckOptions;
 using ferry::CallKind;
 using ferry::checkCall;
+using ferry::CheckOptions;
 using ferry::ErrorCode;
 using ferry::Status;
 
@@ -226,7 +226,8 @@ TEST_CASE("the C++ API refuses each bad argument on every rank and stays usable"
        [](C& c, uint8_t* s, uint8_t* r) { return c.reduce(s, r, 16, DataType::kUint8, RedOp::kSum, INT_MIN); }},
       {"allReduce op -1",
        [](C& c, uint8_t* s, uint8_t* r) { return c.allReduce(s, r, 16, DataType::kUint8, static_cast<RedOp>(-1)); }},
-      {"allReduce op INT_MIN", [](C& c, uint8_t* s, uint8_t* r) {
+      {"allReduce op INT_MIN",
+       [](C& c, uint8_t* s, uint8_t* r) {
          return c.allReduce(s, r, 16, DataType::kUint8, static_cast<RedOp>(INT_MIN));
        }},
       {"allReduce band float32",

@@ -69,8 +69,8 @@ TEST_CASE("stream-ordered overloads on host buffers with a null stream run at on
   auto comms = hostComms(n);
   ferry::Stream none = nullptr;
   std::vector<std::vector<int32_t>> ar(n, std::vector<int32_t>(count)), rs(n, std::vector<int32_t>(count)),
-      ag(n, std::vector<int32_t>(n * count)), a2a(n, std::vector<int32_t>(n * count)), bc(n, std::vector<int32_t>(count)),
-      rd(n, std::vector<int32_t>(count)), p2p(n, std::vector<int32_t>(count));
+      ag(n, std::vector<int32_t>(n * count)), a2a(n, std::vector<int32_t>(n * count)),
+      bc(n, std::vector<int32_t>(count)), rd(n, std::vector<int32_t>(count)), p2p(n, std::vector<int32_t>(count));
   requireAllOk(onThreads(n, [&](int r) -> Status {
     Comm& c = *comms[r];
     std::vector<int32_t> in(n * count);

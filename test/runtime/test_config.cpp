@@ -52,8 +52,8 @@ TEST_CASE("automatic knobs say what -1 resolves to", "[config]") {
     CHECK(k.resolver.rfind("resolve", 0) == 0);
     CHECK(k.autoRule.find('{') == std::string::npos);
   }
-  for (const char* name : {"FERRY_HIER_CHUNK_BYTES", "FERRY_TUNE_TRIALS", "FERRY_STREAM_MIN_BYTES", "FERRY_SPIN_NS",
-                           "FERRY_YIELD_NS"}) {
+  for (const char* name :
+       {"FERRY_HIER_CHUNK_BYTES", "FERRY_TUNE_TRIALS", "FERRY_STREAM_MIN_BYTES", "FERRY_SPIN_NS", "FERRY_YIELD_NS"}) {
     INFO(name);
     CHECK(!byName.at(name).autoRule.empty());
   }
@@ -70,8 +70,9 @@ TEST_CASE("automatic knobs say what -1 resolves to", "[config]") {
 TEST_CASE("FERRY_ names win over their NCCL_ aliases", "[config]") {
   std::vector<std::string> errors;
   std::vector<KnobInfo> infos;
-  Config c = parseConfig(fakeEnv({{"NCCL_DEBUG", "INFO"}, {"NCCL_COMM_ID", "10.0.0.1:1234"}, {"FERRY_ADDR", "127.0.0.1:99"}}),
-                         &errors, &infos);
+  Config c =
+      parseConfig(fakeEnv({{"NCCL_DEBUG", "INFO"}, {"NCCL_COMM_ID", "10.0.0.1:1234"}, {"FERRY_ADDR", "127.0.0.1:99"}}),
+                  &errors, &infos);
   CHECK(errors.empty());
   CHECK(c.debug == "INFO");
   CHECK(c.addr == "127.0.0.1:99");
@@ -83,8 +84,9 @@ TEST_CASE("FERRY_ names win over their NCCL_ aliases", "[config]") {
 
 TEST_CASE("typed values parse and bad ones are named", "[config]") {
   std::vector<std::string> errors;
-  Config c = parseConfig(fakeEnv({{"FERRY_TIMEOUT", "2.5"}, {"FERRY_CHECK_MISMATCH", "off"}, {"FERRY_SLICE_BYTES", "0x1000"}}),
-                         &errors, nullptr);
+  Config c =
+      parseConfig(fakeEnv({{"FERRY_TIMEOUT", "2.5"}, {"FERRY_CHECK_MISMATCH", "off"}, {"FERRY_SLICE_BYTES", "0x1000"}}),
+                  &errors, nullptr);
   CHECK(errors.empty());
   CHECK(c.timeout == 2.5);
   CHECK_FALSE(c.checkMismatch);

@@ -49,8 +49,8 @@ TEST_CASE("no launcher: a single process", "[launch_env]") {
 
 TEST_CASE("each launcher is read under its own names", "[launch_env]") {
   SECTION("ferry") {
-    auto info = detect({{"FERRY_RANK", "3"}, {"FERRY_WORLD_SIZE", "8"}, {"FERRY_LOCAL_RANK", "1"},
-                        {"FERRY_LOCAL_SIZE", "2"}});
+    auto info =
+        detect({{"FERRY_RANK", "3"}, {"FERRY_WORLD_SIZE", "8"}, {"FERRY_LOCAL_RANK", "1"}, {"FERRY_LOCAL_SIZE", "2"}});
     REQUIRE(info.isOk());
     checkInfo(*info, 3, 8, 1, 2, "ferry");
   }
@@ -60,14 +60,15 @@ TEST_CASE("each launcher is read under its own names", "[launch_env]") {
     checkInfo(*info, 0, 1, 0, -1, "ferry");
   }
   SECTION("torchrun") {
-    auto info = detect({{"RANK", "5"}, {"WORLD_SIZE", "6"}, {"LOCAL_RANK", "2"},
-                        {"LOCAL_WORLD_SIZE", "3"}});
+    auto info = detect({{"RANK", "5"}, {"WORLD_SIZE", "6"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "3"}});
     REQUIRE(info.isOk());
     checkInfo(*info, 5, 6, 2, 3, "torchrun");
   }
   SECTION("openmpi") {
-    auto info = detect({{"OMPI_COMM_WORLD_RANK", "7"}, {"OMPI_COMM_WORLD_SIZE", "16"},
-                        {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+    auto info = detect({{"OMPI_COMM_WORLD_RANK", "7"},
+                        {"OMPI_COMM_WORLD_SIZE", "16"},
+                        {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
     REQUIRE(info.isOk());
     checkInfo(*info, 7, 16, 3, 4, "openmpi");
   }
@@ -77,14 +78,12 @@ TEST_CASE("each launcher is read under its own names", "[launch_env]") {
     checkInfo(*info, 2, 4, 0, -1, "pmi");
   }
   SECTION("pmi with Hydra's MPI_LOCALRANKID and MPI_LOCALNRANKS") {
-    auto info = detect({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"},
-                        {"MPI_LOCALNRANKS", "2"}});
+    auto info = detect({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}});
     REQUIRE(info.isOk());
     checkInfo(*info, 3, 4, 1, 2, "pmi");
   }
   SECTION("pmi: PMI_LOCAL_RANK wins over MPI_LOCALRANKID") {
-    auto info = detect({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"PMI_LOCAL_RANK", "0"},
-                        {"MPI_LOCALRANKID", "1"}});
+    auto info = detect({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"PMI_LOCAL_RANK", "0"}, {"MPI_LOCALRANKID", "1"}});
     REQUIRE(info.isOk());
     CHECK(info->localRank == 0);
   }
@@ -101,11 +100,9 @@ TEST_CASE("each launcher is read under its own names", "[launch_env]") {
 }
 
 TEST_CASE("the first launcher found wins and the others are not read", "[launch_env]") {
-  Env env = {{"FERRY_RANK", "1"},   {"FERRY_WORLD_SIZE", "2"},
-             {"RANK", "2"},         {"WORLD_SIZE", "4"},
-             {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-             {"PMI_RANK", "4"},     {"PMI_SIZE", "16"},
-             {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "32"}};
+  Env env = {{"FERRY_RANK", "1"},           {"FERRY_WORLD_SIZE", "2"},     {"RANK", "2"},     {"WORLD_SIZE", "4"},
+             {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"PMI_RANK", "4"}, {"PMI_SIZE", "16"},
+             {"SLURM_PROCID", "5"},         {"SLURM_NTASKS", "32"}};
   const char* order[][3] = {{"FERRY_RANK", "FERRY_WORLD_SIZE", "ferry"},
                             {"RANK", "WORLD_SIZE", "torchrun"},
                             {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "openmpi"},
@@ -124,8 +121,8 @@ TEST_CASE("the first launcher found wins and the others are not read", "[launch_
 }
 
 TEST_CASE("a broken lower launcher does not matter once a higher one is found", "[launch_env]") {
-  auto info = detect({{"FERRY_RANK", "0"}, {"FERRY_WORLD_SIZE", "2"}, {"RANK", "banana"},
-                      {"SLURM_NTASKS", "0"}, {"LOCAL_RANK", "7"}});
+  auto info = detect(
+      {{"FERRY_RANK", "0"}, {"FERRY_WORLD_SIZE", "2"}, {"RANK", "banana"}, {"SLURM_NTASKS", "0"}, {"LOCAL_RANK", "7"}});
   REQUIRE(info.isOk());
   checkInfo(*info, 0, 2, 0, -1, "ferry");
 }
@@ -143,8 +140,7 @@ TEST_CASE("root address", "[launch_env]") {
   CHECK(detect({{"MASTER_ADDR", "node2"}, {"MASTER_PORT", "29500"}})->rootAddr == "node2:29500");
   CHECK(detect({{"MASTER_ADDR", "::1"}, {"MASTER_PORT", "29500"}})->rootAddr == "[::1]:29500");
   SECTION("FERRY_ADDR wins over NCCL_COMM_ID, which wins over MASTER_ADDR") {
-    Env env = {{"FERRY_ADDR", "a:1"}, {"NCCL_COMM_ID", "b:2"}, {"MASTER_ADDR", "c"},
-               {"MASTER_PORT", "3"}};
+    Env env = {{"FERRY_ADDR", "a:1"}, {"NCCL_COMM_ID", "b:2"}, {"MASTER_ADDR", "c"}, {"MASTER_PORT", "3"}};
     CHECK(detect(env)->rootAddr == "a:1");
     env.erase("FERRY_ADDR");
     CHECK(detect(env)->rootAddr == "b:2");
@@ -165,8 +161,7 @@ TEST_CASE("root address", "[launch_env]") {
 TEST_CASE("errors name the variable, its value and the expected range", "[launch_env]") {
   CHECK(errorOf({{"FERRY_RANK", "5"}, {"FERRY_WORLD_SIZE", "4"}}) ==
         "FERRY_RANK=5 is out of range: expected 0 <= rank < FERRY_WORLD_SIZE=4");
-  CHECK(errorOf({{"RANK", "-1"}, {"WORLD_SIZE", "4"}}) ==
-        "RANK=-1 is out of range: expected 0 <= rank < WORLD_SIZE=4");
+  CHECK(errorOf({{"RANK", "-1"}, {"WORLD_SIZE", "4"}}) == "RANK=-1 is out of range: expected 0 <= rank < WORLD_SIZE=4");
   CHECK(errorOf({{"FERRY_RANK", "0"}, {"FERRY_WORLD_SIZE", "0"}}) ==
         "FERRY_WORLD_SIZE=0 is out of range: expected size >= 1");
   CHECK(errorOf({{"PMI_RANK", "0"}, {"PMI_SIZE", "two"}}) ==
@@ -209,22 +204,20 @@ TEST_CASE("local rank and size errors", "[launch_env]") {
 }
 
 TEST_CASE("half a rank/size pair names the missing half", "[launch_env]") {
-  CHECK(errorOf({{"FERRY_RANK", "1"}}) ==
-        "FERRY_RANK=1 is set but FERRY_WORLD_SIZE is not: expected both or neither");
+  CHECK(errorOf({{"FERRY_RANK", "1"}}) == "FERRY_RANK=1 is set but FERRY_WORLD_SIZE is not: expected both or neither");
   CHECK(errorOf({{"FERRY_WORLD_SIZE", "4"}}) ==
         "FERRY_WORLD_SIZE=4 is set but FERRY_RANK is not: expected both or neither");
   CHECK(errorOf({{"RANK", "0"}}) == "RANK=0 is set but WORLD_SIZE is not: expected both or neither");
   CHECK(errorOf({{"OMPI_COMM_WORLD_SIZE", "2"}}) ==
         "OMPI_COMM_WORLD_SIZE=2 is set but OMPI_COMM_WORLD_RANK is not: expected both or neither");
   CHECK(errorOf({{"PMI_RANK", "0"}}) == "PMI_RANK=0 is set but PMI_SIZE is not: expected both or neither");
-  CHECK(errorOf({{"SLURM_NTASKS", "3"}}) ==
-        "SLURM_NTASKS=3 is set but SLURM_PROCID is not: expected both or neither");
+  CHECK(errorOf({{"SLURM_NTASKS", "3"}}) == "SLURM_NTASKS=3 is set but SLURM_PROCID is not: expected both or neither");
 }
 
 TEST_CASE("root address errors", "[launch_env]") {
   const char* kHostPort = "is not valid: expected host:port or [ipv6]:port with a port from 1 to 65535";
-  for (const char* bad : {"", "node1", "node1:", ":4000", "node1:0", "node1:65536", "node1:http",
-                          "fe80::1:4000", "[fe80::1:4000", "[]:4000"}) {
+  for (const char* bad : {"", "node1", "node1:", ":4000", "node1:0", "node1:65536", "node1:http", "fe80::1:4000",
+                          "[fe80::1:4000", "[]:4000"}) {
     CAPTURE(bad);
     CHECK(errorOf({{"FERRY_ADDR", bad}}) == "FERRY_ADDR='" + std::string(bad) + "' " + kHostPort);
   }

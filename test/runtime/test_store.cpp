@@ -134,7 +134,9 @@ class RawPeer {
     REQUIRE(::connect(fd_, reinterpret_cast<const sockaddr*>(&root.storage), root.length) == 0);
   }
   ~RawPeer() { ::close(fd_); }
-  void send(const Bytes& b) { REQUIRE(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size())); }
+  void send(const Bytes& b) {
+    REQUIRE(::send(fd_, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size()));
+  }
   void shutdownWrite() { ::shutdown(fd_, SHUT_WR); }
   // True when the root closes the connection within `seconds` (anything it sent first is skipped).
   bool closedWithin(double seconds) {
@@ -291,7 +293,8 @@ TEST_CASE("a rank that never arrives fails the round within the deadline, naming
     DYNAMIC_SECTION((connects ? "rank 2 connects but never gathers" : "rank 2 never connects")) {
       auto server = startServer(3);
       std::unique_ptr<StoreClient> idle;
-      if (connects) idle = std::move(StoreClient::connect(server->address(), kSecret, 2, 3, Deadline::after(2.0)).value());
+      if (connects)
+        idle = std::move(StoreClient::connect(server->address(), kSecret, 2, 3, Deadline::after(2.0)).value());
       std::vector<Status> got(2);
       std::vector<double> took(2);
       runRanks(2, [&](int r) {
@@ -500,8 +503,8 @@ TEST_CASE("the destructor stops the server promptly; a detached one stops when t
     bool refused = false;
     for (Deadline d = Deadline::after(2.0); !refused && !d.expired();) {
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      refused = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 &&
-                errno == ECONNREFUSED;
+      refused =
+          ::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 && errno == ECONNREFUSED;
       ::close(fd);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -516,8 +519,8 @@ TEST_CASE("the destructor stops the server promptly; a detached one stops when t
     while (!refused && secondsSince(start) < kStallLimit + 2.0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      refused = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 &&
-                errno == ECONNREFUSED;
+      refused =
+          ::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 && errno == ECONNREFUSED;
       ::close(fd);
     }
     CHECK(refused);

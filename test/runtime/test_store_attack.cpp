@@ -293,9 +293,7 @@ TEST_CASE("a handshake recorded in one job and replayed into the next is refused
   {
     auto job1 = startServer();
     Proxy tap(job1->address());
-    auto reports = runRanks(2, [&](int r) {
-      return honestRank(r == 1 ? tap.address() : job1->address(), r, 2, 1);
-    });
+    auto reports = runRanks(2, [&](int r) { return honestRank(r == 1 ? tap.address() : job1->address(), r, 2, 1); });
     REQUIRE(reports == std::vector<std::string>{"", ""});
     recorded = tap.sent();
   }

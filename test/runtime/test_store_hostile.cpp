@@ -29,8 +29,8 @@
 
 static const std::string gLogPath = "/tmp/ferry-store-hostile-" + std::to_string(::getpid()) + ".log";
 // Runs during static initialisation, before any test reads the configuration (parsed once, lazily).
-static const bool gLogToFile = (::setenv("FERRY_DEBUG_FILE", gLogPath.c_str(), 1),
-                                ::setenv("FERRY_DEBUG", "WARN", 1), ::setenv("FERRY_TIMEOUT", "2", 1), true);
+static const bool gLogToFile = (::setenv("FERRY_DEBUG_FILE", gLogPath.c_str(), 1), ::setenv("FERRY_DEBUG", "WARN", 1),
+                                ::setenv("FERRY_TIMEOUT", "2", 1), true);
 
 namespace ferry::bootstrap {
 namespace {
@@ -73,7 +73,7 @@ struct Stranger {
   bool closeWrite;
   const char* logged;  // what the root's WARN line must say about it
   int fd = -1;
-  uint16_t port = 0;   // its source port, as the root names it
+  uint16_t port = 0;  // its source port, as the root names it
 
   void connectTo(const SocketAddress& root) {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -130,7 +130,7 @@ TEST_CASE("strangers on a live rendezvous are logged at WARN and dropped; honest
   // A protocol-1 HELLO, which carried the secret itself: refused by its version number.
   Bytes legacy = header(wire::kMagic, 1, wire::kLegacyHelloBytes);
   legacy.resize(legacy.size() + wire::kLegacyHelloBytes - 4, 0x33);  // secret, rank, size
-  legacy.insert(legacy.end(), {0, 0, 0, 1});                           // version 1
+  legacy.insert(legacy.end(), {0, 0, 0, 1});                         // version 1
   Bytes truncated = header(wire::kMagic, 1, wire::kHelloBytes);
   truncated.resize(truncated.size() + 9, 0x5A);  // 9 of the 28 announced bytes, then the stranger leaves
   Bytes garbage;
@@ -138,8 +138,8 @@ TEST_CASE("strangers on a live rendezvous are logged at WARN and dropped; honest
   std::vector<Stranger> strangers = {
       {"garbage", garbage, false, "WARN BOOTSTRAP: dropping connection from", 0, 0},
       {"protocol 1", legacy, false, "WARN BOOTSTRAP: refusing connection from", 0, 0},
-      {"oversized length", header(wire::kMagic, 1, 0xFFFFFFFFu), false,
-       "WARN BOOTSTRAP: dropping connection from", 0, 0},
+      {"oversized length", header(wire::kMagic, 1, 0xFFFFFFFFu), false, "WARN BOOTSTRAP: dropping connection from", 0,
+       0},
       {"truncated frame", truncated, true, "WARN BOOTSTRAP: dropping connection from", 0, 0},
   };
 

@@ -253,9 +253,9 @@ TEST_CASE("measured selection leaves small and large calls, single plans and FER
   in.measureMaxBytes = 1 << 20;
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
-  OpDesc big{CallKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};     // 4 MiB
-  OpDesc mid{CallKind::kAllReduce, 64 * 1024, DataType::kFloat32, RedOp::kSum, -1};   // 256 KiB
-  OpDesc tiny{CallKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};       // 4 KiB
+  OpDesc big{CallKind::kAllReduce, 1 << 20, DataType::kFloat32, RedOp::kSum, -1};    // 4 MiB
+  OpDesc mid{CallKind::kAllReduce, 64 * 1024, DataType::kFloat32, RedOp::kSum, -1};  // 256 KiB
+  OpDesc tiny{CallKind::kAllReduce, 1024, DataType::kFloat32, RedOp::kSum, -1};      // 4 KiB
   for (const OpDesc& d : {big, tiny}) {
     Tuner::Choice c = t->select(d, true);
     CHECK(c.trial < 0);
@@ -330,9 +330,8 @@ TEST_CASE("beyond the measured sizes, outputs stream where the largest measured 
     auto t = Tuner::create(in, "", "", 0);
     REQUIRE(t.isOk());
     CHECK(t->select(big, true).plan.stores == coll::Stores::kAuto);  // nothing measured yet
-    auto ran = runTrials(*t, CallKind::kAllGather, measured / 2, [&](const coll::Plan& p) -> int64_t {
-      return p.stores == winner ? 100 : 1000;
-    });
+    auto ran = runTrials(*t, CallKind::kAllGather, measured / 2,
+                         [&](const coll::Plan& p) -> int64_t { return p.stores == winner ? 100 : 1000; });
     REQUIRE(!ran.empty());
     Tuner::Choice c = t->select(big, true);
     CHECK(c.trial < 0);
@@ -413,7 +412,8 @@ TEST_CASE("with two levels every collective crosses hosts once where that moves 
   CHECK(t->allowsSomewhere(Algorithm::kHierarchical));
 }
 
-TEST_CASE("hosts of different sizes keep all-reduce, broadcast and reduce on two levels, the rest flat", "[tuner][net]") {
+TEST_CASE("hosts of different sizes keep all-reduce, broadcast and reduce on two levels, the rest flat",
+          "[tuner][net]") {
   TunerInputs in = networkInputs(3, 2, true);
   in.ranksPerHost = 2;
   in.evenHosts = false;
@@ -442,8 +442,10 @@ TEST_CASE("update() forgets earlier choices; predict() prices a call for the lev
   CHECK(large > small);
 }
 
-TEST_CASE("two-level communicators measure flat against two levels by each rank's intervals, and keep the winner "
-          "beyond the measured sizes", "[tuner][net]") {
+TEST_CASE(
+    "two-level communicators measure flat against two levels by each rank's intervals, and keep the winner "
+    "beyond the measured sizes",
+    "[tuner][net]") {
   TunerInputs in = networkInputs(4, 2, true);
   in.trials = 2;
   in.measureMaxBytes = 32 << 20;

@@ -50,14 +50,14 @@ std::string runStrategy(Comm& comm, const std::string& name, const TrainConfig& 
   if (Status s = comm.allReduce(&allSent, &allSent, 1, DataType::kUint64, RedOp::kSum); !s.isOk())
     return "allReduce of byte counts failed: " + s.toString();
   const std::string what = name + " (" + config.optimizer +
-                           (config.loss == LossKind::kCrossEntropy ? ", cross-entropy" : ", mse") +
-                           ", " + std::to_string(config.shape.blocks) + " block(s)" +
+                           (config.loss == LossKind::kCrossEntropy ? ", cross-entropy" : ", mse") + ", " +
+                           std::to_string(config.shape.blocks) + " block(s)" +
                            (name == "ddp" ? ", bucket " + std::to_string(config.bucketBytes) + " B" : "") + ")";
   std::printf("%s n=%d rank %d: %zu params, %d steps, relative difference %.3g; bytes/step sent %" PRIu64
               " (formula %" PRIu64 "), received %" PRIu64 " (formula %" PRIu64 "), all ranks %" PRIu64
               " (formula %" PRIu64 ")\n",
-              what.c_str(), n, rank, P, config.steps, diff, steps->back().bytesSent, sent,
-              steps->back().bytesReceived, received, allSent, total);
+              what.c_str(), n, rank, P, config.steps, diff, steps->back().bytesSent, sent, steps->back().bytesReceived,
+              received, allSent, total);
   std::fflush(stdout);
   if (!(diff < kTolerance)) return name + ": parameters differ from one process by " + std::to_string(diff);
   if (steps->size() != static_cast<size_t>(config.steps)) return name + ": wrong number of step reports";
@@ -67,7 +67,8 @@ std::string runStrategy(Comm& comm, const std::string& name, const TrainConfig& 
              std::to_string(st.bytesReceived) + " bytes, formula " + std::to_string(sent) + "/" +
              std::to_string(received);
   }
-  if (allSent != total) return name + ": all ranks sent " + std::to_string(allSent) + ", formula " + std::to_string(total);
+  if (allSent != total)
+    return name + ": all ranks sent " + std::to_string(allSent) + ", formula " + std::to_string(total);
   return "";
 }
 
@@ -75,13 +76,16 @@ void runEverywhere(const std::string& name, const std::vector<TrainConfig>& conf
                    const Formula& formula) {
   for (int n : kWorlds) {
     INFO(name << " on " << n << " ranks");
-    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
-      for (const TrainConfig& config : configs) {
-        std::string err = runStrategy(c, name, config, strategy, formula);
-        if (!err.empty()) return err;
-      }
-      return "";
-    }, 60);
+    auto outcomes = runRanks(
+        n,
+        [&](Comm& c) -> std::string {
+          for (const TrainConfig& config : configs) {
+            std::string err = runStrategy(c, name, config, strategy, formula);
+            if (!err.empty()) return err;
+          }
+          return "";
+        },
+        60);
     for (const RankOutcome& o : outcomes) std::cout << o.output;
     CHECK(summarize(outcomes) == "");
   }
@@ -90,7 +94,7 @@ void runEverywhere(const std::string& name, const std::vector<TrainConfig>& conf
 TrainConfig baseConfig() {
   TrainConfig c;
   c.shape = {16, 30, 5};  // 725 parameters: ring segments of unequal size on 2 and 4 ranks
-  c.globalBatch = 24;  // divisible by 1, 2, 3 and 4 shards
+  c.globalBatch = 24;     // divisible by 1, 2, 3 and 4 shards
   c.steps = 5;
   return c;
 }
@@ -103,12 +107,12 @@ TEST_CASE("parameter server", "[mp]") {
   sgd.optimizer = "momentum";
   sgd.loss = LossKind::kMeanSquaredError;
   sgd.lr = 0.05f;
-  runEverywhere("ps", {adam, sgd},
-                [](Comm& c, const TrainConfig& cfg, Mlp& m) { return trainParameterServer(c, cfg, m); },
-                [](const TrainConfig&, size_t P, int n, int rank, uint64_t& sent, uint64_t& received, uint64_t& total) {
-                  sent = received = rank == 0 ? psServerBytesSent(P, n - 1) : psWorkerBytesSent(P);
-                  total = psBytesTotal(P, n - 1);
-                });
+  runEverywhere(
+      "ps", {adam, sgd}, [](Comm& c, const TrainConfig& cfg, Mlp& m) { return trainParameterServer(c, cfg, m); },
+      [](const TrainConfig&, size_t P, int n, int rank, uint64_t& sent, uint64_t& received, uint64_t& total) {
+        sent = received = rank == 0 ? psServerBytesSent(P, n - 1) : psWorkerBytesSent(P);
+        total = psBytesTotal(P, n - 1);
+      });
 }
 
 TEST_CASE("ddp", "[mp]") {
@@ -122,17 +126,17 @@ TEST_CASE("ddp", "[mp]") {
   configs[1].loss = LossKind::kMeanSquaredError;
   configs[1].optimizer = "sgd";
   configs[1].lr = 0.1f;
-  runEverywhere("ddp", configs, [](Comm& c, const TrainConfig& cfg, Mlp& m) { return trainDdp(c, cfg, m); },
-                [](const TrainConfig& cfg, size_t P, int n, int rank, uint64_t& sent, uint64_t& received,
-                   uint64_t& total) {
-                  Mlp shape(cfg.shape, cfg.seed);
-                  sent = received = 0;
-                  for (const Bucket& b : planBuckets(shape.params(), cfg.bucketBytes)) {
-                    sent += ringAllReduceBytesSent(b.count, n, rank);
-                    received += ringAllReduceBytesReceived(b.count, n, rank);
-                  }
-                  total = ringAllReduceBytesTotal(P, n);
-                });
+  runEverywhere(
+      "ddp", configs, [](Comm& c, const TrainConfig& cfg, Mlp& m) { return trainDdp(c, cfg, m); },
+      [](const TrainConfig& cfg, size_t P, int n, int rank, uint64_t& sent, uint64_t& received, uint64_t& total) {
+        Mlp shape(cfg.shape, cfg.seed);
+        sent = received = 0;
+        for (const Bucket& b : planBuckets(shape.params(), cfg.bucketBytes)) {
+          sent += ringAllReduceBytesSent(b.count, n, rank);
+          received += ringAllReduceBytesReceived(b.count, n, rank);
+        }
+        total = ringAllReduceBytesTotal(P, n);
+      });
 }
 
 TEST_CASE("fsdp", "[mp]") {
@@ -208,14 +212,14 @@ std::string runFfn(Comm& comm, const std::string& name, const TrainConfig& confi
   if (Status s = comm.allReduce(&allSent, &allSent, 1, DataType::kUint64, RedOp::kSum); !s.isOk())
     return "allReduce of byte counts failed: " + s.toString();
   const StepStats& last = steps->back();
-  std::printf("%s (%s, %s, %zu blocks, ffn %zu, %zu micro-batches) n=%d rank %d: %zu of %zu params, relative "
-              "difference %.3g; bytes/step sent %" PRIu64 " (formula %" PRIu64 "), received %" PRIu64
-              " (formula %" PRIu64 "), all ranks %" PRIu64 " (formula %" PRIu64 "); activations %" PRIu64
-              " B, bubble %.2f\n",
-              name.c_str(), config.optimizer.c_str(),
-              config.loss == LossKind::kCrossEntropy ? "cross-entropy" : "mse", shape.blocks, shape.ffn,
-              config.microBatches, n, rank, model.paramCount(), model.fullCount(), diff, last.bytesSent, sent,
-              last.bytesReceived, received, allSent, total, last.peakActivationBytes, last.bubbleFraction);
+  std::printf(
+      "%s (%s, %s, %zu blocks, ffn %zu, %zu micro-batches) n=%d rank %d: %zu of %zu params, relative "
+      "difference %.3g; bytes/step sent %" PRIu64 " (formula %" PRIu64 "), received %" PRIu64 " (formula %" PRIu64
+      "), all ranks %" PRIu64 " (formula %" PRIu64 "); activations %" PRIu64 " B, bubble %.2f\n",
+      name.c_str(), config.optimizer.c_str(), config.loss == LossKind::kCrossEntropy ? "cross-entropy" : "mse",
+      shape.blocks, shape.ffn, config.microBatches, n, rank, model.paramCount(), model.fullCount(), diff,
+      last.bytesSent, sent, last.bytesReceived, received, allSent, total, last.peakActivationBytes,
+      last.bubbleFraction);
   std::fflush(stdout);
   if (!(diff < kTolerance)) return name + ": parameters differ from one process by " + std::to_string(diff);
   if (steps->size() != static_cast<size_t>(config.steps)) return name + ": wrong number of step reports";
@@ -224,7 +228,8 @@ std::string runFfn(Comm& comm, const std::string& name, const TrainConfig& confi
       return name + ": step " + std::to_string(st.step) + " moved " + std::to_string(st.bytesSent) + "/" +
              std::to_string(st.bytesReceived) + " bytes, formula " + std::to_string(sent) + "/" +
              std::to_string(received);
-  if (allSent != total) return name + ": all ranks sent " + std::to_string(allSent) + ", formula " + std::to_string(total);
+  if (allSent != total)
+    return name + ": all ranks sent " + std::to_string(allSent) + ", formula " + std::to_string(total);
   return "";
 }
 
@@ -233,13 +238,16 @@ void runFfnEverywhere(const std::string& name, const std::vector<TrainConfig>& c
                       const FfnFormula& sentBy, const FfnFormula& receivedBy) {
   for (int n : kWorlds) {
     INFO(name << " on " << n << " ranks");
-    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
-      for (const TrainConfig& config : configs) {
-        std::string err = runFfn(c, name, config, partOf, strategy, sentBy, receivedBy);
-        if (!err.empty()) return err;
-      }
-      return "";
-    }, 60);
+    auto outcomes = runRanks(
+        n,
+        [&](Comm& c) -> std::string {
+          for (const TrainConfig& config : configs) {
+            std::string err = runFfn(c, name, config, partOf, strategy, sentBy, receivedBy);
+            if (!err.empty()) return err;
+          }
+          return "";
+        },
+        60);
     for (const RankOutcome& o : outcomes) std::cout << o.output;
     CHECK(summarize(outcomes) == "");
   }
@@ -336,36 +344,40 @@ TEST_CASE("moe", "[mp]") {
   configs[2].lr = 0.05f;
   for (int n : kWorlds) {
     INFO("moe on " << n << " ranks");
-    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
-      for (const TrainConfig& config : configs) {
-        MoeModel model(config, c.rank(), n);
-        MoeRouting mine;
-        auto steps = trainMoe(c, config, model, nullptr, &mine);
-        if (!steps.isOk()) return "moe failed: " + steps.status().toString();
-        MoeRouting ref;
-        const std::vector<float> full = trainMoeSingle(config, n, &ref);
-        const std::vector<float> expected = model.extract(full), got = model.flat();
-        const double diff = relativeDifference(got.data(), expected.data(), got.size());
-        const uint64_t sent = moeBytes(ref.counts, config.experts, config.shape.hidden, model.shared().size(), n,
-                                       c.rank(), false);
-        const uint64_t received = moeBytes(ref.counts, config.experts, config.shape.hidden, model.shared().size(), n,
-                                           c.rank(), true);
-        const StepStats& last = steps->back();
-        std::printf("moe (top-%zu, capacity factor %.2f, %zu experts) n=%d rank %d: relative difference %.3g; "
-                    "dropped %" PRIu64 " (one process %" PRIu64 "); bytes/step sent %" PRIu64 " (formula %" PRIu64
-                    "), received %" PRIu64 " (formula %" PRIu64 ")\n",
-                    config.topK, static_cast<double>(config.capacityFactor), config.experts, n, c.rank(), diff,
-                    mine.dropped, ref.dropped, last.bytesSent, sent, last.bytesReceived, received);
-        std::fflush(stdout);
-        if (!(diff < kTolerance)) return "moe: parameters differ from one process by " + std::to_string(diff);
-        if (mine.dropped != ref.dropped) return "moe: dropped tokens differ from one process";
-        for (size_t e = 0; e < config.experts; ++e)
-          if (mine.counts[e] != ref.counts[static_cast<size_t>(c.rank()) * config.experts + e])
-            return "moe: routing differs from one process";
-        if (last.bytesSent != sent || last.bytesReceived != received) return "moe: bytes differ from the formula";
-      }
-      return "";
-    }, 60);
+    auto outcomes = runRanks(
+        n,
+        [&](Comm& c) -> std::string {
+          for (const TrainConfig& config : configs) {
+            MoeModel model(config, c.rank(), n);
+            MoeRouting mine;
+            auto steps = trainMoe(c, config, model, nullptr, &mine);
+            if (!steps.isOk()) return "moe failed: " + steps.status().toString();
+            MoeRouting ref;
+            const std::vector<float> full = trainMoeSingle(config, n, &ref);
+            const std::vector<float> expected = model.extract(full), got = model.flat();
+            const double diff = relativeDifference(got.data(), expected.data(), got.size());
+            const uint64_t sent =
+                moeBytes(ref.counts, config.experts, config.shape.hidden, model.shared().size(), n, c.rank(), false);
+            const uint64_t received =
+                moeBytes(ref.counts, config.experts, config.shape.hidden, model.shared().size(), n, c.rank(), true);
+            const StepStats& last = steps->back();
+            std::printf(
+                "moe (top-%zu, capacity factor %.2f, %zu experts) n=%d rank %d: relative difference %.3g; "
+                "dropped %" PRIu64 " (one process %" PRIu64 "); bytes/step sent %" PRIu64 " (formula %" PRIu64
+                "), received %" PRIu64 " (formula %" PRIu64 ")\n",
+                config.topK, static_cast<double>(config.capacityFactor), config.experts, n, c.rank(), diff,
+                mine.dropped, ref.dropped, last.bytesSent, sent, last.bytesReceived, received);
+            std::fflush(stdout);
+            if (!(diff < kTolerance)) return "moe: parameters differ from one process by " + std::to_string(diff);
+            if (mine.dropped != ref.dropped) return "moe: dropped tokens differ from one process";
+            for (size_t e = 0; e < config.experts; ++e)
+              if (mine.counts[e] != ref.counts[static_cast<size_t>(c.rank()) * config.experts + e])
+                return "moe: routing differs from one process";
+            if (last.bytesSent != sent || last.bytesReceived != received) return "moe: bytes differ from the formula";
+          }
+          return "";
+        },
+        60);
     for (const RankOutcome& o : outcomes) std::cout << o.output;
     CHECK(summarize(outcomes) == "");
   }
@@ -378,32 +390,36 @@ TEST_CASE("3d", "[mp]") {
   const std::vector<Grid3d> grids = {{2, 2, 2}, {1, 2, 2}, {2, 1, 2}};
   for (const Grid3d& grid : grids) {
     INFO("3d grid " << grid.data << "x" << grid.tensor << "x" << grid.pipeline);
-    auto outcomes = runRanks(grid.size(), [&](Comm& world) -> std::string {
-      auto comms = splitGrid(world, grid);
-      if (!comms.isOk()) return "split failed: " + comms.status().toString();
-      for (size_t k = 0; k < configs.size(); ++k) {
-        const TrainConfig& config = configs[k];
-        const auto schedule = k == 0 ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
-        const FfnShape shape = ffnShape(config);
-        FfnModel model(shape, gridPart(shape, grid, comms->t, comms->s), config.seed);
-        auto steps = train3d(*comms, config, schedule, model);
-        if (!steps.isOk()) return "3d failed: " + steps.status().toString();
-        const std::vector<float> ref = model.extract(trainFfnSingle(config));
-        const double diff = relativeDifference(model.paramData(), ref.data(), model.paramCount());
-        const uint64_t sent = grid3dBytes(config, grid, model, comms->d, comms->t, comms->s, false);
-        const uint64_t received = grid3dBytes(config, grid, model, comms->d, comms->t, comms->s, true);
-        std::printf("3d %dx%dx%d (%s, %zu blocks) rank %d at (%d, %d, %d): %zu params, relative difference %.3g; "
-                    "bytes/step sent %" PRIu64 " (formula %" PRIu64 "), received %" PRIu64 " (formula %" PRIu64 ")\n",
-                    grid.data, grid.tensor, grid.pipeline, k == 0 ? "gpipe" : "1f1b", shape.blocks, world.rank(),
-                    comms->d, comms->t, comms->s, model.paramCount(), diff, steps->back().bytesSent, sent,
-                    steps->back().bytesReceived, received);
-        std::fflush(stdout);
-        if (!(diff < kTolerance)) return "3d: parameters differ from one process by " + std::to_string(diff);
-        for (const StepStats& st : *steps)
-          if (st.bytesSent != sent || st.bytesReceived != received) return "3d: bytes differ from the formula";
-      }
-      return "";
-    }, 60);
+    auto outcomes = runRanks(
+        grid.size(),
+        [&](Comm& world) -> std::string {
+          auto comms = splitGrid(world, grid);
+          if (!comms.isOk()) return "split failed: " + comms.status().toString();
+          for (size_t k = 0; k < configs.size(); ++k) {
+            const TrainConfig& config = configs[k];
+            const auto schedule = k == 0 ? PipelineSchedule::kGPipe : PipelineSchedule::kOneFOneB;
+            const FfnShape shape = ffnShape(config);
+            FfnModel model(shape, gridPart(shape, grid, comms->t, comms->s), config.seed);
+            auto steps = train3d(*comms, config, schedule, model);
+            if (!steps.isOk()) return "3d failed: " + steps.status().toString();
+            const std::vector<float> ref = model.extract(trainFfnSingle(config));
+            const double diff = relativeDifference(model.paramData(), ref.data(), model.paramCount());
+            const uint64_t sent = grid3dBytes(config, grid, model, comms->d, comms->t, comms->s, false);
+            const uint64_t received = grid3dBytes(config, grid, model, comms->d, comms->t, comms->s, true);
+            std::printf(
+                "3d %dx%dx%d (%s, %zu blocks) rank %d at (%d, %d, %d): %zu params, relative difference %.3g; "
+                "bytes/step sent %" PRIu64 " (formula %" PRIu64 "), received %" PRIu64 " (formula %" PRIu64 ")\n",
+                grid.data, grid.tensor, grid.pipeline, k == 0 ? "gpipe" : "1f1b", shape.blocks, world.rank(), comms->d,
+                comms->t, comms->s, model.paramCount(), diff, steps->back().bytesSent, sent,
+                steps->back().bytesReceived, received);
+            std::fflush(stdout);
+            if (!(diff < kTolerance)) return "3d: parameters differ from one process by " + std::to_string(diff);
+            for (const StepStats& st : *steps)
+              if (st.bytesSent != sent || st.bytesReceived != received) return "3d: bytes differ from the formula";
+          }
+          return "";
+        },
+        60);
     for (const RankOutcome& o : outcomes) std::cout << o.output;
     CHECK(summarize(outcomes) == "");
   }

@@ -24,8 +24,7 @@ const MlpShape kShape{5, 7, 3};
 
 float lossOnly(Mlp& m, Batch& b, LossKind kind) {
   Tensor y = m.forward(b.x);
-  return kind == LossKind::kCrossEntropy ? softmaxCrossEntropy(y, b.labels).loss
-                                         : meanSquaredError(y, b.targets).loss;
+  return kind == LossKind::kCrossEntropy ? softmaxCrossEntropy(y, b.labels).loss : meanSquaredError(y, b.targets).loss;
 }
 
 }  // namespace
@@ -181,8 +180,8 @@ TEST_CASE("MoE layer backward matches finite differences", "[unit]") {
     std::vector<float> shared = m.sharedGrad(), experts = m.expertGrads();
     auto loss = [&] { return moeGradients(c, m, b, 2); };
     checkGradients(k == 1 ? "moe top-1 shared" : "moe top-2 shared", m.shared().data(), shared, shared.size(), loss);
-    checkGradients(k == 1 ? "moe top-1 experts" : "moe top-2 experts", m.expertParams().data(), experts,
-                   experts.size(), loss);
+    checkGradients(k == 1 ? "moe top-1 experts" : "moe top-2 experts", m.expertParams().data(), experts, experts.size(),
+                   loss);
   }
 }
 

@@ -22,7 +22,8 @@ const TransportProbe& setTransportUnderTest(const std::string& name) {
 const TransportProbe& probeUnderTest() { return gProbe; }
 
 std::string checkReceived(const Request& r, int source, uint64_t tag, size_t bytes, const std::string& what) {
-  if (r.state != Request::State::kDone) return what + ": receive ended " + (r.pending() ? "pending" : "failed: " + r.error);
+  if (r.state != Request::State::kDone)
+    return what + ": receive ended " + (r.pending() ? "pending" : "failed: " + r.error);
   if (r.source != source) return what + ": source " + std::to_string(r.source) + ", expected " + std::to_string(source);
   if (r.peerTag != tag) return what + ": peerTag " + std::to_string(r.peerTag) + ", expected " + std::to_string(tag);
   if (r.received != bytes) {

@@ -73,7 +73,8 @@ class FakeVerbs final : public VerbsApi {
   DeviceList listDevices() const override { return list; }
   Result<std::unique_ptr<VerbsDevice>> openDevice(const std::string& name) const override {
     const FakeDevice& d = devices.at(name);
-    if (d.openFails) return makeError(ErrorCode::kSystemError, "ibv_open_device(%s) failed: Permission denied", name.c_str());
+    if (d.openFails)
+      return makeError(ErrorCode::kSystemError, "ibv_open_device(%s) failed: Permission denied", name.c_str());
     return std::unique_ptr<VerbsDevice>(new FakeOpened(d));
   }
   int numaNode(const std::string& name) const override { return devices.at(name).numaNode; }
@@ -278,8 +279,8 @@ TEST_CASE("verbs encodings decode to names and nominal rates", "[ib]") {
   CHECK(laneCount(4) == 8);
   CHECK(laneCount(kWidth12x) == 12);
   CHECK(laneCount(0) == 0);
-  const std::pair<int, double> rates[] = {{kSdr, 2.5}, {2, 5}, {4, 10}, {8, 10}, {kFdr, 14},
-                                          {kEdr, 25}, {kHdr, 50}, {kNdr, 100}, {kXdr, 200}};
+  const std::pair<int, double> rates[] = {{kSdr, 2.5}, {2, 5},     {4, 10},     {8, 10},    {kFdr, 14},
+                                          {kEdr, 25},  {kHdr, 50}, {kNdr, 100}, {kXdr, 200}};
   for (const auto& [bit, gbps] : rates) CHECK(laneGbps(bit) == gbps);
   CHECK(laneGbps(3) == 0.0);
   CHECK(std::string(speedName(8)) == "FDR10");

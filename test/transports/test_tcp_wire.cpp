@@ -11,8 +11,17 @@
 using namespace ferry::transport::tcp;
 
 TEST_CASE("a message splits into contiguous, non-empty, aligned pieces, one per stream at most", "[tcp]") {
-  const size_t sizes[] = {0, 1, 4096, kSplitMinBytes - 1, kSplitMinBytes, kSplitMinBytes + 1, 300 * 1024,
-                          (1 << 20) - 3, 1 << 20, (16 << 20) + 5, size_t{1} << 32};
+  const size_t sizes[] = {0,
+                          1,
+                          4096,
+                          kSplitMinBytes - 1,
+                          kSplitMinBytes,
+                          kSplitMinBytes + 1,
+                          300 * 1024,
+                          (1 << 20) - 3,
+                          1 << 20,
+                          (16 << 20) + 5,
+                          size_t{1} << 32};
   for (int streams = 1; streams <= kMaxStreams; ++streams) {
     for (size_t bytes : sizes) {
       INFO(bytes << " B over " << streams << " stream(s)");

@@ -23,13 +23,12 @@ using transport::kAnyPeer;
 using transport::kTagMask;
 using transport::Request;
 
-
 namespace {
 
 // Sizes around every threshold either transport has (shm: 8128-byte eager slots; UCX picks its own
 // rendezvous threshold, typically some KiB over TCP), up to 16 MiB.
-const size_t kSizes[] = {0,     1,     7,     64,    4095,  4096,   8127,    8128,     8129,   8192,
-                         16383, 16385, 65536, 65537, 262147, 1 << 20, (4 << 20) + 1, 16 << 20};
+const size_t kSizes[] = {0,    1,     7,     64,    4095,  4096,   8127,    8128,          8129,
+                         8192, 16383, 16385, 65536, 65537, 262147, 1 << 20, (4 << 20) + 1, 16 << 20};
 
 // Message sizes the ordering checks cycle through: eager and rendezvous interleaved, so a large
 // message may not be overtaken by the small ones posted after it.
@@ -167,7 +166,8 @@ TEST_CASE("a receive from any peer reports source and sender's tag and keeps eac
         const Request& r = reqs[i];
         std::string what = "any-peer receive #" + std::to_string(i);
         if (r.state != Request::State::kDone) return what + " failed: " + r.error;
-        if (r.source < 1 || r.source >= c.size()) return what + ": source " + std::to_string(r.source) + " is no sender";
+        if (r.source < 1 || r.source >= c.size())
+          return what + ": source " + std::to_string(r.source) + " is no sender";
         const int seq = next[r.source]++;
         err = checkReceived(r, r.source, tagOf(r.source, seq), mixedSize(seq + r.source),
                             what + " (rank " + std::to_string(r.source) + "'s #" + std::to_string(seq) + ")");
@@ -176,7 +176,8 @@ TEST_CASE("a receive from any peer reports source and sender's tag and keeps eac
         }
       }
       for (int s = 1; err.empty() && s < c.size(); ++s) {
-        if (next[s] != kPerSender) err = "rank " + std::to_string(s) + " delivered " + std::to_string(next[s]) + " messages";
+        if (next[s] != kPerSender)
+          err = "rank " + std::to_string(s) + " delivered " + std::to_string(next[s]) + " messages";
       }
       return err;
     });
@@ -259,7 +260,8 @@ TEST_CASE("different tags never match each other; the mask decides which bits co
         }
       }
       std::string err = c.waitAll(reqs.data(), reqs.size(), 20, "tagged sends");
-      for (size_t i = 0; err.empty() && i < reqs.size(); ++i) err = checkSent(reqs[i], "send on tag " + std::to_string(sent[i]));
+      for (size_t i = 0; err.empty() && i < reqs.size(); ++i)
+        err = checkSent(reqs[i], "send on tag " + std::to_string(sent[i]));
       return err;
     }
     // Rank 1 posts in reverse tag order, the masked receive before the exact one for 0xAC42, and
@@ -299,78 +301,85 @@ TEST_CASE("different tags never match each other; the mask decides which bits co
     }
     if (!err.empty()) return err;
     c.spin(0.1);
-    if (!never.pending()) return "a receive on a tag nobody sent ended: " + (never.error.empty() ? "done" : never.error);
+    if (!never.pending())
+      return "a receive on a tag nobody sent ended: " + (never.error.empty() ? "done" : never.error);
     t.cancel(&never);
     err = c.wait(never, 5, "canceled receive");
-    if (err.empty() && never.state != Request::State::kFailed) err = "a canceled receive that matched nothing ended kDone";
+    if (err.empty() && never.state != Request::State::kFailed)
+      err = "a canceled receive that matched nothing ended kDone";
     return err;
   });
 }
 
 TEST_CASE("hundreds of concurrent requests to and from every peer, in a shuffled order", "[p2p][load]") {
   for (int n : {2, 3, 4}) {
-    runAndCheck(n, [](RankContext& c) -> std::string {
-      auto& t = c.transport();
-      constexpr int kPerPeer = 96;  // sends and as many receives per peer: 576 requests at 4 ranks
-      auto sizeOf = [](int i) -> size_t { return i % 32 == 5 ? 300000 : i % 8 == 3 ? 20000 : size_t(i * 7 % 500); };
-      // Every fourth message shares tag 9 (order matters there); the rest have a tag of their own.
-      auto tagOf = [](int i) -> uint64_t { return i % 4 == 0 ? 9 : 100 + uint64_t(i); };
-      struct Op {
-        bool send;
-        int peer;
-        int i;
-      };
-      std::vector<Op> ops;
-      for (int p = 0; p < c.size(); ++p) {
-        if (p == c.rank()) continue;
-        for (int i = 0; i < kPerPeer; ++i) ops.push_back({true, p, i});
-        for (int i = 0; i < kPerPeer; ++i) ops.push_back({false, p, i});
-      }
-      // Shuffle, then restore per-(peer, tag 9) post order so the expected pairing is defined.
-      std::mt19937 rng(1234 + c.rank());
-      std::shuffle(ops.begin(), ops.end(), rng);
-      for (bool send : {true, false}) {
-        for (int p = 0; p < c.size(); ++p) {
-          std::vector<int> at, seqs;
-          for (size_t k = 0; k < ops.size(); ++k) {
-            if (ops[k].send == send && ops[k].peer == p && tagOf(ops[k].i) == 9) {
-              at.push_back(int(k));
-              seqs.push_back(ops[k].i);
+    runAndCheck(
+        n,
+        [](RankContext& c) -> std::string {
+          auto& t = c.transport();
+          constexpr int kPerPeer = 96;  // sends and as many receives per peer: 576 requests at 4 ranks
+          auto sizeOf = [](int i) -> size_t { return i % 32 == 5 ? 300000 : i % 8 == 3 ? 20000 : size_t(i * 7 % 500); };
+          // Every fourth message shares tag 9 (order matters there); the rest have a tag of their own.
+          auto tagOf = [](int i) -> uint64_t { return i % 4 == 0 ? 9 : 100 + uint64_t(i); };
+          struct Op {
+            bool send;
+            int peer;
+            int i;
+          };
+          std::vector<Op> ops;
+          for (int p = 0; p < c.size(); ++p) {
+            if (p == c.rank()) continue;
+            for (int i = 0; i < kPerPeer; ++i) ops.push_back({true, p, i});
+            for (int i = 0; i < kPerPeer; ++i) ops.push_back({false, p, i});
+          }
+          // Shuffle, then restore per-(peer, tag 9) post order so the expected pairing is defined.
+          std::mt19937 rng(1234 + c.rank());
+          std::shuffle(ops.begin(), ops.end(), rng);
+          for (bool send : {true, false}) {
+            for (int p = 0; p < c.size(); ++p) {
+              std::vector<int> at, seqs;
+              for (size_t k = 0; k < ops.size(); ++k) {
+                if (ops[k].send == send && ops[k].peer == p && tagOf(ops[k].i) == 9) {
+                  at.push_back(int(k));
+                  seqs.push_back(ops[k].i);
+                }
+              }
+              std::sort(seqs.begin(), seqs.end());
+              for (size_t j = 0; j < at.size(); ++j) ops[at[j]].i = seqs[j];
             }
           }
-          std::sort(seqs.begin(), seqs.end());
-          for (size_t j = 0; j < at.size(); ++j) ops[at[j]].i = seqs[j];
-        }
-      }
-      std::vector<std::vector<uint8_t>> bufs(ops.size());
-      std::vector<Request> reqs(ops.size());
-      for (size_t k = 0; k < ops.size(); ++k) {
-        const Op& o = ops[k];
-        bufs[k].resize(sizeOf(o.i));
-        Status s;
-        if (o.send) {
-          fillPattern(bufs[k].data(), bufs[k].size(), seedOf(c.rank(), o.peer, tagOf(o.i), o.i));
-          s = t.postSend(o.peer, tagOf(o.i), bufs[k].data(), bufs[k].size(), &reqs[k]);
-        } else {
-          s = t.postRecv(o.peer, tagOf(o.i), kTagMask, bufs[k].data(), bufs[k].size(), &reqs[k]);
-        }
-        if (!s.isOk()) return "post failed: " + s.toString();
-        if (k % 16 == 0) t.progress();  // some arrive while others are still being posted
-      }
-      std::string err = c.waitAll(reqs.data(), reqs.size(), 40, std::to_string(reqs.size()) + " concurrent requests");
-      for (size_t k = 0; err.empty() && k < ops.size(); ++k) {
-        const Op& o = ops[k];
-        std::string what = std::string(o.send ? "send to " : "receive from ") + std::to_string(o.peer) + " #" +
-                           std::to_string(o.i);
-        if (o.send) {
-          err = checkSent(reqs[k], what);
-        } else {
-          err = checkReceived(reqs[k], o.peer, tagOf(o.i), sizeOf(o.i), what);
-          if (err.empty()) err = checkPattern(bufs[k].data(), sizeOf(o.i), seedOf(o.peer, c.rank(), tagOf(o.i), o.i), what);
-        }
-      }
-      return err;
-    }, 60);
+          std::vector<std::vector<uint8_t>> bufs(ops.size());
+          std::vector<Request> reqs(ops.size());
+          for (size_t k = 0; k < ops.size(); ++k) {
+            const Op& o = ops[k];
+            bufs[k].resize(sizeOf(o.i));
+            Status s;
+            if (o.send) {
+              fillPattern(bufs[k].data(), bufs[k].size(), seedOf(c.rank(), o.peer, tagOf(o.i), o.i));
+              s = t.postSend(o.peer, tagOf(o.i), bufs[k].data(), bufs[k].size(), &reqs[k]);
+            } else {
+              s = t.postRecv(o.peer, tagOf(o.i), kTagMask, bufs[k].data(), bufs[k].size(), &reqs[k]);
+            }
+            if (!s.isOk()) return "post failed: " + s.toString();
+            if (k % 16 == 0) t.progress();  // some arrive while others are still being posted
+          }
+          std::string err =
+              c.waitAll(reqs.data(), reqs.size(), 40, std::to_string(reqs.size()) + " concurrent requests");
+          for (size_t k = 0; err.empty() && k < ops.size(); ++k) {
+            const Op& o = ops[k];
+            std::string what = std::string(o.send ? "send to " : "receive from ") + std::to_string(o.peer) + " #" +
+                               std::to_string(o.i);
+            if (o.send) {
+              err = checkSent(reqs[k], what);
+            } else {
+              err = checkReceived(reqs[k], o.peer, tagOf(o.i), sizeOf(o.i), what);
+              if (err.empty())
+                err = checkPattern(bufs[k].data(), sizeOf(o.i), seedOf(o.peer, c.rank(), tagOf(o.i), o.i), what);
+            }
+          }
+          return err;
+        },
+        60);
   }
 }
 
@@ -410,30 +419,33 @@ int testMain(int argc, char** argv, RunCatch runCatch) {
 // Not a test: `test_transport_mp --transport T "[.throughput]"` prints how fast one rank streams
 // messages to another (sizes as FERRY_TEST_BYTES, default 256 KiB; 8 receives posted ahead).
 TEST_CASE("throughput of one pair", "[.throughput]") {
-  runAndCheck(2, [](RankContext& c) -> std::string {
-    auto& t = c.transport();
-    const char* env = std::getenv("FERRY_TEST_BYTES");
-    const size_t bytes = env != nullptr ? std::strtoull(env, nullptr, 10) : (256 << 10);
-    const size_t total = size_t{512} << 20;
-    const int count = static_cast<int>(std::max<size_t>(total / std::max<size_t>(bytes, 1), 16));
-    constexpr int kDepth = 8;
-    std::vector<std::vector<uint8_t>> bufs(kDepth, std::vector<uint8_t>(bytes, 1));
-    Request reqs[kDepth];
-    auto t0 = Clock::now();
-    for (int i = 0; i < count; ++i) {
-      Request& r = reqs[i % kDepth];
-      if (r.pending()) {
-        std::string err = c.wait(r, 30, "message");
-        if (!err.empty()) return err;
-      }
-      r = Request{};
-      Status s = c.rank() == 0 ? t.postSend(1, 7, bufs[i % kDepth].data(), bytes, &r)
-                               : t.postRecv(0, 7, kTagMask, bufs[i % kDepth].data(), bytes, &r);
-      if (!s.isOk()) return s.toString();
-    }
-    std::string err = c.waitAll(reqs, kDepth, 30, "last messages");
-    double s = secondsSince(t0);
-    if (c.rank() == 1) std::printf("%zu B x %d: %.3f GB/s\n", bytes, count, double(bytes) * count / s / 1e9);
-    return err;
-  }, 120);
+  runAndCheck(
+      2,
+      [](RankContext& c) -> std::string {
+        auto& t = c.transport();
+        const char* env = std::getenv("FERRY_TEST_BYTES");
+        const size_t bytes = env != nullptr ? std::strtoull(env, nullptr, 10) : (256 << 10);
+        const size_t total = size_t{512} << 20;
+        const int count = static_cast<int>(std::max<size_t>(total / std::max<size_t>(bytes, 1), 16));
+        constexpr int kDepth = 8;
+        std::vector<std::vector<uint8_t>> bufs(kDepth, std::vector<uint8_t>(bytes, 1));
+        Request reqs[kDepth];
+        auto t0 = Clock::now();
+        for (int i = 0; i < count; ++i) {
+          Request& r = reqs[i % kDepth];
+          if (r.pending()) {
+            std::string err = c.wait(r, 30, "message");
+            if (!err.empty()) return err;
+          }
+          r = Request{};
+          Status s = c.rank() == 0 ? t.postSend(1, 7, bufs[i % kDepth].data(), bytes, &r)
+                                   : t.postRecv(0, 7, kTagMask, bufs[i % kDepth].data(), bytes, &r);
+          if (!s.isOk()) return s.toString();
+        }
+        std::string err = c.waitAll(reqs, kDepth, 30, "last messages");
+        double s = secondsSince(t0);
+        if (c.rank() == 1) std::printf("%zu B x %d: %.3f GB/s\n", bytes, count, double(bytes) * count / s / 1e9);
+        return err;
+      },
+      120);
 }

@@ -102,7 +102,8 @@ TEST_CASE("a message larger than the receive fails it, writes nothing past it, a
                                : t.postRecv(0, tag, kTagMask, small, sizeof(small), &after);
       if (!s.isOk()) return what + ": posting after the truncation failed: " + s.toString();
       std::string err = c.wait(after, 10, what + ", the message after it");
-      if (err.empty() && after.state != Request::State::kDone) err = what + ", the message after it: " + stateName(after);
+      if (err.empty() && after.state != Request::State::kDone)
+        err = what + ", the message after it: " + stateName(after);
       if (!err.empty()) return err;
     }
     return "";
@@ -119,8 +120,8 @@ TEST_CASE("a send to oneself is delivered or refused up front; a rank out of ran
     Status sr = t.postRecv(me, 5, kTagMask, in, sizeof(in), &recv);
     Status ss = t.postSend(me, 5, out, sizeof(out), &send);
     if (sr.isOk() != ss.isOk()) {
-      return "a send to oneself was " + std::string(ss.isOk() ? "accepted" : "refused") + " but a receive from oneself " +
-             (sr.isOk() ? "accepted" : "refused");
+      return "a send to oneself was " + std::string(ss.isOk() ? "accepted" : "refused") +
+             " but a receive from oneself " + (sr.isOk() ? "accepted" : "refused");
     }
     if (!ss.isOk()) {
       // Refused: neither request may be left pending (nothing would ever complete it).
@@ -136,7 +137,8 @@ TEST_CASE("a send to oneself is delivered or refused up front; a rank out of ran
     for (int bad : {-2, c.size(), c.size() + 7}) {
       Request r;
       if (t.postSend(bad, 1, out, 1, &r).isOk()) return "a send to rank " + std::to_string(bad) + " was accepted";
-      if (t.postRecv(bad, 1, kTagMask, in, 1, &r).isOk()) return "a receive from rank " + std::to_string(bad) + " was accepted";
+      if (t.postRecv(bad, 1, kTagMask, in, 1, &r).isOk())
+        return "a receive from rank " + std::to_string(bad) + " was accepted";
       if (r.pending()) return "a refused request to rank " + std::to_string(bad) + " is pending";
     }
     return "";
@@ -248,55 +250,61 @@ TEST_CASE("a canceled send ends, and is never delivered with bytes written after
 TEST_CASE("close with requests in flight returns in time, and a forced close fails them all", "[edges][close]") {
   for (bool force : {true, false}) {
     INFO((force ? "forced close" : "flushing close"));
-    runAndCheck(2, [force](RankContext& c) -> std::string {
-      auto& t = c.transport();
-      c.skipFinalBarrier();
-      if (c.rank() == 1) {
-        // Stays connected, posts nothing and never answers, until rank 0 has closed and destroyed
-        // its transport (or for as long as that may take: 0.2 s, the close's 1 s and a margin).
-        c.spinUntilMarked("closed", force ? 2.0 : 3.0);
-        return "";
-      }
-      auto* reqs = new Request[4];
-      auto* bufs = new std::vector<uint8_t>[4];
-      for (int i = 0; i < 4; ++i) bufs[i].assign(i == 2 ? (1 << 20) : 64, 0x5A);
-      Status s = t.postRecv(1, 100, kTagMask, bufs[0].data(), bufs[0].size(), &reqs[0]);
-      if (s.isOk()) s = t.postRecv(kAnyPeer, 101, kTagMask, bufs[1].data(), bufs[1].size(), &reqs[1]);
-      if (s.isOk()) s = t.postSend(1, 102, bufs[2].data(), bufs[2].size(), &reqs[2]);  // never received
-      if (s.isOk()) s = t.postSend(1, 103, bufs[3].data(), bufs[3].size(), &reqs[3]);  // eager, may finish
-      if (!s.isOk()) return "post failed: " + s.toString();
-      c.spin(0.2);
-      // A transport that buffers sends may finish the 1 MiB one: rank 1's side keeps it.
-      const int mustPend = probeUnderTest().caps.buffersSends ? 2 : 3;
-      for (int i = 0; i < mustPend; ++i) {
-        if (!reqs[i].pending()) return "request " + std::to_string(i) + " ended before close: " + stateName(reqs[i]);
-      }
-      const double limit = 1.0;
-      auto t0 = Clock::now();
-      t.close(limit, force);
-      double took = secondsSince(t0);
-      if (took > limit + 1.0) return "close(" + std::to_string(limit) + " s) took " + std::to_string(took) + " s";
-      std::string err;
-      if (force) {
-        // Allow progress() to deliver the failures, then name what is still pending.
-        err = c.waitAll(reqs, 4, 2, "after a forced close");
-        std::string states;
-        for (int i = 0; i < 4; ++i) states += " #" + std::to_string(i) + " " + stateName(reqs[i]) + ";";
-        if (!err.empty()) {
-          err = "a forced close left requests pending (recv from 1, any-peer recv, 1 MiB send, 64 B send):" + states;
-        }
-        for (int i = 0; err.empty() && i < mustPend; ++i) {
-          if (reqs[i].state != Request::State::kFailed) err = "after a forced close request #" + std::to_string(i) + " is " + stateName(reqs[i]);
-        }
-      }
-      // Destroying the transport afterwards must not crash, whatever is still posted.
-      std::printf("rank 0: close(%.1f s, %s) returned after %.2f s; destroying the transport\n", limit,
-                  force ? "force" : "flush", took);
-      std::fflush(stdout);
-      c.destroyTransport();
-      c.mark("closed");
-      return err;
-    }, 20);
+    runAndCheck(
+        2,
+        [force](RankContext& c) -> std::string {
+          auto& t = c.transport();
+          c.skipFinalBarrier();
+          if (c.rank() == 1) {
+            // Stays connected, posts nothing and never answers, until rank 0 has closed and destroyed
+            // its transport (or for as long as that may take: 0.2 s, the close's 1 s and a margin).
+            c.spinUntilMarked("closed", force ? 2.0 : 3.0);
+            return "";
+          }
+          auto* reqs = new Request[4];
+          auto* bufs = new std::vector<uint8_t>[4];
+          for (int i = 0; i < 4; ++i) bufs[i].assign(i == 2 ? (1 << 20) : 64, 0x5A);
+          Status s = t.postRecv(1, 100, kTagMask, bufs[0].data(), bufs[0].size(), &reqs[0]);
+          if (s.isOk()) s = t.postRecv(kAnyPeer, 101, kTagMask, bufs[1].data(), bufs[1].size(), &reqs[1]);
+          if (s.isOk()) s = t.postSend(1, 102, bufs[2].data(), bufs[2].size(), &reqs[2]);  // never received
+          if (s.isOk()) s = t.postSend(1, 103, bufs[3].data(), bufs[3].size(), &reqs[3]);  // eager, may finish
+          if (!s.isOk()) return "post failed: " + s.toString();
+          c.spin(0.2);
+          // A transport that buffers sends may finish the 1 MiB one: rank 1's side keeps it.
+          const int mustPend = probeUnderTest().caps.buffersSends ? 2 : 3;
+          for (int i = 0; i < mustPend; ++i) {
+            if (!reqs[i].pending())
+              return "request " + std::to_string(i) + " ended before close: " + stateName(reqs[i]);
+          }
+          const double limit = 1.0;
+          auto t0 = Clock::now();
+          t.close(limit, force);
+          double took = secondsSince(t0);
+          if (took > limit + 1.0) return "close(" + std::to_string(limit) + " s) took " + std::to_string(took) + " s";
+          std::string err;
+          if (force) {
+            // Allow progress() to deliver the failures, then name what is still pending.
+            err = c.waitAll(reqs, 4, 2, "after a forced close");
+            std::string states;
+            for (int i = 0; i < 4; ++i) states += " #" + std::to_string(i) + " " + stateName(reqs[i]) + ";";
+            if (!err.empty()) {
+              err =
+                  "a forced close left requests pending (recv from 1, any-peer recv, 1 MiB send, 64 B send):" + states;
+            }
+            for (int i = 0; err.empty() && i < mustPend; ++i) {
+              if (reqs[i].state != Request::State::kFailed)
+                err = "after a forced close request #" + std::to_string(i) + " is " + stateName(reqs[i]);
+            }
+          }
+          // Destroying the transport afterwards must not crash, whatever is still posted.
+          std::printf("rank 0: close(%.1f s, %s) returned after %.2f s; destroying the transport\n", limit,
+                      force ? "force" : "flush", took);
+          std::fflush(stdout);
+          c.destroyTransport();
+          c.mark("closed");
+          return err;
+        },
+        20);
   }
 }
 
@@ -308,65 +316,70 @@ TEST_CASE("a peer killed with SIGKILL is reported and fails its requests within 
   constexpr double kBound = 10;
   // Rank 2 dies after the barrier; ranks 0 and 1 have a receive from it, a rendezvous-sized and a
   // small send to it in flight, and must also still reach each other afterwards.
-  runAndCheck(3, [](RankContext& c) -> std::string {
-    auto& t = c.transport();
-    constexpr int kVictim = 2;
-    c.skipFinalBarrier();
-    std::vector<uint8_t> big(4 << 20, 1), small(64, 2), in(64);
-    Request reqs[3];
-    if (c.rank() != kVictim) {
-      Status s = t.postRecv(kVictim, 500, kTagMask, in.data(), in.size(), &reqs[0]);
-      if (s.isOk()) s = t.postSend(kVictim, 501, big.data(), big.size(), &reqs[1]);
-      if (!s.isOk()) return "post failed: " + s.toString();
-    }
-    std::string err = c.barrier();
-    if (!err.empty()) return err;
-    if (c.rank() == kVictim) {
-      raise(SIGKILL);
-      return "still alive after SIGKILL";
-    }
-    auto t0 = Clock::now();
-    // Wait for the report: the pending requests, or peerError, whichever the transport gives first.
-    Deadline deadline = Deadline::after(kBound);
-    Backoff backoff;
-    while (t.peerError(kVictim).isOk() && !deadline.expired()) {
-      if (t.progress()) backoff.reset(); else backoff.pause();
-    }
-    double reported = secondsSince(t0);
-    Status pe = t.peerError(kVictim);
-    std::printf("rank %d: peerError(%d) after %.2f s: %s\n", c.rank(), kVictim, reported, pe.toString().c_str());
-    if (pe.isOk()) return "peerError(" + std::to_string(kVictim) + ") still ok " + std::to_string(kBound) + " s after its death";
-    // A send posted after the report must fail too, not hang.
-    Status s = t.postSend(kVictim, 502, small.data(), small.size(), &reqs[2]);
-    if (!s.isOk()) reqs[2].state = Request::State::kFailed;  // refusing up front is a failure report too
-    err = c.waitAll(reqs, 3, kBound - reported + 1, "requests involving the dead rank");
-    std::string states = " (recv from it: " + stateName(reqs[0]) + "; 4 MiB send: " + stateName(reqs[1]) +
-                         "; send after the report: " + stateName(reqs[2]) + ")";
-    if (!err.empty()) err += states;
-    // The 4 MiB send may have been taken whole before the death by a transport that buffers sends
-    // (the victim's side kept it); it must end either way, and everything else must fail.
-    for (int i = 0; err.empty() && i < 3; ++i) {
-      if (i == 1 && probeUnderTest().caps.buffersSends && reqs[i].state == Request::State::kDone) continue;
-      if (reqs[i].state != Request::State::kFailed) err = "a request involving the dead rank did not fail" + states;
-    }
-    // Whatever happened above, the survivors must still reach each other.
-    if (!t.peerError(1 - c.rank()).isOk()) {
-      return err + "; the living peer is reported failed: " + t.peerError(1 - c.rank()).toString();
-    }
-    Request pair[2];
-    uint8_t a[8] = {1}, b[8] = {};
-    s = t.postRecv(1 - c.rank(), 510, kTagMask, b, sizeof(b), &pair[0]);
-    if (s.isOk()) s = t.postSend(1 - c.rank(), 510, a, sizeof(a), &pair[1]);
-    if (!s.isOk()) return err + "; post between survivors failed: " + s.toString();
-    std::string pairErr = c.waitAll(pair, 2, 10, "survivors' exchange");
-    if (pairErr.empty() && (pair[0].state != Request::State::kDone || pair[1].state != Request::State::kDone)) {
-      pairErr = "survivors' exchange failed: " + stateName(pair[0]) + ", " + stateName(pair[1]);
-    }
-    std::printf("rank %d: survivors' exchange: %s\n", c.rank(), pairErr.empty() ? "ok" : pairErr.c_str());
-    std::fflush(stdout);
-    if (!pairErr.empty()) err += (err.empty() ? "" : "; ") + pairErr;
-    return err;
-  }, 40, {0, 0, 128 + SIGKILL});
+  runAndCheck(
+      3,
+      [](RankContext& c) -> std::string {
+        auto& t = c.transport();
+        constexpr int kVictim = 2;
+        c.skipFinalBarrier();
+        std::vector<uint8_t> big(4 << 20, 1), small(64, 2), in(64);
+        Request reqs[3];
+        if (c.rank() != kVictim) {
+          Status s = t.postRecv(kVictim, 500, kTagMask, in.data(), in.size(), &reqs[0]);
+          if (s.isOk()) s = t.postSend(kVictim, 501, big.data(), big.size(), &reqs[1]);
+          if (!s.isOk()) return "post failed: " + s.toString();
+        }
+        std::string err = c.barrier();
+        if (!err.empty()) return err;
+        if (c.rank() == kVictim) {
+          raise(SIGKILL);
+          return "still alive after SIGKILL";
+        }
+        auto t0 = Clock::now();
+        // Wait for the report: the pending requests, or peerError, whichever the transport gives first.
+        Deadline deadline = Deadline::after(kBound);
+        Backoff backoff;
+        while (t.peerError(kVictim).isOk() && !deadline.expired()) {
+          if (t.progress()) backoff.reset();
+          else backoff.pause();
+        }
+        double reported = secondsSince(t0);
+        Status pe = t.peerError(kVictim);
+        std::printf("rank %d: peerError(%d) after %.2f s: %s\n", c.rank(), kVictim, reported, pe.toString().c_str());
+        if (pe.isOk())
+          return "peerError(" + std::to_string(kVictim) + ") still ok " + std::to_string(kBound) + " s after its death";
+        // A send posted after the report must fail too, not hang.
+        Status s = t.postSend(kVictim, 502, small.data(), small.size(), &reqs[2]);
+        if (!s.isOk()) reqs[2].state = Request::State::kFailed;  // refusing up front is a failure report too
+        err = c.waitAll(reqs, 3, kBound - reported + 1, "requests involving the dead rank");
+        std::string states = " (recv from it: " + stateName(reqs[0]) + "; 4 MiB send: " + stateName(reqs[1]) +
+                             "; send after the report: " + stateName(reqs[2]) + ")";
+        if (!err.empty()) err += states;
+        // The 4 MiB send may have been taken whole before the death by a transport that buffers sends
+        // (the victim's side kept it); it must end either way, and everything else must fail.
+        for (int i = 0; err.empty() && i < 3; ++i) {
+          if (i == 1 && probeUnderTest().caps.buffersSends && reqs[i].state == Request::State::kDone) continue;
+          if (reqs[i].state != Request::State::kFailed) err = "a request involving the dead rank did not fail" + states;
+        }
+        // Whatever happened above, the survivors must still reach each other.
+        if (!t.peerError(1 - c.rank()).isOk()) {
+          return err + "; the living peer is reported failed: " + t.peerError(1 - c.rank()).toString();
+        }
+        Request pair[2];
+        uint8_t a[8] = {1}, b[8] = {};
+        s = t.postRecv(1 - c.rank(), 510, kTagMask, b, sizeof(b), &pair[0]);
+        if (s.isOk()) s = t.postSend(1 - c.rank(), 510, a, sizeof(a), &pair[1]);
+        if (!s.isOk()) return err + "; post between survivors failed: " + s.toString();
+        std::string pairErr = c.waitAll(pair, 2, 10, "survivors' exchange");
+        if (pairErr.empty() && (pair[0].state != Request::State::kDone || pair[1].state != Request::State::kDone)) {
+          pairErr = "survivors' exchange failed: " + stateName(pair[0]) + ", " + stateName(pair[1]);
+        }
+        std::printf("rank %d: survivors' exchange: %s\n", c.rank(), pairErr.empty() ? "ok" : pairErr.c_str());
+        std::fflush(stdout);
+        if (!pairErr.empty()) err += (err.empty() ? "" : "; ") + pairErr;
+        return err;
+      },
+      40, {0, 0, 128 + SIGKILL});
 }
 
 TEST_CASE("what a peer sent before it closed is still received after the close", "[edges][close]") {

@@ -11,8 +11,8 @@
 namespace ferry::transport::nic {
 namespace {
 
-constexpr int kStateActive = 4;     // IBV_PORT_ACTIVE
-constexpr int kLinkEthernet = 2;    // IBV_LINK_LAYER_ETHERNET
+constexpr int kStateActive = 4;   // IBV_PORT_ACTIVE
+constexpr int kLinkEthernet = 2;  // IBV_LINK_LAYER_ETHERNET
 
 // One port's NicPort from its attributes; the GID and interface are the caller's.
 NicPort decodePort(const std::string& device, int port, const PortAttr& attr, int numaNode) {

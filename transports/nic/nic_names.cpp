@@ -19,8 +19,8 @@ struct SpeedGrade {
 
 // Nominal rates as the kernel's sysfs "rate" file and NCCL count them (see nic_discovery.hpp).
 constexpr SpeedGrade kSpeedGrades[] = {
-    {1, "SDR", 2.5},   {2, "DDR", 5},     {4, "QDR", 10},   {8, "FDR10", 10},  {16, "FDR", 14},
-    {32, "EDR", 25},   {64, "HDR", 50},   {128, "NDR", 100}, {256, "XDR", 200},  // XDR: active_speed_ex
+    {1, "SDR", 2.5}, {2, "DDR", 5},   {4, "QDR", 10},    {8, "FDR10", 10},  {16, "FDR", 14},
+    {32, "EDR", 25}, {64, "HDR", 50}, {128, "NDR", 100}, {256, "XDR", 200},  // XDR: active_speed_ex
 };
 
 const SpeedGrade* findGrade(int activeSpeed) {

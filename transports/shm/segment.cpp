@@ -24,8 +24,8 @@ std::string fdPath(pid_t pid, int64_t fd) {
 Result<int> createSegment(const std::string& name, size_t bytes) {
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) {
-    return makeError(ErrorCode::kSystemError, "cannot create shared segment %s: memfd_create failed: %s",
-                     name.c_str(), std::strerror(errno));
+    return makeError(ErrorCode::kSystemError, "cannot create shared segment %s: memfd_create failed: %s", name.c_str(),
+                     std::strerror(errno));
   }
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int e = errno;
@@ -60,14 +60,14 @@ Result<void*> mapPeerSegment(pid_t pid, int64_t fd, const std::string& name, siz
   int f = openPeerSegment(pid, fd, name, O_RDWR);
   if (f < 0) {
     const int e = errno;
-    const char* why = e == ESTALE ? "the descriptor is another file now (the owner closed it)"
+    const char* why = e == ESTALE   ? "the descriptor is another file now (the owner closed it)"
                       : e == ENOENT ? "no such descriptor (the owner exited or closed it)"
                       : e == EACCES || e == EPERM
                           ? "permission denied (ranks must be able to open each other's /proc/PID/fd: same user, "
                             "dumpable processes)"
                           : std::strerror(e);
-    return makeError(ErrorCode::kSystemError, "cannot open %s, pid %d's shared segment %s: %s",
-                     fdPath(pid, fd).c_str(), static_cast<int>(pid), name.c_str(), why);
+    return makeError(ErrorCode::kSystemError, "cannot open %s, pid %d's shared segment %s: %s", fdPath(pid, fd).c_str(),
+                     static_cast<int>(pid), name.c_str(), why);
   }
   struct stat st {};
   if (fstat(f, &st) != 0 || static_cast<uint64_t>(st.st_size) < bytes) {

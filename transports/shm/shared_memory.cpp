@@ -75,8 +75,10 @@ struct Local {
       p = mmap(nullptr, kRegistryBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
     if (p == MAP_FAILED) {
-      FERRY_INFO(log::kTransport, "cannot create the shared-allocation registry (%s): peers read ferry::hostAlloc "
-                 "memory by cross-memory attach", std::strerror(errno));
+      FERRY_INFO(log::kTransport,
+                 "cannot create the shared-allocation registry (%s): peers read ferry::hostAlloc "
+                 "memory by cross-memory attach",
+                 std::strerror(errno));
       if (fd >= 0) ::close(fd);
       regFailed = true;
       return false;
@@ -176,8 +178,10 @@ Result<void*> allocShared(size_t bytes) {
       });
     } else if (!l.warnedFull) {
       l.warnedFull = true;
-      FERRY_INFO(log::kTransport, "more than %zu live hostAlloc allocations: the others are read by cross-memory "
-                 "attach", kMaxEntries);
+      FERRY_INFO(log::kTransport,
+                 "more than %zu live hostAlloc allocations: the others are read by cross-memory "
+                 "attach",
+                 kMaxEntries);
     }
   }
   l.live.fetch_add(1, std::memory_order_relaxed);
@@ -317,8 +321,8 @@ const uint8_t* PeerMemory::map(uint64_t remote, size_t bytes) {
     // fault per page on first access, in every reader (1 MiB: 256, more than the copy). Once per
     // allocation and peer, instead of inside the first collectives that use it.
     touchPages(p, e.bytes, false);
-    FERRY_INFO(log::kTransport, "mapped pid %d's shared allocation #%llu (%llu bytes at 0x%llx)", static_cast<int>(pid_),
-               static_cast<unsigned long long>(e.id), static_cast<unsigned long long>(e.bytes),
+    FERRY_INFO(log::kTransport, "mapped pid %d's shared allocation #%llu (%llu bytes at 0x%llx)",
+               static_cast<int>(pid_), static_cast<unsigned long long>(e.id), static_cast<unsigned long long>(e.bytes),
                static_cast<unsigned long long>(e.base));
     maps_.push_back({e.id, e.base, e.bytes, p});
     last_ = maps_.size() - 1;

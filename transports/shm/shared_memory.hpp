@@ -78,9 +78,9 @@ class PeerMemory {
   bool refresh();
 
   pid_t pid_ = 0;
-  const void* registry_ = nullptr;  // the peer's table, mapped read-only
+  const void* registry_ = nullptr;   // the peer's table, mapped read-only
   uint64_t version_ = ~uint64_t{0};  // registry version the cache was last checked against
-  std::vector<Known> known_;     // the table at version_
+  std::vector<Known> known_;         // the table at version_
   std::vector<Mapping> maps_;
   size_t last_ = 0;  // index of the last mapping that served a read
 };

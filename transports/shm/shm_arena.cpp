@@ -123,8 +123,8 @@ class ShmArena final : public Arena {
  public:
   explicit ShmArena(const ArenaOptions& o)
       : rank_(o.rank), size_(o.size), commId_(o.commId), slotBytes_((o.slotBytes + kPage - 1) & ~(kPage - 1)),
-        spinNs_(o.spinNs), spinBudgetNs_(o.spinNs), yieldNs_(o.yieldNs), pollSleep_(o.pollSleep), maps_(o.size, nullptr),
-        pids_(o.size, 0), peerMemory_(static_cast<size_t>(o.size)) {}
+        spinNs_(o.spinNs), spinBudgetNs_(o.spinNs), yieldNs_(o.yieldNs), pollSleep_(o.pollSleep),
+        maps_(o.size, nullptr), pids_(o.size, 0), peerMemory_(static_cast<size_t>(o.size)) {}
 
   ~ShmArena() override {
     sealed();
@@ -219,7 +219,8 @@ class ShmArena final : public Arena {
       ssize_t got = process_vm_readv(pids_[p], &local, 1, &remote, 1, 0);
       if (got != static_cast<ssize_t>(sizeof(seen)) || seen != (kMagic ^ static_cast<uint64_t>(pid))) {
         if (canRead_) {
-          FERRY_INFO(log::kTransport, "cross-memory attach to rank %d (pid %lld) is not permitted (%s): large "
+          FERRY_INFO(log::kTransport,
+                     "cross-memory attach to rank %d (pid %lld) is not permitted (%s): large "
                      "messages on this host take two copies through shared memory",
                      p, static_cast<long long>(pid), got < 0 ? std::strerror(errno) : "probe mismatch");
         }

@@ -58,7 +58,7 @@ constexpr int32_t kRefused = ESHUTDOWN;    // the receiver closed before taking 
 
 struct SlotHeader {
   uint32_t kind;
-  int32_t status;   // acks: 0, kWithdrawn, kRefused, or the errno the receiver's copy failed with
+  int32_t status;  // acks: 0, kWithdrawn, kRefused, or the errno the receiver's copy failed with
   uint64_t tag;
   uint64_t bytes;
   uint64_t addr;    // rendezvous: the sender's buffer
@@ -86,9 +86,7 @@ struct alignas(64) SegmentHeader {
 };
 
 size_t segmentBytes(int n) { return sizeof(SegmentHeader) + sizeof(Ring) * static_cast<size_t>(n); }
-Ring* rings(void* base) {
-  return reinterpret_cast<Ring*>(static_cast<uint8_t*>(base) + sizeof(SegmentHeader));
-}
+Ring* rings(void* base) { return reinterpret_cast<Ring*>(static_cast<uint8_t*>(base) + sizeof(SegmentHeader)); }
 
 struct Posted {
   uint64_t order;
@@ -122,9 +120,7 @@ struct AwaitingAck {
   bool withdrawn;  // a withdrawal follows it
 };
 
-void succeed(Request* r) {
-  r->state = Request::State::kDone;
-}
+void succeed(Request* r) { r->state = Request::State::kDone; }
 void fail(Request* r, std::string why) {
   r->error = std::move(why);
   r->state = Request::State::kFailed;
@@ -133,8 +129,8 @@ void fail(Request* r, std::string why) {
 class ShmTransport final : public Transport {
  public:
   ShmTransport(int rank, int size, uint64_t commId)
-      : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr),
-        pids_(size, 0), pending_(size), posted_(size + 1) {}
+      : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr), pids_(size, 0),
+        pending_(size), posted_(size + 1) {}
 
   ~ShmTransport() override {
     close(0, true);
@@ -220,7 +216,8 @@ class ShmTransport final : public Transport {
 
   Status postSend(int peer, uint64_t tag, const void* buf, size_t bytes, Request* req) override {
     if (closed_ || peer < 0 || peer >= size_ || peer == rank_ || out_[peer] == nullptr) {
-      return makeError(ErrorCode::kInternalError, "shared-memory send to invalid peer %d (rank %d of %d)", peer, rank_, size_);
+      return makeError(ErrorCode::kInternalError, "shared-memory send to invalid peer %d (rank %d of %d)", peer, rank_,
+                       size_);
     }
     req->start(true, peer, tag, bytes);
     Outgoing o{};
@@ -358,7 +355,6 @@ class ShmTransport final : public Transport {
   }
 
  private:
-
   // The first send still queued for `peer` (not yet in its ring), or null.
   Request* firstQueuedSend(int peer) {
     for (const Outgoing& o : pending_[peer]) {
@@ -427,7 +423,8 @@ class ShmTransport final : public Transport {
       Outgoing& o = q.front();
       Slot& s = r.slots[tail % kSlots];
       s.h = o.h;
-      if (o.h.kind == static_cast<uint32_t>(Kind::kEager) && o.h.bytes > 0) std::memcpy(s.payload, o.payload, o.h.bytes);
+      if (o.h.kind == static_cast<uint32_t>(Kind::kEager) && o.h.bytes > 0)
+        std::memcpy(s.payload, o.payload, o.h.bytes);
       r.tail.store(++tail, std::memory_order_release);
       if (o.req != nullptr) succeed(o.req);
       q.pop_front();
@@ -451,7 +448,8 @@ class ShmTransport final : public Transport {
       } else if (s.h.status == kRefused) {
         fail(r, "rank " + std::to_string(from) + " closed its transport before receiving the message");
       } else {
-        fail(r, std::string("rank ") + std::to_string(from) + " could not read the message: " + std::strerror(s.h.status));
+        fail(r,
+             std::string("rank ") + std::to_string(from) + " could not read the message: " + std::strerror(s.h.status));
       }
       return;
     }
@@ -548,7 +546,8 @@ class ShmTransport final : public Transport {
       if (err == 0) {
         succeed(p.req);
       } else {
-        fail(p.req, std::string("cannot copy from rank ") + std::to_string(m.from) + "'s buffer: " + std::strerror(err));
+        fail(p.req,
+             std::string("cannot copy from rank ") + std::to_string(m.from) + "'s buffer: " + std::strerror(err));
       }
     }
     answer(m.from, m.cookie, err);
@@ -560,7 +559,7 @@ class ShmTransport final : public Transport {
   std::string name_;  // the segment's memfd name, which peers check before they map it
   int fd_ = -1;       // the segment until sealed(): peers open it as /proc/<pid>/fd/<fd_>
   void* own_ = nullptr;
-  std::vector<Ring*> out_;        // out_[p]: our ring in p's segment
+  std::vector<Ring*> out_;  // out_[p]: our ring in p's segment
   std::vector<void*> peerMaps_;
   std::vector<pid_t> pids_;
   std::vector<std::deque<Outgoing>> pending_;

@@ -30,8 +30,8 @@ constexpr uint32_t kLongPathMicros = 1000;
 // a switch (the accepted ones inherit the listener's). "auto" starts every stream on cubic.
 void setCongestion(int fd, const std::string& wanted) {
   const std::string congestion = wanted == "auto" ? "cubic" : wanted;
-  if (!congestion.empty() &&
-      ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(), static_cast<socklen_t>(congestion.size())) != 0) {
+  if (!congestion.empty() && ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion.data(),
+                                          static_cast<socklen_t>(congestion.size())) != 0) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true)) {
       FERRY_INFO(log::kNet, "TCP transport: congestion control '%s' refused (%s); the system's default stays",
@@ -283,8 +283,10 @@ Progress StreamSetup::readHello(Pending& o) const {
     if (h.magic != kHelloMagic || h.commId != me.commId || h.nonce != me.nonce || from < 0 || from >= self ||
         static_cast<int>(h.stream) >= streamsOf(from) || static_cast<int>(h.streams) != streamsOf(from) ||
         fds[static_cast<size_t>(from)][h.stream] >= 0) {
-      FERRY_WARN(log::kTransport, "TCP transport: dropped a connection that did not say the right hello "
-                                  "(claims rank %u, stream %u of %u)", h.rank, h.stream, h.streams);
+      FERRY_WARN(log::kTransport,
+                 "TCP transport: dropped a connection that did not say the right hello "
+                 "(claims rank %u, stream %u of %u)",
+                 h.rank, h.stream, h.streams);
       drop = true;
     } else {
       o.peer = from;

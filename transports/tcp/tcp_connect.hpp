@@ -16,9 +16,9 @@ namespace ferry::transport::tcp {
 /// What a rank publishes: where it listens, and what a connection must say to be taken.
 struct TcpAddress {
   uint32_t rank = 0;
-  uint32_t streams = 1;   ///< streams this rank wants per pair between hosts
+  uint32_t streams = 1;  ///< streams this rank wants per pair between hosts
   uint64_t commId = 0;
-  uint64_t nonce = 0;     ///< random; a hello must repeat it (strangers cannot)
+  uint64_t nonce = 0;  ///< random; a hello must repeat it (strangers cannot)
   sockaddr_storage addr{};
   socklen_t length = 0;
 

@@ -126,8 +126,8 @@ class TcpTransport final : public Transport {
       const bool same = static_cast<size_t>(r) < options_.sameHost.size() && options_.sameHost[static_cast<size_t>(r)];
       streams[static_cast<size_t>(r)] = same ? 1 : static_cast<int>(std::min(a->streams, self_.streams));
     }
-    auto fds = connectStreams(rank_, listenFd_, peers, streams, options_.congestion,
-                              Deadline::after(options_.connectSeconds));
+    auto fds =
+        connectStreams(rank_, listenFd_, peers, streams, options_.congestion, Deadline::after(options_.connectSeconds));
     FERRY_TRY(fds);
     peers_.resize(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) {
@@ -270,7 +270,6 @@ class TcpTransport final : public Transport {
   }
 
  public:
-
   Status peerError(int peer) const override {
     if (peer < 0 || peer >= size_ || peers_.empty()) return Status::ok();
     return peers_[static_cast<size_t>(peer)].failure;
@@ -324,12 +323,17 @@ class TcpTransport final : public Transport {
 
   Status checkPost(bool send, int peer, uint64_t tag) {
     const char* what = send ? "send to" : "receive from";
-    if (closed_) return makeError(ErrorCode::kInvalidUsage, "TCP transport of rank %d: %s rank %d after close()", rank_, what, peer);
-    if (peers_.empty()) return makeError(ErrorCode::kInvalidUsage, "TCP transport of rank %d: %s rank %d before connect()", rank_, what, peer);
+    if (closed_)
+      return makeError(ErrorCode::kInvalidUsage, "TCP transport of rank %d: %s rank %d after close()", rank_, what,
+                       peer);
+    if (peers_.empty())
+      return makeError(ErrorCode::kInvalidUsage, "TCP transport of rank %d: %s rank %d before connect()", rank_, what,
+                       peer);
     const bool any = peer == kAnyPeer && !send;
     if (!any && (peer < 0 || peer >= size_ || peer == rank_)) {
-      return makeError(ErrorCode::kInvalidArgument, "TCP transport of rank %d: cannot %s rank %d (expected 0 <= peer < %d, not %d itself)",
-                       rank_, what, peer, size_, rank_);
+      return makeError(ErrorCode::kInvalidArgument,
+                       "TCP transport of rank %d: cannot %s rank %d (expected 0 <= peer < %d, not %d itself)", rank_,
+                       what, peer, size_, rank_);
     }
     if (tag > kTagMask) {
       return makeError(ErrorCode::kInvalidArgument, "TCP transport of rank %d: tag %llu exceeds %d bits", rank_,
@@ -383,8 +387,10 @@ class TcpTransport final : public Transport {
         Peer& p = peers_[static_cast<size_t>(peer)];
         for (size_t i = 0; i < p.streams.size() && p.failure.isOk(); ++i) readStream(peer, static_cast<int>(i));
         if (p.failure.isOk()) {
-          failPeer(peer, makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer,
-                                   std::strerror(err)), true);
+          failPeer(peer,
+                   makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer,
+                             std::strerror(err)),
+                   true);
         }
         return;
       }
@@ -436,10 +442,13 @@ class TcpTransport final : public Transport {
           st.owed.pop_front();
           const Piece want = pieceOf(m->bytes, m->split, s);
           if (h.offset != want.offset || h.bytes != want.bytes) {
-            failPeer(peer, makeError(ErrorCode::kRemoteError,
-                                     "TCP stream %d from rank %d fell out of step (a piece at %llu+%llu where one at "
-                                     "%zu+%zu was due)", s, peer, static_cast<unsigned long long>(h.offset),
-                                     static_cast<unsigned long long>(h.bytes), want.offset, want.bytes), true);
+            failPeer(peer,
+                     makeError(ErrorCode::kRemoteError,
+                               "TCP stream %d from rank %d fell out of step (a piece at %llu+%llu where one at "
+                               "%zu+%zu was due)",
+                               s, peer, static_cast<unsigned long long>(h.offset),
+                               static_cast<unsigned long long>(h.bytes), want.offset, want.bytes),
+                     true);
             return;
           }
           startPiece(st, m, s);
@@ -523,9 +532,11 @@ class TcpTransport final : public Transport {
     }
     if (h.bytes > 0) {
       if (!m->own.take(&pool_, h.bytes)) {
-        failPeer(peer, makeError(ErrorCode::kSystemError,
-                                 "rank %d cannot hold a message of %llu bytes from rank %d that no receive takes yet",
-                                 rank_, static_cast<unsigned long long>(h.bytes), peer), true);
+        failPeer(peer,
+                 makeError(ErrorCode::kSystemError,
+                           "rank %d cannot hold a message of %llu bytes from rank %d that no receive takes yet", rank_,
+                           static_cast<unsigned long long>(h.bytes), peer),
+                 true);
         return nullptr;
       }
     }
@@ -554,7 +565,8 @@ class TcpTransport final : public Transport {
       PieceState& ps = m->pieces[static_cast<size_t>(i)];
       if (ps != PieceState::kInOwn) continue;
       const Piece piece = pieceOf(m->bytes, m->split, i);
-      if (piece.bytes > 0) std::memcpy(static_cast<uint8_t*>(buf) + piece.offset, m->own.get() + piece.offset, piece.bytes);
+      if (piece.bytes > 0)
+        std::memcpy(static_cast<uint8_t*>(buf) + piece.offset, m->own.get() + piece.offset, piece.bytes);
       ps = PieceState::kDirect;
     }
     if (m->piecesLeft == 0) delivered(m);
@@ -604,14 +616,19 @@ class TcpTransport final : public Transport {
       return;
     }
     if (err == 0 && p.goodbye) {
-      failPeer(peer, makeError(ErrorCode::kRemoteError, "rank %d closed its connections (it destroyed the communicator)",
-                               peer), false);
+      failPeer(peer,
+               makeError(ErrorCode::kRemoteError, "rank %d closed its connections (it destroyed the communicator)",
+                         peer),
+               false);
     } else if (err == 0) {
-      failPeer(peer, makeError(ErrorCode::kRemoteError,
-                               "the TCP connection to rank %d ended: its process exited or was killed", peer), true);
+      failPeer(peer,
+               makeError(ErrorCode::kRemoteError,
+                         "the TCP connection to rank %d ended: its process exited or was killed", peer),
+               true);
     } else {
-      failPeer(peer, makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer,
-                               std::strerror(err)), true);
+      failPeer(peer,
+               makeError(ErrorCode::kRemoteError, "the TCP connection to rank %d failed: %s", peer, std::strerror(err)),
+               true);
     }
   }
 
@@ -694,8 +711,9 @@ Result<std::unique_ptr<Transport>> createTcpTransport(const TcpOptions& options)
                      options.streams, options.rank, kMaxStreams);
   }
   if (options.spinUs < 0 || options.spinUs > kMaxSpinUs) {
-    return makeError(ErrorCode::kInvalidArgument, "FERRY_SOCKET_SPIN_US=%ld on rank %d is out of range (expected 0..%ld)",
-                     options.spinUs, options.rank, kMaxSpinUs);
+    return makeError(ErrorCode::kInvalidArgument,
+                     "FERRY_SOCKET_SPIN_US=%ld on rank %d is out of range (expected 0..%ld)", options.spinUs,
+                     options.rank, kMaxSpinUs);
   }
   if (options.poolBytes < 0 || options.poolBytes > kMaxPoolBytes) {
     return makeError(ErrorCode::kInvalidArgument,

@@ -21,11 +21,11 @@ inline constexpr uint32_t kHelloMagic = 0x46545031;  // "FTP1"
 /// Sent once by the connecting side of every stream.
 struct Hello {
   uint32_t magic = kHelloMagic;
-  uint32_t rank = 0;      ///< the connecting rank
-  uint32_t stream = 0;    ///< which of the pair's streams this is
-  uint32_t streams = 0;   ///< how many streams the connecting side counts for the pair
+  uint32_t rank = 0;     ///< the connecting rank
+  uint32_t stream = 0;   ///< which of the pair's streams this is
+  uint32_t streams = 0;  ///< how many streams the connecting side counts for the pair
   uint64_t commId = 0;
-  uint64_t nonce = 0;     ///< the accepting rank's nonce, read from its published address
+  uint64_t nonce = 0;  ///< the accepting rank's nonce, read from its published address
 };
 static_assert(sizeof(Hello) == 32);
 

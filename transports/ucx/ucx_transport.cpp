@@ -39,10 +39,10 @@ class UcxTransport;
 
 // Our record inside every UCX request (UCX reserves it; see request_size).
 struct Op {
-  UcxTransport* owner;    // null while the request is not tracked
-  uint32_t index;         // its place in owner->live_
-  bool detached;          // the caller's Request already ended; the callback must not touch it
-  ucs_status_t failAs;    // set before we cancel the request ourselves: the failure to report
+  UcxTransport* owner;  // null while the request is not tracked
+  uint32_t index;       // its place in owner->live_
+  bool detached;        // the caller's Request already ended; the callback must not touch it
+  ucs_status_t failAs;  // set before we cancel the request ourselves: the failure to report
 };
 
 void initOp(void* request) {
@@ -93,8 +93,8 @@ class UcxTransport final : public Transport {
       st = ucp_config_modify(cfg, "NET_DEVICES", o.netDevices.c_str());
       if (st != UCS_OK) {
         ucp_config_release(cfg);
-        return makeError(ErrorCode::kInvalidArgument, "UCX rejected NET_DEVICES='%s': %s",
-                         o.netDevices.c_str(), ucs_status_string(st));
+        return makeError(ErrorCode::kInvalidArgument, "UCX rejected NET_DEVICES='%s': %s", o.netDevices.c_str(),
+                         ucs_status_string(st));
       }
     }
     ucp_params_t params{};
@@ -114,7 +114,8 @@ class UcxTransport final : public Transport {
     st = ucp_worker_create(context_, &wp, &worker_);
     if (st != UCS_OK) return makeError(ErrorCode::kSystemError, "ucp_worker_create failed: %s", ucs_status_string(st));
     st = ucp_worker_get_address(worker_, &address_, &addressLength_);
-    if (st != UCS_OK) return makeError(ErrorCode::kSystemError, "ucp_worker_get_address failed: %s", ucs_status_string(st));
+    if (st != UCS_OK)
+      return makeError(ErrorCode::kSystemError, "ucp_worker_get_address failed: %s", ucs_status_string(st));
     for (int r = 0; r < size_; ++r) {
       peers_[r].rank = r;
       peers_[r].owner = this;
@@ -144,8 +145,8 @@ class UcxTransport final : public Transport {
       if (r == rank_) continue;
       if (addrs[r].empty()) return makeError(ErrorCode::kInternalError, "rank %d published an empty UCX address", r);
       ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.field_mask =
+          UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
       ep.address = reinterpret_cast<const ucp_address_t*>(addrs[r].data());
       ep.err_mode = peers_[r].sameHost ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
       ep.err_handler.cb = onPeerError;
@@ -333,8 +334,10 @@ class UcxTransport final : public Transport {
       if (waiting) {
         FERRY_WARN(log::kNet, "UCX reports the connection to rank %d failed: %s", p->rank, ucs_status_string(status));
       } else {
-        FERRY_INFO(log::kNet, "UCX reports the connection to rank %d closed or failed while no transfer with it was "
-                   "pending: %s", p->rank, ucs_status_string(status));
+        FERRY_INFO(log::kNet,
+                   "UCX reports the connection to rank %d closed or failed while no transfer with it was "
+                   "pending: %s",
+                   p->rank, ucs_status_string(status));
       }
     }
   }
@@ -368,8 +371,7 @@ class UcxTransport final : public Transport {
       }
       if (status == UCS_ERR_MESSAGE_TRUNCATED) {
         r->handle = nullptr;
-        r->error = "message truncated: the sender sent more than the " + std::to_string(r->bytes) +
-                   " bytes posted";
+        r->error = "message truncated: the sender sent more than the " + std::to_string(r->bytes) + " bytes posted";
         r->state = Request::State::kFailed;
       } else {
         finish(r, status);
