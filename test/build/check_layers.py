@@ -10,7 +10,7 @@ table edited into allowing everything fails too.
 
 The table below is the one place the layers are written down (docs/ARCHITECTURE.md shows it):
 
-    include/ferry/{status,types}.hpp     the public types, usable by every layer
+    include/ferry/{status,types,call}.hpp the public types, usable by every layer
     base/                                 status, log, config, data types, deadlines
     kernels/, transports/                 on base; never each other
     collectives/                          on kernels and transports
@@ -31,6 +31,7 @@ import sys
 COMPONENTS = [
     ("include/ferry/status.hpp", "public-types"),
     ("include/ferry/types.hpp", "public-types"),
+    ("include/ferry/call.hpp", "public-types"),  # one call as data: types.hpp and the stream type only
     ("include/ferry/", "public"),
     ("base/", "base"),
     ("kernels/", "kernels"),
