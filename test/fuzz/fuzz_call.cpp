@@ -5,6 +5,7 @@
 // Input: the raw fields of two calls (ours and the peer's) and a fingerprint. A peer may be a
 // different build or a corrupted page: nothing it writes may crash the rank that reads it.
 #include "collectives/algorithms.hpp"
+#include "collectives/table.hpp"
 #include "collectives/op.hpp"
 #include "test/fuzz/fuzz_input.hpp"
 
