@@ -133,6 +133,11 @@ void initFromConfig() {
 }
 }  // namespace detail
 
+void setLevel(Level level) {
+  detail::initFromConfig();  // the output and subsystems still come from the configuration
+  detail::gLevel.store(static_cast<int>(level));
+}
+
 void setRank(int rank) { gRank.store(rank); }
 
 void write(Level level, uint32_t subsys, const char* fmt, ...) {

@@ -47,6 +47,10 @@ inline bool enabled(Level level, uint32_t subsys) { return detail::enabled(level
 /// Format and write one line. Call through the macros.
 void write(Level level, uint32_t subsys, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/// Replace the level FERRY_DEBUG chose (a front end's own default, e.g. the NCCL API's silence
+/// when neither FERRY_DEBUG nor NCCL_DEBUG is set, as NCCL's library is).
+void setLevel(Level level);
+
 /// Tag this process's lines with a rank (-1: no rank yet).
 void setRank(int rank);
 

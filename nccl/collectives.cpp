@@ -1,6 +1,6 @@
-// Collective and point-to-point entry points. Each builds an Op and submits it (ops.cpp): checked,
-// then run now or queued by the open group. Calls on host buffers ignore `stream` and complete
-// before they return; calls on device buffers are enqueued on `stream` (ops.cpp: runOnStream).
+// Collective and point-to-point entry points (ncclGather / ncclScatter become point-to-point batches). Each builds an
+// Op and submits it (ops.cpp): checked, then run now or queued by the open group. Calls on host buffers ignore `stream`
+// and complete before they return; calls on device buffers are enqueued on `stream` (ops.cpp: runOnStream).
 #include "nccl/ops.hpp"
 
 using namespace ferry::nccl;
@@ -66,6 +66,43 @@ extern "C" ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t data
   return call("ncclBcast", CallKind::kBroadcast, buff, buff, count, rawEnum(datatype), -1, root, comm, stream);
 }
 FERRY_NCCL_ALIAS(ncclBcast)
+
+extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  return call("ncclAlltoAll", CallKind::kAllToAll, sendbuff, recvbuff, count, rawEnum(datatype), -1, 0, comm, stream);
+}
+FERRY_NCCL_ALIAS(ncclAlltoAll)
+
+namespace {
+
+ncclResult_t rooted(const char* fn, Rooted kind, const void* send, void* recv, size_t count, int type, int root,
+                    ncclComm_t comm, cudaStream_t stream) {
+  return entry(fn, [&] {
+    Op op;
+    op.rooted = kind;
+    op.call.caller = fn;
+    op.call.send = send;
+    op.call.recv = recv;
+    op.call.count = count;
+    op.call.root = root;
+    op.stream = stream;
+    return submit(comm, RawArgs{type, -1}, std::move(op));
+  });
+}
+
+}  // namespace
+
+extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream) {
+  return rooted("ncclGather", Rooted::kGather, sendbuff, recvbuff, count, rawEnum(datatype), root, comm, stream);
+}
+FERRY_NCCL_ALIAS(ncclGather)
+
+extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream) {
+  return rooted("ncclScatter", Rooted::kScatter, sendbuff, recvbuff, count, rawEnum(datatype), root, comm, stream);
+}
+FERRY_NCCL_ALIAS(ncclScatter)
 
 extern "C" ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                   ncclComm_t comm, cudaStream_t stream) {

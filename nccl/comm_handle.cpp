@@ -1,6 +1,8 @@
 // struct ncclComm's life cycle: init results, entering and leaving calls, finalize, destroy, abort.
 #include "nccl/comm_handle.hpp"
 
+#include <cstring>
+
 using ferry::ErrorCode;
 using ferry::Status;
 
@@ -46,6 +48,14 @@ Status ncclComm::waitReady(const char* fn) {
   if (abortedHere_) {
     return Status(ErrorCode::kAborted, std::string(fn) + ": communicator aborted by ncclCommAbort");
   }
+  // After ncclCommRevoke only shrinking is meaningful: NCCL's rule, and ferry's shrink is the one
+  // call that works on a communicator whose transport was stopped.
+  if (revoked_ && std::strcmp(fn, "ncclCommShrink") != 0) {
+    return ferry::nccl::usageError(fn,
+                                   "communicator (rank %d of %d) was revoked (ncclCommRevoke); only "
+                                   "ncclCommShrink, ncclCommDestroy and ncclCommAbort are allowed",
+                                   rank, size);
+  }
   switch (state_) {
     case State::kFailed:
       return Status(error_.code(), std::string(fn) + ": communicator initialization failed: " + error_.message());
@@ -72,6 +82,10 @@ bool ncclComm::abortedHere() {
 Status ncclComm::asyncStatus() {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ == State::kInitializing) return Status(ErrorCode::kInProgress, "communicator initialization in progress");
+  // Revoked: quiescent once the calls it aborted have returned; their errors are not the comm's.
+  if (revoked_) {
+    return inflight_ > 0 ? Status(ErrorCode::kInProgress, "communicator revoke in progress") : Status::ok();
+  }
   return error_;
 }
 
@@ -88,8 +102,24 @@ Status ncclComm::finalize(const char* fn) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return state_ != State::kInitializing; });
   if (state_ == State::kFailed) return error_;
+  if (revoked_) return ferry::nccl::usageError(fn, "communicator (rank %d of %d) was revoked", rank, size);
   // Every call completed before it returned: there is nothing left to flush.
   state_ = State::kFinalized;
+  return Status::ok();
+}
+
+Status ncclComm::revoke(const char* fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kInitializing) {
+    return ferry::nccl::usageError(fn, "communicator (rank %d of %d) is still initializing", rank, size);
+  }
+  if (state_ == State::kFinalized) {
+    return ferry::nccl::usageError(fn, "communicator (rank %d of %d) was finalized", rank, size);
+  }
+  revoked_ = true;
+  // Thread-safe: calls blocked in the Comm on other threads return kAborted within milliseconds.
+  if (comm_) comm_->abort("communicator revoked by ncclCommRevoke");
+  cv_.notify_all();
   return Status::ok();
 }
 

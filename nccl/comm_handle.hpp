@@ -66,6 +66,9 @@ struct ncclComm {
   ferry::Status waitInit();
   /// Later calls fail with ncclInvalidUsage (ncclCommFinalize).
   ferry::Status finalize(const char* fn);
+  /// ncclCommRevoke: abort the calls in flight and refuse every later call but ncclCommShrink (and
+  /// destroy/abort). The async error reads ncclInProgress until the aborted calls have returned.
+  ferry::Status revoke(const char* fn);
   /// ncclCommDestroy (abort = false) or ncclCommAbort (abort = true). Frees `c` or hands it to its
   /// init thread; `c` must not be used afterwards.
   static ferry::Status close(ncclComm* c, bool abort);
@@ -91,6 +94,7 @@ struct ncclComm {
   State state_ = State::kInitializing;
   bool closing_ = false;
   bool abortedHere_ = false;
+  bool revoked_ = false;
   bool abandoned_ = false;  // destroyed during init: the init thread deletes the handle
   int inflight_ = 0;
   ferry::Status error_;  // init failure or sticky error of the Comm

@@ -62,22 +62,46 @@ void launchInit(const InitRequest& r) {
   std::thread([r] { (void)runInit(r); }).detach();
 }
 
+namespace {
+
+// Whether the caller's struct (of `size` bytes: an older header's is shorter) holds `field`.
+bool covers(const ncclConfig_t* c, size_t offset, size_t bytes) { return c->size >= offset + bytes; }
+#define FERRY_CONFIG_HAS(c, field) covers(c, offsetof(ncclConfig_t, field), sizeof((c)->field))
+
+// An int field that is unset or one of the values 0..last.
+Status checkRange(const char* fn, const char* field, int value, int last, const char* meaning) {
+  if (value == NCCL_CONFIG_UNDEF_INT || (value >= 0 && value <= last)) return Status::ok();
+  return Status(ErrorCode::kInvalidArgument, std::string(fn) + ": config->" + field + " " + std::to_string(value) +
+                                                 " is not valid (expected " + meaning + ")");
+}
+
+}  // namespace
+
 Result<bool> readBlocking(const char* fn, const ncclConfig_t* c, bool fallback) {
   if (c == nullptr) return fallback;
   if (c->magic != kConfigMagic) {
     return Status(ErrorCode::kInvalidArgument,
                   std::string(fn) + ": config was not initialized with NCCL_CONFIG_INITIALIZER (bad magic)");
   }
-  if (c->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
+  if (!FERRY_CONFIG_HAS(c, blocking)) {
     return Status(ErrorCode::kInvalidArgument, std::string(fn) + ": config->size " + std::to_string(c->size) +
                                                    " is too small to hold the blocking field");
   }
-  if (c->blocking == NCCL_CONFIG_UNDEF_INT) return fallback;
-  if (c->blocking != 0 && c->blocking != 1) {
-    return Status(ErrorCode::kInvalidArgument,
-                  std::string(fn) + ": config->blocking " + std::to_string(c->blocking) + " is not 0 or 1");
+  // Fields past the caller's size belong to a newer layout than its header's: never read them.
+  FERRY_TRY(checkRange(fn, "blocking", c->blocking, 1, "0, 1 or NCCL_CONFIG_UNDEF_INT"));
+  if (FERRY_CONFIG_HAS(c, splitShare)) {
+    FERRY_TRY(checkRange(fn, "splitShare", c->splitShare, 1, "0, 1 or NCCL_CONFIG_UNDEF_INT"));
   }
+  if (FERRY_CONFIG_HAS(c, CTAPolicy)) {
+    FERRY_TRY(checkRange(fn, "CTAPolicy", c->CTAPolicy, NCCL_CTA_POLICY_ZERO,
+                         "NCCL_CTA_POLICY_DEFAULT = 0, _EFFICIENCY = 1, _ZERO = 2 or NCCL_CONFIG_UNDEF_INT"));
+  }
+  if (FERRY_CONFIG_HAS(c, shrinkShare)) {
+    FERRY_TRY(checkRange(fn, "shrinkShare", c->shrinkShare, 1, "0, 1 or NCCL_CONFIG_UNDEF_INT"));
+  }
+  if (c->blocking == NCCL_CONFIG_UNDEF_INT) return fallback;
   return c->blocking == 1;
 }
+#undef FERRY_CONFIG_HAS
 
 }  // namespace ferry::nccl

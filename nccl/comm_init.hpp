@@ -27,7 +27,8 @@ Status runInit(const InitRequest& request);
 void launchInit(const InitRequest& request);
 
 /// config->blocking (`fallback` when config is NULL or leaves it undefined). Rejects a config that
-/// NCCL_CONFIG_INITIALIZER did not initialize.
+/// NCCL_CONFIG_INITIALIZER did not initialize and out-of-range values of the fields ferry checks;
+/// reads only the fields the caller's layout (config->size) holds, so older headers' configs work.
 Result<bool> readBlocking(const char* fn, const ncclConfig_t* config, bool fallback);
 
 /// Once per process: the VERSION log line, and one INFO line naming the NCCL_* variables set in

@@ -39,6 +39,10 @@ void setLastError(const std::string& message);
 /// This thread's last error ("" when none).
 const std::string& lastError();
 
+/// Whether the application chose a log level (FERRY_DEBUG or NCCL_DEBUG set). When it did not, the
+/// library is silent, as NCCL's is, except for one WARN line per error an entry point returns.
+bool logLevelChosen();
+
 /// Record a failed call: log it at WARN, keep its message as the last error, return its code.
 ncclResult_t fail(const char* fn, const Status& status, ncclResult_t code);
 

@@ -58,7 +58,10 @@ ncclResult_t fail(const char* fn, const Status& status, ncclResult_t code) {
   // Messages from ferry's C++ API name their own operation; prefix the entry point when missing.
   const std::string& m = status.message();
   std::string text = m.rfind(fn, 0) == 0 ? m : std::string(fn) + ": " + m;
-  FERRY_WARN(log::kInit, "%s [%s]", text.c_str(), resultName(code));
+  // Silent by default, but a returned error is always worth its one line (unless NCCL_DEBUG=NONE).
+  if (!logLevelChosen() || log::enabled(log::Level::kWarn, log::kInit)) {
+    log::write(log::Level::kWarn, log::kInit, "%s [%s]", text.c_str(), resultName(code));
+  }
   setLastError(text);
   return code;
 }

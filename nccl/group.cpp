@@ -1,6 +1,7 @@
-// ncclGroupStart / ncclGroupEnd and what the outermost end runs (see group.hpp).
+// ncclGroupStart / ncclGroupEnd / ncclGroupSimulateEnd and what the outermost end runs (see group.hpp).
 #include "nccl/group.hpp"
 
+#include <cstddef>
 #include <thread>
 #include <utility>
 
@@ -9,6 +10,8 @@
 
 namespace ferry::nccl {
 namespace {
+
+constexpr unsigned kSimInfoMagic = 0x74685283;
 
 struct Queued {
   ncclComm_t comm;
@@ -143,3 +146,35 @@ extern "C" ncclResult_t pncclGroupEnd(void) {
   });
 }
 FERRY_NCCL_ALIAS(ncclGroupEnd)
+
+extern "C" ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  constexpr const char* fn = "ncclGroupSimulateEnd";
+  return entry(fn, [&]() -> Outcome {
+    if (simInfo == nullptr) return argError(fn, "simInfo is NULL (it receives the estimate)");
+    if (simInfo->magic != kSimInfoMagic || simInfo->size < offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float)) {
+      return argError(fn, "simInfo was not initialized with NCCL_SIM_INFO_INITIALIZER (magic 0x%x, size %zu)",
+                      simInfo->magic, simInfo->size);
+    }
+    if (tGroup.depth == 0) return usageError(fn, "no group is open on this thread (ncclGroupStart was not called)");
+    if (--tGroup.depth > 0) return Status::ok();
+    GroupState g = std::move(tGroup);
+    tGroup = GroupState{};
+    if (!g.error.isOk()) {
+      return Status(g.error.code(), std::string(fn) + ": a call in the group failed: " + g.error.message());
+    }
+    // Communicators are joined as ncclGroupEnd would: they exist afterwards. Calls only get priced.
+    Outcome inits = startInits(g.inits);
+    if (!inits.status.isOk()) return inits;
+    double seconds = 0;
+    for (const Queued& q : g.ops) {
+      Outcome o = q.comm->call(fn, [&](ferry::Comm& c) -> Status {
+        seconds += predictSeconds(c, q.op);
+        return Status::ok();
+      });
+      if (!o.status.isOk()) return o;
+    }
+    simInfo->estimatedTime = static_cast<float>(seconds * 1e6);
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclGroupSimulateEnd)

@@ -1,5 +1,5 @@
 // Entry points that create communicators: ncclGetVersion, ncclGetUniqueId, ncclCommInitRank,
-// ncclCommInitRankConfig, ncclCommInitAll and ncclCommSplit.
+// ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommInitAll, ncclCommSplit and ncclCommShrink.
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -89,6 +89,22 @@ extern "C" ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   return entry(fn, [&] { return initRank(fn, comm, nranks, commId, rank, config); });
 }
 FERRY_NCCL_ALIAS(ncclCommInitRankConfig)
+
+extern "C" ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
+  constexpr const char* fn = "ncclCommInitRankScalable";
+  return entry(fn, [&]() -> Outcome {
+    if (newcomm != nullptr) *newcomm = nullptr;
+    if (nId < 1 || nId > nranks) {
+      return argError(fn, "nId %d is invalid on rank %d (expected 1 <= nId <= nranks = %d)", nId, myrank, nranks);
+    }
+    if (commIds == nullptr) return argError(fn, "commIds is NULL on rank %d (expected %d ids)", myrank, nId);
+    // NCCL spreads its rendezvous over the ids to speed up large jobs; ferry's needs one root, and
+    // every rank holds the same first id, so all join through it.
+    return initRank(fn, newcomm, nranks, commIds[0], myrank, config);
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommInitRankScalable)
 
 extern "C" ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   constexpr const char* fn = "ncclCommInitAll";

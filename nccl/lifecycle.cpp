@@ -1,5 +1,5 @@
-// Entry points about an existing communicator: ncclCommFinalize, ncclCommDestroy, ncclCommAbort,
-// ncclCommGetAsyncError, ncclCommCount, ncclCommCuDevice and ncclCommUserRank.
+// Entry points about an existing communicator: ncclCommFinalize, ncclCommRevoke, ncclCommDestroy,
+// ncclCommAbort, ncclCommGetAsyncError, ncclCommCount, ncclCommCuDevice and ncclCommUserRank.
 #include "nccl/comm_handle.hpp"
 
 using namespace ferry::nccl;
@@ -28,6 +28,19 @@ extern "C" ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   });
 }
 FERRY_NCCL_ALIAS(ncclCommFinalize)
+
+extern "C" ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  constexpr const char* fn = "ncclCommRevoke";
+  return entry(fn, [&]() -> Status {
+    if (comm == nullptr) return argError(fn, "comm is NULL");
+    if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+      return argError(fn, "revokeFlags %d on rank %d is not valid (expected NCCL_REVOKE_DEFAULT = 0)", revokeFlags,
+                      comm->rank);
+    }
+    return comm->revoke(fn);
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommRevoke)
 
 extern "C" ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   constexpr const char* fn = "ncclCommDestroy";

@@ -1,4 +1,5 @@
-// Memory entry points: ncclMemAlloc / ncclMemFree and ncclCommRegister / ncclCommDeregister.
+// Memory entry points: ncclMemAlloc / ncclMemFree, ncclCommRegister / ncclCommDeregister and
+// ncclCommWindowRegister / ncclCommWindowDeregister.
 // Without a GPU, buffers are host memory: allocation is ferry::hostAlloc (shared memory the ranks
 // of a host map) and registration only records the buffer (registrations.hpp).
 #include "ferry/memory.hpp"
@@ -7,17 +8,20 @@
 
 namespace ferry::nccl {
 
-void* Registrations::add(void* buffer, size_t bytes) {
-  auto e = std::make_unique<Entry>(Entry{buffer, bytes});
+void* Registrations::add(void* buffer, size_t bytes, bool window) {
+  auto e = std::make_unique<Entry>(Entry{buffer, bytes, window});
   void* handle = e.get();
   std::lock_guard<std::mutex> lock(mu_);
   entries_.emplace(handle, std::move(e));
   return handle;
 }
 
-bool Registrations::remove(void* handle) {
+bool Registrations::remove(void* handle, bool window) {
   std::lock_guard<std::mutex> lock(mu_);
-  return entries_.erase(handle) == 1;
+  auto it = entries_.find(handle);
+  if (it == entries_.end() || it->second->window != window) return false;
+  entries_.erase(it);
+  return true;
 }
 
 }  // namespace ferry::nccl
@@ -90,3 +94,40 @@ extern "C" ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle)
   });
 }
 FERRY_NCCL_ALIAS(ncclCommDeregister)
+
+extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                int winFlags) {
+  constexpr const char* fn = "ncclCommWindowRegister";
+  return entry(fn, [&]() -> Status {
+    if (comm == nullptr) return argError(fn, "comm is NULL");
+    if (win == nullptr) return argError(fn, "win is NULL on rank %d (it receives the window)", comm->rank);
+    *win = nullptr;
+    if (buff == nullptr && size > 0) return argError(fn, "buff is NULL with size %zu on rank %d", size, comm->rank);
+    if (winFlags != NCCL_WIN_DEFAULT && winFlags != NCCL_WIN_COLL_SYMMETRIC) {
+      return argError(
+          fn, "winFlags %d on rank %d is not valid (expected NCCL_WIN_DEFAULT = 0 or NCCL_WIN_COLL_SYMMETRIC = 1)",
+          winFlags, comm->rank);
+    }
+    // Host and device buffers alike are only recorded: collectives reach peers' buffers by their own
+    // means (shared host memory in place, device memory on the stream-ordered path), so a window
+    // changes no path; NCCL's symmetric kernels have no counterpart in ferry.
+    *win = static_cast<ncclWindow_t>(comm->registrations.add(buff, size, true));
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommWindowRegister)
+
+extern "C" ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  constexpr const char* fn = "ncclCommWindowDeregister";
+  return entry(fn, [&]() -> Status {
+    if (comm == nullptr) return argError(fn, "comm is NULL");
+    if (!comm->registrations.remove(win, true)) {
+      return argError(fn,
+                      "win %p on rank %d was not returned by ncclCommWindowRegister on this communicator (or was "
+                      "deregistered already)",
+                      static_cast<void*>(win), comm->rank);
+    }
+    return Status::ok();
+  });
+}
+FERRY_NCCL_ALIAS(ncclCommWindowDeregister)

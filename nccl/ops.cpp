@@ -1,6 +1,7 @@
 // Checking and running the C API's collective and point-to-point calls.
 #include "nccl/ops.hpp"
 
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -28,11 +29,44 @@ const char* builtInOps() {
   return list.c_str();
 }
 
+const char* rootedName(Rooted r) { return r == Rooted::kGather ? "ncclGather" : "ncclScatter"; }
+
+// ncclGather / ncclScatter's checks (Comm never sees these calls as one Call). On the root the
+// whole buffer (count * nranks) is the gathered side; elsewhere only this rank's block is used.
+Status checkRooted(ncclComm_t comm, const RawArgs& raw, Op* op) {
+  const char* fn = rootedName(op->rooted);
+  Call& call = op->call;
+  if (!isValidDataType(raw.type)) {
+    return argError(fn, "datatype %d on rank %d is not a data type (expected %s)", raw.type, comm->rank,
+                    dataTypeList());
+  }
+  call.type = static_cast<DataType>(raw.type);
+  if (call.root < 0 || call.root >= comm->size) {
+    return argError(fn, "root %d on rank %d is out of range (expected 0 <= root < %d)", call.root, comm->rank,
+                    comm->size);
+  }
+  if (call.count == 0) return Status::ok();
+  if (call.count > std::numeric_limits<size_t>::max() / dataTypeSize(call.type) / static_cast<size_t>(comm->size)) {
+    return argError(fn, "count %zu on rank %d is larger than the address space allows for %d ranks", call.count,
+                    comm->rank, comm->size);
+  }
+  const bool root = comm->rank == call.root;
+  const bool gather = op->rooted == Rooted::kGather;
+  if (call.send == nullptr && (gather || root)) return argError(fn, "sendbuff is NULL on rank %d", comm->rank);
+  if (call.recv == nullptr && (!gather || root)) return argError(fn, "recvbuff is NULL on rank %d", comm->rank);
+  if (gpu::pointerKind(call.send) == gpu::MemKind::kDevice || gpu::pointerKind(call.recv) == gpu::MemKind::kDevice) {
+    return usageError(fn, "device buffers are not supported by ferry's %s yet (rank %d; host buffers are)", fn,
+                      comm->rank);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op) {
   Call& call = op->call;
   if (comm == nullptr) return argError(call.name(), "comm is NULL");
+  if (op->rooted != Rooted::kNone) return checkRooted(comm, raw, op);
   // NCCL's built-in reductions are ferry's RedOp values below ncclNumOps; a value past them names a
   // PreMulSum reduction of this communicator, never one of ferry's own ops (bitwise) that share it.
   int builtIn = reduces(call.kind) ? raw.redOp : static_cast<int>(RedOp::kSum);
@@ -76,7 +110,42 @@ Status runCollective(Comm& comm, const Op& o) {
       call.send = scaled.get();
     }
   }
+  if (o.rooted != Rooted::kNone) return runRooted(comm, o);
   return o.pointToPoint() ? runPointToPoint(comm, {&o}) : comm.collective(call);
+}
+
+Status runRooted(Comm& comm, const Op& o) {
+  const Call& c = o.call;
+  if (c.count == 0) return Status::ok();
+  const size_t block = c.count * dataTypeSize(c.type);
+  const bool gather = o.rooted == Rooted::kGather;
+  // The root's side: one block per rank, at offset rank * block of its whole buffer.
+  char* whole = gather ? static_cast<char*>(c.recv) : static_cast<char*>(const_cast<void*>(c.send));
+  std::vector<P2pOp> batch;
+  if (comm.rank() == c.root) {
+    for (int r = 0; r < comm.size(); ++r) {
+      char* at = whole + static_cast<size_t>(r) * block;
+      if (r == c.root) {
+        // In place (the root's own block is already where it belongs): nothing to move.
+        const void* mine = gather ? c.send : c.recv;
+        if (mine != at) std::memmove(gather ? at : c.recv, gather ? c.send : at, block);
+        continue;
+      }
+      batch.push_back(gather ? P2pOp::recv(at, c.count, c.type, r) : P2pOp::send(at, c.count, c.type, r));
+    }
+  } else {
+    batch.push_back(gather ? P2pOp::send(c.send, c.count, c.type, c.root)
+                           : P2pOp::recv(c.recv, c.count, c.type, c.root));
+  }
+  if (batch.empty()) return Status::ok();
+  return comm.sendRecv(batch);
+}
+
+double predictSeconds(const Comm& comm, const Op& o) {
+  const size_t bytes = o.call.count * dataTypeSize(o.call.type);
+  // Gather and scatter move what an all-gather moves into (out of) one rank: priced as one.
+  const CallKind kind = o.rooted != Rooted::kNone ? CallKind::kAllGather : o.call.kind;
+  return comm.predictSeconds(kind, bytes);
 }
 
 Status runPointToPoint(Comm& comm, const std::vector<const Op*>& ops) {
@@ -91,6 +160,7 @@ Status runPointToPoint(Comm& comm, const std::vector<const Op*>& ops) {
 }
 
 Status runOnStream(Comm& comm, const Op& o) {
+  if (o.rooted != Rooted::kNone) return runRooted(comm, o);  // checkRooted kept device buffers out
   if (o.preMul) {
     return argError(o.call.name(),
                     "PreMulSum reductions (ncclRedOpCreatePreMulSum) are not supported on device buffers yet");

@@ -11,6 +11,9 @@
 
 namespace ferry::nccl {
 
+/// Collectives of the C API that ferry's Call has no kind for: built from point-to-point transfers.
+enum class Rooted { kNone, kGather, kScatter };
+
 /// One call of the C API: the Call it becomes, and what only the C API has.
 struct Op {
   /// call.caller names the entry point; call.stream is set by prepare() where a buffer is device
@@ -19,6 +22,8 @@ struct Op {
   Call call;
   std::optional<PreMulSum> preMul;  ///< set for a PreMulSum reduction (call.op is then kSum)
   Stream stream = nullptr;          ///< the caller's stream
+  /// ncclGather / ncclScatter: call.root is the root, call.count each rank's block, call.kind unused.
+  Rooted rooted = Rooted::kNone;
 
   bool pointToPoint() const { return call.kind == CallKind::kSend || call.kind == CallKind::kRecv; }
   bool device() const { return call.stream.has_value(); }
@@ -37,6 +42,10 @@ Status prepare(ncclComm_t comm, const RawArgs& raw, Op* op);
 
 /// Run one collective (not point-to-point) on `comm`.
 Status runCollective(Comm& comm, const Op& op);
+/// Run ncclGather / ncclScatter as one Comm::sendRecv batch between the root and every rank.
+Status runRooted(Comm& comm, const Op& op);
+/// The tuner's predicted seconds of `op` on `comm` (ncclGroupSimulateEnd).
+double predictSeconds(const Comm& comm, const Op& op);
 /// Run point-to-point calls as one Comm::sendRecv batch: they complete whatever their order.
 Status runPointToPoint(Comm& comm, const std::vector<const Op*>& ops);
 

@@ -122,7 +122,7 @@ extern "C" ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
     if (scalar == nullptr) return argError(fn, "scalar is NULL");
     const int type = rawEnum(datatype), where = rawEnum(residence);
     if (!ferry::isValidDataType(type)) {
-      return argError(fn, "datatype %d is not valid (expected 0..%d)", type, ncclNumTypes - 1);
+      return argError(fn, "datatype %d is not valid (expected %s)", type, ferry::dataTypeList());
     }
     if (where != ncclScalarDevice && where != ncclScalarHostImmediate) {
       return argError(fn, "residence %d is not valid (expected ncclScalarDevice = 0 or ncclScalarHostImmediate = 1)",

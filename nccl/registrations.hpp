@@ -1,6 +1,8 @@
-// Buffers registered with ncclCommRegister. Host memory needs no registration, so a handle only
-// records the buffer; keeping the set lets ncclCommDeregister reject handles it never gave out and
-// lets the communicator free what the application forgot to deregister.
+// Buffers registered with ncclCommRegister and ncclCommWindowRegister. Host memory needs no
+// registration (collectives on ferry::hostAlloc memory read peers' buffers in place whether or not
+// they are registered), so a handle only records the buffer; keeping the set lets the deregister
+// calls reject handles they never gave out (or that the other call gave out) and lets the
+// communicator free what the application forgot to deregister.
 #pragma once
 
 #include <cstddef>
@@ -13,15 +15,17 @@ namespace ferry::nccl {
 /// The registrations of one communicator. Thread-safe.
 class Registrations {
  public:
-  /// Record `buffer` of `bytes`; returns the handle.
-  void* add(void* buffer, size_t bytes);
-  /// Forget `handle`; false when this communicator never returned it (or it was removed).
-  bool remove(void* handle);
+  /// Record `buffer` of `bytes` (a window when `window`); returns the handle.
+  void* add(void* buffer, size_t bytes, bool window = false);
+  /// Forget `handle`; false when this communicator never returned it for the same kind of
+  /// registration (or it was removed).
+  bool remove(void* handle, bool window = false);
 
  private:
   struct Entry {
     void* buffer;
     size_t bytes;
+    bool window;
   };
   std::mutex mu_;
   std::unordered_map<void*, std::unique_ptr<Entry>> entries_;  // keyed by handle

@@ -98,6 +98,10 @@ class Comm {
   /// candidate plans (FERRY_TUNE_TRIALS): the first calls of each kind and size. A benchmark warms
   /// up until this stops growing, so that its timed calls all run the plan that was kept.
   uint64_t measuredCalls() const;
+  /// The tuner's predicted seconds for one call of `kind` moving `bytes` (the vector for all-reduce,
+  /// broadcast and reduce; one rank's block for the others) with the plan it would pick; 0 where the
+  /// model knows nothing (one rank, point to point). What ncclGroupSimulateEnd reports.
+  double predictSeconds(CallKind kind, size_t bytes) const;
   /// Ok, or the sticky error every call now returns.
   Status error() const;
   /// Mark the communicator failed; blocked and later calls return kAborted.

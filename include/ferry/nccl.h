@@ -5,14 +5,13 @@
  * already built against NCCL runs on ferry's libnccl.so.2 (LD_LIBRARY_PATH or LD_PRELOAD).
  * Names, types, enum values and struct layouts are those of NCCL's ABI; the text is ferry's.
  *
- * Version. The header declares NCCL 2.21.5: the newest API level whose every function ferry
- * implements. Programs select what they call by NCCL_VERSION_CODE (compile time) and
- * ncclGetVersion (run time), so declaring a later version would make them call functions ferry
- * does not have (2.22 ncclGroupSimulateEnd, 2.23 ncclCommInitRankScalable, 2.27 windows, 2.28
- * ncclAlltoAll/ncclGather/ncclScatter). See docs/NCCL.md.
+ * Version. The header declares NCCL 2.28.9 and the library implements every host function of
+ * that level (docs/NCCL.md lists where ferry's semantics differ, and the device API of
+ * nccl_device.h, which it does not provide). Programs built against an older nccl.h keep working:
+ * ncclConfig_t says by its size and version which layout the caller passed.
  *
- * Memory. ferry has no CUDA backend yet: every buffer is host memory and `stream` is ignored
- * (NULL is accepted). Every call completes before it returns.
+ * Memory. Buffers may be host memory (every call on them completes before it returns and
+ * `stream` is ignored; NULL is accepted) or, in a CUDA build, device memory (stream-ordered).
  *
  * Every function also exists as pnccl<Name> (the profiling interface): same behaviour, same code.
  */
@@ -35,16 +34,22 @@
 #include <stddef.h>
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 21
-#define NCCL_PATCH 5
+#define NCCL_MINOR 28
+#define NCCL_PATCH 9
 #define NCCL_SUFFIX ""
 
 /* Version codes: 1000*major + 100*minor + patch up to 2.8, 10000*major + 100*minor + patch after. */
-#define NCCL_VERSION_CODE 22105
+#define NCCL_VERSION_CODE 22809
 #define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 /* Defined by ferry's header only, so a program can tell which library it was built for. */
 #define FERRY_NCCL 1
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FERRY_NCCL_DEPRECATED(why) __attribute__((deprecated(why)))
+#else
+#define FERRY_NCCL_DEPRECATED(why)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +62,8 @@ typedef struct CUstream_st* cudaStream_t;
 
 /** Opaque handle of one rank's communicator. */
 typedef struct ncclComm* ncclComm_t;
+/** Opaque handle of a buffer registered with ncclCommWindowRegister. */
+typedef struct ncclWindow_vidmem* ncclWindow_t;
 #define NCCL_COMM_NULL NULL
 
 /** What one rank hands the others so they can join the same communicator. */
@@ -82,13 +89,35 @@ typedef enum {
 #define NCCL_CONFIG_UNDEF_PTR NULL
 /** ncclCommSplit's color for ranks that join no new communicator (they get NULL). */
 #define NCCL_SPLIT_NOCOLOR -1
+/** A float field the caller left unset (ncclSimInfo_t.estimatedTime before the simulation). */
+#define NCCL_UNDEF_FLOAT -1.0f
+
+/** ncclCommWindowRegister's flags. */
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01 /**< every rank registers a buffer at the same offset of a like pool */
+/** The alignment NCCL asks of symmetric windows (ferry accepts any host buffer). */
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+
+/** ncclConfig_t.CTAPolicy: how many GPU thread blocks the communicator may take. */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+#define NCCL_CTA_POLICY_ZERO 0x02
+
+/** ncclCommShrink's flags. */
+#define NCCL_SHRINK_DEFAULT 0x00 /**< leave the parent's operations alone */
+#define NCCL_SHRINK_ABORT 0x01   /**< first abort the parent's operations in flight (after a failure) */
+
+/** ncclCommRevoke's flags: none is defined yet, so 0 is the only valid value. */
+#define NCCL_REVOKE_DEFAULT 0x00
 
 /**
- * Options of ncclCommInitRankConfig and ncclCommSplit. Always start from NCCL_CONFIG_INITIALIZER;
- * the first three fields let the library recognise which layout the caller was built with.
- * ferry reads `blocking`; the other fields tune GPU resources and are accepted and ignored.
+ * Options of ncclCommInitRankConfig, ncclCommInitRankScalable, ncclCommSplit and ncclCommShrink.
+ * Always start from NCCL_CONFIG_INITIALIZER: the first three fields tell the library which layout
+ * the caller was built with (an older header's struct ends after splitShare; the library reads
+ * only the fields the caller's `size` covers). ferry honours `blocking` and `commName`, checks
+ * `CTAPolicy`, and accepts the GPU resource knobs without effect (docs/NCCL.md).
  */
-typedef struct ncclConfig_v21700 {
+typedef struct ncclConfig_v22800 {
   size_t size;          /**< sizeof the caller's struct; never set by hand */
   unsigned int magic;   /**< 0xcafebeef; never set by hand */
   unsigned int version; /**< NCCL_VERSION_CODE of the caller's header; never set by hand */
@@ -98,14 +127,35 @@ typedef struct ncclConfig_v21700 {
   int maxCTAs;
   const char* netName;
   int splitShare;
+  int trafficClass;
+  const char* commName; /**< a name for logs */
+  int collnetEnable;
+  int CTAPolicy; /**< NCCL_CTA_POLICY_* */
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
 } ncclConfig_t;
 
 #define NCCL_CONFIG_INITIALIZER                                                                                \
   {                                                                                                            \
     sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_CONFIG_UNDEF_INT, \
         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR,            \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,            \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
         NCCL_CONFIG_UNDEF_INT                                                                                  \
   }
+
+/** What ncclGroupSimulateEnd reports. Start from NCCL_SIM_INFO_INITIALIZER. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;        /**< sizeof the caller's struct; never set by hand */
+  unsigned int magic; /**< 0x74685283; never set by hand */
+  unsigned int version;
+  float estimatedTime; /**< predicted time of the group's calls, in microseconds */
+} ncclSimInfo_t;
+
+#define NCCL_SIM_INFO_INITIALIZER \
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
 
 /** Keeps ncclRedOp_t the size of an int whatever the compiler's enum sizing. */
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
@@ -151,7 +201,7 @@ typedef enum {
 
 /* ---- Library ---------------------------------------------------------------------------------- */
 
-/** The NCCL version this library implements, as NCCL_VERSION_CODE (22105). */
+/** The NCCL version this library implements, as NCCL_VERSION_CODE (22809). */
 ncclResult_t ncclGetVersion(int* version);
 ncclResult_t pncclGetVersion(int* version);
 
@@ -162,6 +212,14 @@ const char* pncclGetErrorString(ncclResult_t result);
 /** What went wrong in this thread's last failed call, in a sentence ("" when nothing failed). */
 const char* ncclGetLastError(ncclComm_t comm);
 const char* pncclGetLastError(ncclComm_t comm);
+
+/** NCCL: read the logging variables again. ferry reads its knobs once per process, so this only
+ *  re-applies the library's default (silent unless NCCL_DEBUG / FERRY_DEBUG is set). Deprecated by
+ *  NCCL, which keeps it outside its API; provided for programs that still call it. */
+FERRY_NCCL_DEPRECATED("ncclResetDebugInit is not part of the NCCL API")
+void ncclResetDebugInit(void);
+FERRY_NCCL_DEPRECATED("pncclResetDebugInit is not part of the NCCL API")
+void pncclResetDebugInit(void);
 
 /* ---- Communicators ---------------------------------------------------------------------------- */
 
@@ -187,22 +245,31 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
 ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist);
 
+/** ncclCommInitRankConfig given `nId` ids (NCCL spreads the rendezvous over them); every rank passes
+ *  the same ids in the same order. ferry's rendezvous needs one root: every rank joins through
+ *  commIds[0], which must come from ncclGetUniqueId (the others are checked for being non-NULL only). */
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                      ncclConfig_t* config);
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config);
+
 /** Collective over `comm`: ranks with the same color form a new communicator, ordered by key then
  *  by rank. NCCL_SPLIT_NOCOLOR gives *newcomm = NULL. config NULL inherits comm's options. */
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config);
 
-/** ncclCommShrink's flags (NCCL 2.27's values). */
-#define NCCL_SHRINK_DEFAULT 0x00 /**< leave the parent's operations alone */
-#define NCCL_SHRINK_ABORT 0x01   /**< first abort the parent's operations in flight (after a failure) */
-
 /** A new communicator of comm's ranks without the excludeRanksCount ranks of excludeRanksList and
- *  without ranks found dead; every remaining rank calls it with the same list (NCCL 2.27's call,
- *  provided ahead of the declared version). Works after comm failed (docs/RELIABILITY.md). */
+ *  without ranks found dead; every remaining rank calls it with the same list. Works after comm failed
+ * (docs/RELIABILITY.md). */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                             ncclConfig_t* config, int shrinkFlags);
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags);
+
+/** Stop `comm`'s calls in flight (they return an error) and refuse new ones; ncclCommShrink and
+ *  ncclCommDestroy still work. revokeFlags must be NCCL_REVOKE_DEFAULT. */
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags);
 
 /** Finish this rank's use of `comm`: later collectives on it fail with ncclInvalidUsage. */
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
@@ -249,6 +316,15 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
 
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
+
+/** Register `size` bytes at `buff` as a window of `comm` (winFlags: NCCL_WIN_*); *win is for
+ *  ncclCommWindowDeregister. Host buffers are recorded as ncclCommRegister does: collectives on
+ *  ferry's ncclMemAlloc memory read peers' buffers in place whether or not they are registered. */
+ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 
 /* ---- Reductions ------------------------------------------------------------------------------- */
 
@@ -300,6 +376,26 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream);
 
+/** recvbuff[r * count + i] = rank r's sendbuff[rank * count + i]. */
+ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                          cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream);
+
+/** On root, recvbuff[r * count + i] = rank r's sendbuff[i] (recvbuff unused elsewhere). In place
+ *  when sendbuff == recvbuff + root * count on the root. */
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                        ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
+
+/** recvbuff[i] = root's sendbuff[rank * count + i] (sendbuff unused off the root). In place when
+ *  recvbuff == sendbuff + root * count on the root. */
+ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream);
+
 /* ---- Point to point (between ncclGroupStart/End, any order on each rank) ----------------------- */
 
 /** Send `count` elements to `peer`, which posts a matching ncclRecv. */
@@ -322,6 +418,11 @@ ncclResult_t pncclGroupStart(void);
 /** Issue the queued calls together; returns the first error of the group. */
 ncclResult_t ncclGroupEnd(void);
 ncclResult_t pncclGroupEnd(void);
+
+/** End the group as ncclGroupEnd would, without running its calls: simInfo->estimatedTime gets
+ *  the tuner's predicted time of the queued calls (microseconds). Queued inits still run. */
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 
 #ifdef __cplusplus
 } /* extern "C" */

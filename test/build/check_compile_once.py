@@ -17,6 +17,7 @@ import sys
 # the SIMT emulation has two names (x.cu and x_emu.cpp), so it needs no entry.
 DELIBERATE_VARIANTS = {
     "test/collectives/test_gpu_emu.cpp": "the same cases under the SIMT emulation and, with -DFERRY_TEST_ON_GPU, on a GPU",
+    "test/nccl/client_228.c": "one NCCL client compiled against ferry's nccl.h and against NVIDIA's (ABI check)",
 }
 
 

@@ -6,9 +6,11 @@ Usage: abi_check.py LIBNCCL TEST_PROGRAM [NCCL_HEADER]
 1. The soname is libnccl.so.2 and the library exports only nccl* / pnccl* symbols.
 2. It exports exactly REQUIRED, each with its pnccl* twin at the same address (NCCL's layout: the
    pnccl* name is the definition, nccl* a weak alias), and ferry/nccl.h declares exactly those.
-3. With NVIDIA's library present (/usr/local/cuda/lib64/libnccl.so.2), every function it exports
+3. With NVIDIA's nccl.h present (/usr/local/cuda/include/nccl.h), every function it declares is
+   exported by ferry (and REQUIRED lists it): a program built against it finds every symbol.
+4. With NVIDIA's library present (/usr/local/cuda/lib64/libnccl.so.2), every function it exports
    is either REQUIRED (and ferry has it) or listed in ABSENT with the reason ferry lacks it.
-4. The C test program, linked against libnccl.so.2 only, loads with LD_BIND_NOW=1 (every symbol
+5. The C test program, linked against libnccl.so.2 only, loads with LD_BIND_NOW=1 (every symbol
    it uses resolves at load time).
 """
 import os
@@ -16,55 +18,40 @@ import re
 import subprocess
 import sys
 
-# Every function of the NCCL 2.21 API, which ferry declares and implements. This covers what
-# nccl-tests (src/common.cu and the per-collective files) and PyTorch's NCCL process group
-# (torch/csrc/distributed/c10d/NCCLUtils.*, ProcessGroupNCCL.cpp, torch/csrc/cuda/nccl.cpp) call
-# when built against an NCCL of that level.
+# Every host function of NCCL 2.28.9's nccl.h, which ferry declares and implements.
 REQUIRED = {
     # library
-    "ncclGetVersion", "ncclGetErrorString", "ncclGetLastError", "ncclGetUniqueId",
+    "ncclGetVersion", "ncclGetErrorString", "ncclGetLastError", "ncclGetUniqueId", "ncclResetDebugInit",
     # communicators
-    "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
-    "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommGetAsyncError",
-    "ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank",
-    # 2.27's fault tolerance, ahead of the declared version (docs/RELIABILITY.md)
-    "ncclCommShrink",
-    # memory and registration (2.19)
+    "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable", "ncclCommInitAll", "ncclCommSplit",
+    "ncclCommShrink", "ncclCommFinalize", "ncclCommRevoke", "ncclCommDestroy", "ncclCommAbort",
+    "ncclCommGetAsyncError", "ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank",
+    # memory, registration and windows
     "ncclMemAlloc", "ncclMemFree", "ncclCommRegister", "ncclCommDeregister",
-    # reductions (2.11)
+    "ncclCommWindowRegister", "ncclCommWindowDeregister",
+    # reductions
     "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy",
-    # collectives and point to point
+    # collectives, point to point, groups
     "ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
-    "ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
+    "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend", "ncclRecv",
+    "ncclGroupStart", "ncclGroupEnd", "ncclGroupSimulateEnd",
 }
 
-# Exported by NVIDIA's NCCL 2.28 but not by ferry, which declares 2.21.5: programs built against
-# ferry's header never call them, and programs built against a newer nccl.h that call them fail
-# with "undefined symbol" when they do (with LD_BIND_NOW, at load).
+# Exported by NVIDIA's NCCL 2.28 but not by ferry: the device API of nccl_device.h (host functions
+# that set up kernels communicating by themselves; docs/NCCL.md lists them as a later step) and an
+# internal symbol.
 ABSENT = {
-    "ncclGroupSimulateEnd": "2.22: cost estimate of a group (PyTorch uses it only when its nccl.h "
-                            "defines NCCL_SIM_INFO_INITIALIZER)",
-    "ncclCommInitRankScalable": "2.23: init from several unique ids (PyTorch: NCCL_HAS_INIT_RANK_SCALABLE)",
-    "ncclCommWindowRegister": "2.27: symmetric memory windows, a GPU feature",
-    "ncclCommWindowDeregister": "2.27: symmetric memory windows, a GPU feature",
-    "ncclCommRevoke": "2.28: revoke in-flight operations",
-    "ncclAlltoAll": "2.28 collective; below 2.28 programs (nccl-tests' alltoall.cu among them) use grouped "
-                 "ncclSend/ncclRecv",
-    "ncclGather": "2.28 collective; below 2.28 programs (nccl-tests' alltoall.cu among them) use grouped "
-                 "ncclSend/ncclRecv",
-    "ncclScatter": "2.28 collective; below 2.28 programs (nccl-tests' alltoall.cu among them) use grouped "
-                 "ncclSend/ncclRecv",
-    "ncclDevCommCreate": "2.28 device API: kernels that communicate by themselves (needs the CUDA backend)",
+    "ncclDevCommCreate": "2.28 device API (nccl_device.h): kernels that communicate by themselves",
     "ncclDevCommDestroy": "2.28 device API",
     "ncclTeamWorld": "2.28 device API", "ncclTeamLsa": "2.28 device API", "ncclTeamRail": "2.28 device API",
     "ncclTeamRankToLsa": "2.28 device API", "ncclTeamRankToWorld": "2.28 device API",
     "ncclLsaBarrierCreateRequirement": "2.28 device API",
     "ncclGinBarrierCreateRequirement": "2.28 device API",
     "ncclLLA2ACalcSlots": "2.28 device API", "ncclLLA2ACreateRequirement": "2.28 device API",
-    "ncclResetDebugInit": "deprecated, not part of the NCCL API (NCCL's header says so)",
-    "ncclResetDebugInitInternal": "internal to NVIDIA's library",
+    "ncclResetDebugInitInternal": "internal to NVIDIA's library (not in nccl.h)",
 }
 
+NVIDIA_HEADER = "/usr/local/cuda/include/nccl.h"
 NVIDIA_LIB = "/usr/local/cuda/lib64/libnccl.so.2"
 
 failures = []
@@ -94,7 +81,7 @@ def soname(lib):
 
 def header_functions(path):
     text = open(path, encoding="utf-8").read()
-    return set(re.findall(r"^(?:ncclResult_t|const char\*)\s+(nccl\w+)\(", text, re.M))
+    return set(re.findall(r"^(?:ncclResult_t|const char\*|void)\s+(nccl\w+)\(", text, re.M))
 
 
 def main():
@@ -127,6 +114,18 @@ def main():
         fail("ferry/nccl.h declares %s beyond REQUIRED and lacks %s"
              % (sorted(declared - REQUIRED), sorted(REQUIRED - declared)))
     print("ferry exports %d functions, each as nccl* and pnccl*" % len(names))
+
+    if os.path.exists(NVIDIA_HEADER):
+        theirs = header_functions(NVIDIA_HEADER)
+        missing = sorted(n for n in theirs if n not in ours or "p" + n not in ours)
+        if missing:
+            fail("functions of %s that ferry does not export (with pnccl twin): %s" % (NVIDIA_HEADER, missing))
+        if theirs - REQUIRED:
+            fail("REQUIRED lacks functions of %s: %s" % (NVIDIA_HEADER, sorted(theirs - REQUIRED)))
+        print("NVIDIA's %s declares %d functions; ferry exports %d of them"
+              % (NVIDIA_HEADER, len(theirs), len(theirs) - len(missing)))
+    else:
+        print("note: %s not found; comparison with NVIDIA's header skipped" % NVIDIA_HEADER)
 
     if os.path.exists(NVIDIA_LIB):
         theirs = {n for n in exports(NVIDIA_LIB) if n.startswith("nccl")}

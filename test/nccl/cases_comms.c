@@ -35,7 +35,7 @@ static ncclResult_t wait_ready(ncclComm_t comm) {
 int test_queries_and_memory(ncclComm_t comm, int rank, int n) {
   int value = -1, version = 0;
   CHECK_NCCL(ncclGetVersion(&version));
-  CHECK(version == NCCL_VERSION_CODE && version == NCCL_VERSION(2, 21, 5), "version %d", version);
+  CHECK(version == NCCL_VERSION_CODE && version == NCCL_VERSION(2, 28, 9), "version %d", version);
   CHECK_NCCL(ncclCommCount(comm, &value));
   CHECK(value == n, "count %d", value);
   CHECK_NCCL(ncclCommUserRank(comm, &value));
