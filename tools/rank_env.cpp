@@ -63,9 +63,9 @@ Status requireSharedRendezvous(const EnvLookup& lookup) {
 Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range, const EnvLookup& lookup) {
   // torchrun's four rank variables are replaced as ferry's are: an inherited value would give every
   // rank the same number.
-  static const char* const kOurs[] = {"FERRY_RANK=", "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=", "FERRY_LOCAL_SIZE=",
-                                      "FERRY_ADDR=", "FERRY_SECRET=",     "RANK=",             "WORLD_SIZE=",
-                                      "LOCAL_RANK=", "LOCAL_WORLD_SIZE="};
+  static const char* const kOurs[] = {
+      "FERRY_RANK=", "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=", "FERRY_LOCAL_SIZE=", "FERRY_ADDR=", "FERRY_SECRET=",
+      "RANK=",       "WORLD_SIZE=",       "LOCAL_RANK=",       "LOCAL_WORLD_SIZE="};
   if (range.sharedRendezvous) FERRY_TRY(requireSharedRendezvous(lookup));
   std::vector<std::string> env;
   for (char* const* e = environ; *e != nullptr; ++e) {

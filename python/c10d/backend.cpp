@@ -169,8 +169,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::broadcast(std::vector<at::Tens
                   return c.broadcast(b.data, b.data, b.count, b.type, root, s);
                 });)
   return post(
-      c10d::OpType::BROADCAST, tensors, [b, root](Comm& c) { return c.broadcast(b.data, b.data, b.count, b.type, root); },
-      stagedOutputs({{b}}));
+      c10d::OpType::BROADCAST, tensors,
+      [b, root](Comm& c) { return c.broadcast(b.data, b.data, b.count, b.type, root); }, stagedOutputs({{b}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce(std::vector<at::Tensor>& tensors,
@@ -213,24 +213,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce_coalesced(std::vecto
                                                  });)
   // One all-reduce over the tensors packed end to end (unless they already are).
   auto staged = stagedOutputs({bufs});
-  return post(c10d::OpType::ALLREDUCE_COALESCED, tensors, [bufs, op](Comm& c) {
-    size_t total = 0;
-    for (const Buffer& b : bufs) total += b.count;
-    if (adjacent(bufs)) return c.allReduce(bufs[0].data, bufs[0].data, total, bufs[0].type, op);
-    auto flat = staging(total * dataTypeSize(bufs[0].type));
-    size_t off = 0;
-    for (const Buffer& b : bufs) {
-      std::memcpy(flat.get() + off, b.data, bytesOf(b));
-      off += bytesOf(b);
-    }
-    FERRY_TRY(c.allReduce(flat.get(), flat.get(), total, bufs[0].type, op));
-    off = 0;
-    for (const Buffer& b : bufs) {
-      std::memcpy(b.data, flat.get() + off, bytesOf(b));
-      off += bytesOf(b);
-    }
-    return Status::ok();
-  }, std::move(staged));
+  return post(
+      c10d::OpType::ALLREDUCE_COALESCED, tensors,
+      [bufs, op](Comm& c) {
+        size_t total = 0;
+        for (const Buffer& b : bufs) total += b.count;
+        if (adjacent(bufs)) return c.allReduce(bufs[0].data, bufs[0].data, total, bufs[0].type, op);
+        auto flat = staging(total * dataTypeSize(bufs[0].type));
+        size_t off = 0;
+        for (const Buffer& b : bufs) {
+          std::memcpy(flat.get() + off, b.data, bytesOf(b));
+          off += bytesOf(b);
+        }
+        FERRY_TRY(c.allReduce(flat.get(), flat.get(), total, bufs[0].type, op));
+        off = 0;
+        for (const Buffer& b : bufs) {
+          std::memcpy(b.data, flat.get() + off, bytesOf(b));
+          off += bytesOf(b);
+        }
+        return Status::ok();
+      },
+      std::move(staged));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce(std::vector<at::Tensor>& tensors,
@@ -268,14 +271,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allgather(std::vector<std::vec
       } return issueOnStream(c10d::OpType::ALLGATHER, at, outputs[0], inputs[0], [in, outs](Comm& c, Stream s) {
         return c.allGather(in.data, outs[0].data, in.count, in.type, s);
       });)
-  return post(c10d::OpType::ALLGATHER, outputs[0], [in, outs, keep](Comm& c) {
-    if (adjacent(outs) && in.data != outs[0].data) return c.allGather(in.data, outs[0].data, in.count, in.type);
-    const size_t bytes = bytesOf(in);
-    auto all = staging(bytes * outs.size());
-    FERRY_TRY(c.allGather(in.data, all.get(), in.count, in.type));
-    for (size_t r = 0; r < outs.size(); ++r) std::memcpy(outs[r].data, all.get() + r * bytes, bytes);
-    return Status::ok();
-  }, stagedOutputs({outs}));
+  return post(
+      c10d::OpType::ALLGATHER, outputs[0],
+      [in, outs, keep](Comm& c) {
+        if (adjacent(outs) && in.data != outs[0].data) return c.allGather(in.data, outs[0].data, in.count, in.type);
+        const size_t bytes = bytesOf(in);
+        auto all = staging(bytes * outs.size());
+        FERRY_TRY(c.allGather(in.data, all.get(), in.count, in.type));
+        for (size_t r = 0; r < outs.size(); ++r) std::memcpy(outs[r].data, all.get() + r * bytes, bytes);
+        return Status::ok();
+      },
+      stagedOutputs({outs}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -370,13 +376,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at:
       } return issueOnStream(c10d::OpType::REDUCE_SCATTER, at, keep, outputs[0], [out, ins, op](Comm& c, Stream s) {
         return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op, s);
       });)
-  return post(c10d::OpType::REDUCE_SCATTER, outputs, [out, ins, op, keep](Comm& c) {
-    if (adjacent(ins)) return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op);
-    const size_t bytes = bytesOf(out);
-    auto all = staging(bytes * ins.size());
-    for (size_t r = 0; r < ins.size(); ++r) std::memcpy(all.get() + r * bytes, ins[r].data, bytes);
-    return c.reduceScatter(all.get(), out.data, out.count, out.type, op);
-  }, stagedOutputs({{out}}));
+  return post(
+      c10d::OpType::REDUCE_SCATTER, outputs,
+      [out, ins, op, keep](Comm& c) {
+        if (adjacent(ins)) return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op);
+        const size_t bytes = bytesOf(out);
+        auto all = staging(bytes * ins.size());
+        for (size_t r = 0; r < ins.size(); ++r) std::memcpy(all.get() + r * bytes, ins[r].data, bytes);
+        return c.reduceScatter(all.get(), out.data, out.count, out.type, op);
+      },
+      stagedOutputs({{out}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -522,8 +531,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::recvAnysource(std::vector<at::
   const CallSite at = site("recv from any source");
   checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
   const Buffer b = checkTensor(at, "tensors[0]", tensors[0], Access::kWrite);
-  TORCH_CHECK_VALUE(!tensors[0].is_cuda(), "ferry: recv from any source on rank ", getRank(),
-                    ": tensors[0] is on ", tensors[0].device(), " (expected a CPU tensor, as Gloo's)");
+  TORCH_CHECK_VALUE(!tensors[0].is_cuda(), "ferry: recv from any source on rank ", getRank(), ": tensors[0] is on ",
+                    tensors[0].device(), " (expected a CPU tensor, as Gloo's)");
   TORCH_CHECK_VALUE(getSize() > 1, "ferry: recv from any source on rank ", getRank(),
                     ": the group has no other rank to receive from");
   auto work = c10::make_intrusive<FerryWork>(getRank(), c10d::OpType::RECVANYSOURCE, tensors);

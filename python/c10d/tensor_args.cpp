@@ -154,8 +154,8 @@ std::vector<Buffer> checkTensors(const CallSite& at, const std::string& what, co
   for (size_t i = 0; i < ts.size(); ++i) {
     const std::string name = what + "[" + std::to_string(i) + "]";
     TORCH_CHECK_VALUE(!ts[i].defined() || ts[i].scalar_type() == expected.scalar_type(), prefix(at), name,
-                      " has dtype ", dtypeName(ts[i].scalar_type()), " (expected ",
-                      dtypeName(expected.scalar_type()), ", as the other tensors)");
+                      " has dtype ", dtypeName(ts[i].scalar_type()), " (expected ", dtypeName(expected.scalar_type()),
+                      ", as the other tensors)");
     out.push_back(checkTensor(at, name, ts[i], access, red));
     TORCH_CHECK_VALUE(ts[i].device() == expected.device(), prefix(at), name, " is on ", ts[i].device(), " (expected ",
                       expected.device(), ", as the other tensors)");
@@ -205,8 +205,8 @@ Reduction toReduction(const CallSite& at, const c10d::ReduceOp& op, const std::s
       TORCH_CHECK_VALUE(false, prefix(at), "reduce op ", static_cast<int>(kind), " (", name, ") on ", what,
                         " is not supported (expected SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR or PREMUL_SUM)");
   }
-  TORCH_CHECK_VALUE(!(isBool && (kind == c10d::ReduceOp::AVG || kind == c10d::ReduceOp::PREMUL_SUM)), prefix(at),
-                    "op ", name, " is not defined on ", what, " of dtype torch.bool (expected SUM, PRODUCT, MIN, MAX, ",
+  TORCH_CHECK_VALUE(!(isBool && (kind == c10d::ReduceOp::AVG || kind == c10d::ReduceOp::PREMUL_SUM)), prefix(at), "op ",
+                    name, " is not defined on ", what, " of dtype torch.bool (expected SUM, PRODUCT, MIN, MAX, ",
                     "BAND, BOR or BXOR)");
   TORCH_CHECK_VALUE(!isComplex || kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG ||
                         kind == c10d::ReduceOp::PREMUL_SUM,

@@ -53,10 +53,10 @@ struct Buffer {
   void* data = nullptr;
   size_t count = 0;
   DataType type = DataType::kUint8;
-  size_t per = 1;           ///< elements of `type` per element of the tensor (2 for complex and int16 as bytes)
-  at::Tensor tensor;        ///< the caller's tensor (kept alive until the operation ran)
-  at::Tensor staging;       ///< defined when `data` points into a contiguous copy of `tensor`
-  bool writeBack = false;   ///< copy `staging` into `tensor` once the operation ran
+  size_t per = 1;          ///< elements of `type` per element of the tensor (2 for complex and int16 as bytes)
+  at::Tensor tensor;       ///< the caller's tensor (kept alive until the operation ran)
+  at::Tensor staging;      ///< defined when `data` points into a contiguous copy of `tensor`
+  bool writeBack = false;  ///< copy `staging` into `tensor` once the operation ran
 };
 
 /// `tensor` (named `what` in messages) must be strided, on the CPU (or on a GPU when the backend is
