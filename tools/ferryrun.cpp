@@ -2,7 +2,9 @@
 //
 // Each rank is forked and exec'd (spawn.hpp) with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,
 // FERRY_LOCAL_SIZE, FERRY_ADDR (a free loopback port, unless the caller set one) and FERRY_SECRET
-// (128 random bits, unless set), which is all detectLaunch() and the bootstrap need (rank_env.hpp).
+// (128 random bits, unless set), which is all detectLaunch() and the bootstrap need (rank_env.hpp),
+// and with torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT,
+// so that torch.distributed's env:// works unchanged under it.
 // This file holds the command line and the supervision policy.
 //
 // Several hosts. A job spread over hosts runs one ferryrun per host, each with the job's size
@@ -79,7 +81,10 @@ constexpr char kUsage[] =
     "usage: ferryrun [-n N | --np N] [--world-size W --first-rank K] [--timeout SECONDS]\n"
     "                [--report-seconds S] [--bind-to auto|core|none] [--no-prefix] [--] PROGRAM [ARGS...]\n"
     "Start N ranks of PROGRAM on this host with FERRY_RANK, FERRY_WORLD_SIZE, FERRY_LOCAL_RANK,\n"
-    "FERRY_LOCAL_SIZE, FERRY_ADDR and FERRY_SECRET set, and prefix their output lines with \"[rank] \".\n"
+    "FERRY_LOCAL_SIZE, FERRY_ADDR and FERRY_SECRET set, and torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
+    "LOCAL_WORLD_SIZE, MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port) for torch.distributed's env://\n"
+    "(MASTER_ADDR and MASTER_PORT unless set; over several hosts, set them as FERRY_ADDR), and prefix\n"
+    "their output lines with \"[rank] \".\n"
     "  -n, --np N          ranks to start here, 1 to 4096 (default 1)\n"
     "  --world-size W      the job has W ranks in all, over several hosts (one ferryrun each); the\n"
     "                      ranks started here are K..K+N-1 (FERRY_RANK), with FERRY_LOCAL_RANK 0..N-1\n"

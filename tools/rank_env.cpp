@@ -61,8 +61,11 @@ Status requireSharedRendezvous(const EnvLookup& lookup) {
 }
 
 Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range, const EnvLookup& lookup) {
-  static const char* const kOurs[] = {"FERRY_RANK=",       "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=",
-                                      "FERRY_LOCAL_SIZE=", "FERRY_ADDR=",       "FERRY_SECRET="};
+  // torchrun's four rank variables are replaced as ferry's are: an inherited value would give every
+  // rank the same number.
+  static const char* const kOurs[] = {
+      "FERRY_RANK=", "FERRY_WORLD_SIZE=", "FERRY_LOCAL_RANK=", "FERRY_LOCAL_SIZE=", "FERRY_ADDR=", "FERRY_SECRET=",
+      "RANK=",       "WORLD_SIZE=",       "LOCAL_RANK=",       "LOCAL_WORLD_SIZE="};
   if (range.sharedRendezvous) FERRY_TRY(requireSharedRendezvous(lookup));
   std::vector<std::string> env;
   for (char* const* e = environ; *e != nullptr; ++e) {
@@ -72,6 +75,8 @@ Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankR
   }
   env.push_back("FERRY_WORLD_SIZE=" + std::to_string(range.worldSize));
   env.push_back("FERRY_LOCAL_SIZE=" + std::to_string(range.localSize));
+  env.push_back("WORLD_SIZE=" + std::to_string(range.worldSize));
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(range.localSize));
 
   // The caller's address and secret win, so a script can pin the port or share the secret with a
   // process started by other means. An empty value counts as unset, as it does for the knobs.
@@ -83,6 +88,7 @@ Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankR
     FERRY_TRY(fresh);
     env.push_back("FERRY_ADDR=" + *fresh);
   }
+  FERRY_TRY(addTorchRendezvous(env, range, lookup));
   const char* secret = lookup("FERRY_SECRET");
   if (secret != nullptr && secret[0] != '\0') {
     env.push_back(std::string("FERRY_SECRET=") + secret);
@@ -94,8 +100,36 @@ Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankR
   return env;
 }
 
+Status addTorchRendezvous(std::vector<std::string>& env, const RankRange& range, const EnvLookup& lookup) {
+  const char* addr = lookup("MASTER_ADDR");
+  const char* port = lookup("MASTER_PORT");
+  const bool haveAddr = addr != nullptr && addr[0] != '\0';
+  const bool havePort = port != nullptr && port[0] != '\0';
+  // Set ones stay in `env` (inherited); a job spread over hosts must be given them, like FERRY_ADDR.
+  if (range.sharedRendezvous || (haveAddr && havePort)) return Status();
+  if (!haveAddr) env.push_back("MASTER_ADDR=127.0.0.1");
+  if (havePort) return Status();
+  // Rank 0's TCPStore listens there, ferry's rendezvous on FERRY_ADDR's port: keep the two apart.
+  std::string ferryPort;
+  for (const std::string& e : env) {
+    if (e.rfind("FERRY_ADDR=", 0) == 0) ferryPort = e.substr(e.rfind(':') + 1);
+  }
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto fresh = freeLoopbackAddr();
+    FERRY_TRY(fresh);
+    const std::string freePort = fresh->substr(fresh->rfind(':') + 1);
+    if (freePort == ferryPort) continue;
+    env.push_back("MASTER_PORT=" + freePort);
+    return Status();
+  }
+  return makeError(ErrorCode::kSystemError, "cannot find a free port for MASTER_PORT apart from FERRY_ADDR's %s",
+                   ferryPort.c_str());
+}
+
 std::vector<std::string> ownRankEnv(const RankRange& range, int localRank) {
-  return {"FERRY_RANK=" + std::to_string(range.firstRank + localRank), "FERRY_LOCAL_RANK=" + std::to_string(localRank)};
+  const std::string rank = std::to_string(range.firstRank + localRank);
+  const std::string local = std::to_string(localRank);
+  return {"FERRY_RANK=" + rank, "FERRY_LOCAL_RANK=" + local, "RANK=" + rank, "LOCAL_RANK=" + local};
 }
 
 }  // namespace ferry::tools

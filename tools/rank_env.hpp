@@ -40,15 +40,22 @@ Result<std::string> randomSecret();
 Status requireSharedRendezvous(const EnvLookup& lookup = readEnv);
 
 /// The environment all ranks of `range` share: `environ` without any FERRY_RANK, FERRY_WORLD_SIZE,
-/// FERRY_LOCAL_RANK, FERRY_LOCAL_SIZE, FERRY_ADDR or FERRY_SECRET, then FERRY_WORLD_SIZE and
-/// FERRY_LOCAL_SIZE from `range`, and FERRY_ADDR and FERRY_SECRET from `lookup` when set and not
+/// FERRY_LOCAL_RANK, FERRY_LOCAL_SIZE, FERRY_ADDR or FERRY_SECRET (nor torchrun's RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE), then FERRY_WORLD_SIZE and FERRY_LOCAL_SIZE (and WORLD_SIZE,
+/// LOCAL_WORLD_SIZE) from `range`, and FERRY_ADDR and FERRY_SECRET from `lookup` when set and not
 /// empty, else (one host only: requireSharedRendezvous()'s error when range.sharedRendezvous)
-/// a free loopback address and a random secret.
+/// a free loopback address and a random secret; then torch's MASTER_ADDR and MASTER_PORT
+/// (addTorchRendezvous).
 Result<std::vector<std::string>> sharedRankEnv(char* const* environ, const RankRange& range,
                                                const EnvLookup& lookup = readEnv);
 
-/// The two variables only the `localRank`-th rank of `range` gets: FERRY_RANK (its global rank,
-/// range.firstRank + localRank) and FERRY_LOCAL_RANK.
+/// torch's env:// rendezvous for one host's job, appended to `env` (FERRY_ADDR already in it):
+/// MASTER_ADDR=127.0.0.1 and MASTER_PORT a free port other than FERRY_ADDR's, each unless `lookup`
+/// has it (inherited values stay). A job spread over hosts gets none: its caller sets both.
+Status addTorchRendezvous(std::vector<std::string>& env, const RankRange& range, const EnvLookup& lookup = readEnv);
+
+/// The variables only the `localRank`-th rank of `range` gets: FERRY_RANK (its global rank,
+/// range.firstRank + localRank) and FERRY_LOCAL_RANK, and torchrun's RANK and LOCAL_RANK alike.
 std::vector<std::string> ownRankEnv(const RankRange& range, int localRank);
 
 }  // namespace ferry::tools

@@ -37,6 +37,17 @@ bool adjacent(const std::vector<Buffer>& bufs) {
   return true;
 }
 
+// The buffers of `lists` whose staging copy goes back into the caller's tensor after the operation.
+std::vector<Buffer> stagedOutputs(std::initializer_list<std::vector<Buffer>> lists) {
+  std::vector<Buffer> out;
+  for (const auto& list : lists) {
+    for (const Buffer& b : list) {
+      if (b.writeBack) out.push_back(b);
+    }
+  }
+  return out;
+}
+
 // A staging buffer of `bytes`, uninitialised.
 std::unique_ptr<char[]> staging(size_t bytes) { return std::unique_ptr<char[]>(new char[bytes > 0 ? bytes : 1]); }
 
@@ -87,8 +98,10 @@ std::vector<int64_t> checkSplits(const CallSite& at, const char* what, const std
 }  // namespace
 
 ProcessGroupFerry::ProcessGroupFerry(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                     std::chrono::milliseconds /*timeout: ferry's own deadline is FERRY_TIMEOUT*/)
+                                     std::chrono::milliseconds timeout)
     : BackendBase(rank, size) {
+  // ferry's own deadline is FERRY_TIMEOUT; the group's timeout bounds the Store's waits (the
+  // rendezvous, and a receive from any source waiting for a sender).
   UniqueId id;
   if (rank == 0) {
     auto created = UniqueId::create();
@@ -113,7 +126,8 @@ ProcessGroupFerry::ProcessGroupFerry(const c10::intrusive_ptr<c10d::Store>& stor
 #endif
   TORCH_CHECK(comm.isOk(), "ferry: process group on rank ", rank, " of ", size, ": ", comm.status().toString());
   comm_ = std::move(*comm);
-  p2p_ = std::make_shared<P2pBatch>(comm_.get());
+  anySource_ = std::make_shared<AnySource>(store, rank, size, timeout);
+  p2p_ = std::make_shared<P2pBatch>(comm_.get(), anySource_);
 }
 
 ProcessGroupFerry::~ProcessGroupFerry() {
@@ -124,23 +138,29 @@ ProcessGroupFerry::~ProcessGroupFerry() {
   (void)drained;  // each operation already reported its own outcome to its Work
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::post(c10d::OpType type, std::vector<at::Tensor> outputs, Body body) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::post(c10d::OpType type, std::vector<at::Tensor> outputs, Body body,
+                                                       std::vector<Buffer> staged) {
   auto work = c10::make_intrusive<FerryWork>(getRank(), type, std::move(outputs));
+  postWork(work, std::move(body), std::move(staged));
+  return work;
+}
+
+void ProcessGroupFerry::postWork(c10::intrusive_ptr<FerryWork> work, Body body, std::vector<Buffer> staged) {
   auto done = std::make_shared<Completion>(std::vector<c10::intrusive_ptr<FerryWork>>{work});
   p2p_->flush();  // transfers called before this collective run before it
-  comm_->enqueue([done, body = std::move(body)](Comm& c) {
+  comm_->enqueue([done, body = std::move(body), staged = std::move(staged)](Comm& c) {
     Status st = runGuarded(body, c);
+    if (st.isOk()) st = writeBack(staged);
     done->complete(st);
     return st;
   });
-  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   const CallSite at = site("broadcast");
   checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
-  const Buffer b = checkTensor(at, "tensors[0]", tensors[0]);
+  const Buffer b = checkTensor(at, "tensors[0]", tensors[0], Access::kReadWrite);
   const int root = checkRoot(at, opts.rootRank, getSize());
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ferry: broadcast on rank ", getRank(), ": rootTensor is ", opts.rootTensor,
                     " (expected 0: one tensor per process)");
@@ -148,16 +168,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::broadcast(std::vector<at::Tens
                 return issueOnStream(c10d::OpType::BROADCAST, at, tensors, tensors[0], [b, root](Comm& c, Stream s) {
                   return c.broadcast(b.data, b.data, b.count, b.type, root, s);
                 });)
-  return post(c10d::OpType::BROADCAST, tensors,
-              [b, root](Comm& c) { return c.broadcast(b.data, b.data, b.count, b.type, root); });
+  return post(
+      c10d::OpType::BROADCAST, tensors,
+      [b, root](Comm& c) { return c.broadcast(b.data, b.data, b.count, b.type, root); }, stagedOutputs({{b}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const CallSite at = site("allreduce");
   TORCH_CHECK_VALUE(!tensors.empty(), "ferry: allreduce on rank ", getRank(), ": tensors is an empty list");
-  const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false);
-  const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
+  const Reduction red = toReduction(at, opts.reduceOp, "tensors[0]", tensors[0]);
+  const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false, Access::kReadWrite, &red);
+  const RedOp op = red.op;
   FERRY_IF_CUDA(tensors[0],
                 return issueOnStream(c10d::OpType::ALLREDUCE, at, tensors, tensors[0], [bufs, op](Comm& c, Stream s) {
                   for (const Buffer& b : bufs) {
@@ -165,18 +187,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce(std::vector<at::Tens
                   }
                   return Status::ok();
                 });)
-  return post(c10d::OpType::ALLREDUCE, tensors, [bufs, op](Comm& c) {
-    for (const Buffer& b : bufs) FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op));
-    return Status::ok();
-  });
+  return post(
+      c10d::OpType::ALLREDUCE, tensors,
+      [bufs, op](Comm& c) {
+        for (const Buffer& b : bufs) FERRY_TRY(c.allReduce(b.data, b.data, b.count, b.type, op));
+        return Status::ok();
+      },
+      stagedOutputs({bufs}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                       const c10d::AllreduceCoalescedOptions& opts) {
   const CallSite at = site("allreduce_coalesced");
   TORCH_CHECK_VALUE(!tensors.empty(), "ferry: allreduce_coalesced on rank ", getRank(), ": tensors is an empty list");
-  const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false);
-  const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
+  const Reduction red = toReduction(at, opts.reduceOp, "tensors[0]", tensors[0]);
+  const std::vector<Buffer> bufs = checkTensors(at, "tensors", tensors, tensors[0], false, Access::kReadWrite, &red);
+  const RedOp op = red.op;
   // CUDA: the all-reduces of one group, fused into one launch.
   FERRY_IF_CUDA(tensors[0], return issueOnStream(c10d::OpType::ALLREDUCE_COALESCED, at, tensors, tensors[0],
                                                  [bufs, op](Comm& c, Stream s) {
@@ -186,41 +212,47 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allreduce_coalesced(std::vecto
                                                    return Status::ok();
                                                  });)
   // One all-reduce over the tensors packed end to end (unless they already are).
-  return post(c10d::OpType::ALLREDUCE_COALESCED, tensors, [bufs, op](Comm& c) {
-    size_t total = 0;
-    for (const Buffer& b : bufs) total += b.count;
-    if (adjacent(bufs)) return c.allReduce(bufs[0].data, bufs[0].data, total, bufs[0].type, op);
-    auto flat = staging(total * dataTypeSize(bufs[0].type));
-    size_t off = 0;
-    for (const Buffer& b : bufs) {
-      std::memcpy(flat.get() + off, b.data, bytesOf(b));
-      off += bytesOf(b);
-    }
-    FERRY_TRY(c.allReduce(flat.get(), flat.get(), total, bufs[0].type, op));
-    off = 0;
-    for (const Buffer& b : bufs) {
-      std::memcpy(b.data, flat.get() + off, bytesOf(b));
-      off += bytesOf(b);
-    }
-    return Status::ok();
-  });
+  auto staged = stagedOutputs({bufs});
+  return post(
+      c10d::OpType::ALLREDUCE_COALESCED, tensors,
+      [bufs, op](Comm& c) {
+        size_t total = 0;
+        for (const Buffer& b : bufs) total += b.count;
+        if (adjacent(bufs)) return c.allReduce(bufs[0].data, bufs[0].data, total, bufs[0].type, op);
+        auto flat = staging(total * dataTypeSize(bufs[0].type));
+        size_t off = 0;
+        for (const Buffer& b : bufs) {
+          std::memcpy(flat.get() + off, b.data, bytesOf(b));
+          off += bytesOf(b);
+        }
+        FERRY_TRY(c.allReduce(flat.get(), flat.get(), total, bufs[0].type, op));
+        off = 0;
+        for (const Buffer& b : bufs) {
+          std::memcpy(b.data, flat.get() + off, bytesOf(b));
+          off += bytesOf(b);
+        }
+        return Status::ok();
+      },
+      std::move(staged));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   const CallSite at = site("reduce");
   checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
-  const Buffer b = checkTensor(at, "tensors[0]", tensors[0]);
+  const Reduction red = toReduction(at, opts.reduceOp, "tensors[0]", tensors[0]);
+  const Buffer b = checkTensor(at, "tensors[0]", tensors[0], Access::kReadWrite, &red);
   const int root = checkRoot(at, opts.rootRank, getSize());
   TORCH_CHECK_VALUE(opts.rootTensor == 0, "ferry: reduce on rank ", getRank(), ": rootTensor is ", opts.rootTensor,
                     " (expected 0: one tensor per process)");
-  const RedOp op = toRedOp(at, opts.reduceOp, tensors[0].scalar_type());
+  const RedOp op = red.op;
   FERRY_IF_CUDA(tensors[0],
                 return issueOnStream(c10d::OpType::REDUCE, at, tensors, tensors[0], [b, op, root](Comm& c, Stream s) {
                   return c.reduce(b.data, b.data, b.count, b.type, op, root, s);
                 });)
-  return post(c10d::OpType::REDUCE, tensors,
-              [b, op, root](Comm& c) { return c.reduce(b.data, b.data, b.count, b.type, op, root); });
+  return post(
+      c10d::OpType::REDUCE, tensors,
+      [b, op, root](Comm& c) { return c.reduce(b.data, b.data, b.count, b.type, op, root); }, stagedOutputs({{b}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -230,8 +262,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allgather(std::vector<std::vec
   checkListSize(at, "input_tensors", inputs.size(), 1, "one tensor per process");
   checkListSize(at, "output_tensors", outputs.size(), 1, "one list per process");
   checkListSize(at, "output_tensors[0]", outputs[0].size(), static_cast<size_t>(getSize()), "one tensor per rank");
-  const Buffer in = checkTensor(at, "input_tensors[0]", inputs[0]);
-  const std::vector<Buffer> outs = checkTensors(at, "output_tensors[0]", outputs[0], inputs[0], true);
+  const Buffer in = checkTensor(at, "input_tensors[0]", inputs[0], Access::kRead);
+  const std::vector<Buffer> outs = checkTensors(at, "output_tensors[0]", outputs[0], inputs[0], true, Access::kWrite);
   at::Tensor keep = inputs[0];
   FERRY_IF_CUDA(
       inputs[0], if (!adjacent(outs) || in.data == outs[0].data) {
@@ -239,24 +271,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::allgather(std::vector<std::vec
       } return issueOnStream(c10d::OpType::ALLGATHER, at, outputs[0], inputs[0], [in, outs](Comm& c, Stream s) {
         return c.allGather(in.data, outs[0].data, in.count, in.type, s);
       });)
-  return post(c10d::OpType::ALLGATHER, outputs[0], [in, outs, keep](Comm& c) {
-    if (adjacent(outs) && in.data != outs[0].data) return c.allGather(in.data, outs[0].data, in.count, in.type);
-    const size_t bytes = bytesOf(in);
-    auto all = staging(bytes * outs.size());
-    FERRY_TRY(c.allGather(in.data, all.get(), in.count, in.type));
-    for (size_t r = 0; r < outs.size(); ++r) std::memcpy(outs[r].data, all.get() + r * bytes, bytes);
-    return Status::ok();
-  });
+  return post(
+      c10d::OpType::ALLGATHER, outputs[0],
+      [in, outs, keep](Comm& c) {
+        if (adjacent(outs) && in.data != outs[0].data) return c.allGather(in.data, outs[0].data, in.count, in.type);
+        const size_t bytes = bytesOf(in);
+        auto all = staging(bytes * outs.size());
+        FERRY_TRY(c.allGather(in.data, all.get(), in.count, in.type));
+        for (size_t r = 0; r < outs.size(); ++r) std::memcpy(outs[r].data, all.get() + r * bytes, bytes);
+        return Status::ok();
+      },
+      stagedOutputs({outs}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::AllgatherOptions& /*opts*/) {
   const CallSite at = site("_allgather_base");
-  const Buffer in = checkTensor(at, "input_tensor", input);
-  const Buffer out = checkTensor(at, "output_tensor", output);
+  const Buffer in = checkTensor(at, "input_tensor", input, Access::kRead);
+  const Buffer out = checkTensor(at, "output_tensor", output, Access::kWrite);
   TORCH_CHECK_VALUE(output.scalar_type() == input.scalar_type(), "ferry: _allgather_base on rank ", getRank(),
-                    ": output_tensor has type ", output.scalar_type(), " (expected ", input.scalar_type(),
-                    ", the input's)");
+                    ": output_tensor has dtype ", dtypeName(output.scalar_type()), " (expected ",
+                    dtypeName(input.scalar_type()), ", the input's)");
   TORCH_CHECK_VALUE(out.count == in.count * static_cast<size_t>(getSize()), "ferry: _allgather_base on rank ",
                     getRank(), ": output_tensor has ", out.count, " elements (expected ", in.count * getSize(),
                     " = world size ", getSize(), " x the input's ", in.count, ")");
@@ -264,8 +299,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_allgather_base(at::Tensor& ou
                                             [in, out](Comm& c, Stream s) {
                                               return c.allGather(in.data, out.data, in.count, in.type, s);
                                             });)
-  return post(c10d::OpType::_ALLGATHER_BASE, {output, input},
-              [in, out](Comm& c) { return c.allGather(in.data, out.data, in.count, in.type); });
+  return post(
+      c10d::OpType::_ALLGATHER_BASE, {output, input},
+      [in, out](Comm& c) { return c.allGather(in.data, out.data, in.count, in.type); }, stagedOutputs({{out}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -274,13 +310,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::gather(std::vector<std::vector
   const CallSite at = site("gather");
   const int root = checkRoot(at, opts.rootRank, getSize());
   checkListSize(at, "input_tensors", inputs.size(), 1, "one tensor per process");
-  const Buffer in = checkTensor(at, "input_tensors[0]", inputs[0]);
+  const Buffer in = checkTensor(at, "input_tensors[0]", inputs[0], Access::kRead);
   std::vector<Buffer> outs;
   std::vector<at::Tensor> keep = inputs;
   if (getRank() == root) {
     checkListSize(at, "output_tensors", outputs.size(), 1, "one list on the root");
     checkListSize(at, "output_tensors[0]", outputs[0].size(), static_cast<size_t>(getSize()), "one tensor per rank");
-    outs = checkTensors(at, "output_tensors[0]", outputs[0], inputs[0], true);
+    outs = checkTensors(at, "output_tensors[0]", outputs[0], inputs[0], true, Access::kWrite);
     keep.insert(keep.end(), outputs[0].begin(), outputs[0].end());
   } else {
     checkListSize(at, "output_tensors", outputs.size(), 0, "only the root receives");
@@ -290,7 +326,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::gather(std::vector<std::vector
     ops.push_back(P2pOp::recv(outs[r].data, in.count, in.type, static_cast<int>(r)));
   ops.push_back(P2pOp::send(in.data, in.count, in.type, root));
   FERRY_IF_CUDA(inputs[0], return cudaSendRecv(c10d::OpType::GATHER, at, keep, inputs[0], ops);)
-  return post(c10d::OpType::GATHER, keep, [ops](Comm& c) { return c.sendRecv(ops); });
+  return post(
+      c10d::OpType::GATHER, keep, [ops, in](Comm& c) { return c.sendRecv(ops); }, stagedOutputs({outs}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::scatter(std::vector<at::Tensor>& outputs,
@@ -299,13 +336,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::scatter(std::vector<at::Tensor
   const CallSite at = site("scatter");
   const int root = checkRoot(at, opts.rootRank, getSize());
   checkListSize(at, "output_tensors", outputs.size(), 1, "one tensor per process");
-  const Buffer out = checkTensor(at, "output_tensors[0]", outputs[0]);
+  const Buffer out = checkTensor(at, "output_tensors[0]", outputs[0], Access::kWrite);
   std::vector<Buffer> ins;
   std::vector<at::Tensor> keep = outputs;
   if (getRank() == root) {
     checkListSize(at, "input_tensors", inputs.size(), 1, "one list on the root");
     checkListSize(at, "input_tensors[0]", inputs[0].size(), static_cast<size_t>(getSize()), "one tensor per rank");
-    ins = checkTensors(at, "input_tensors[0]", inputs[0], outputs[0], true);
+    ins = checkTensors(at, "input_tensors[0]", inputs[0], outputs[0], true, Access::kRead);
     keep.insert(keep.end(), inputs[0].begin(), inputs[0].end());
   } else {
     checkListSize(at, "input_tensors", inputs.size(), 0, "only the root sends");
@@ -315,7 +352,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::scatter(std::vector<at::Tensor
     ops.push_back(P2pOp::send(ins[r].data, out.count, out.type, static_cast<int>(r)));
   ops.push_back(P2pOp::recv(out.data, out.count, out.type, root));
   FERRY_IF_CUDA(outputs[0], return cudaSendRecv(c10d::OpType::SCATTER, at, keep, outputs[0], ops);)
-  return post(c10d::OpType::SCATTER, keep, [ops](Comm& c) { return c.sendRecv(ops); });
+  return post(
+      c10d::OpType::SCATTER, keep, [ops, ins](Comm& c) { return c.sendRecv(ops); }, stagedOutputs({{out}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -325,9 +363,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at:
   checkListSize(at, "output_tensors", outputs.size(), 1, "one tensor per process");
   checkListSize(at, "input_tensors", inputs.size(), 1, "one list per process");
   checkListSize(at, "input_tensors[0]", inputs[0].size(), static_cast<size_t>(getSize()), "one tensor per rank");
-  const Buffer out = checkTensor(at, "output_tensors[0]", outputs[0]);
-  const std::vector<Buffer> ins = checkTensors(at, "input_tensors[0]", inputs[0], outputs[0], true);
-  const RedOp op = toRedOp(at, opts.reduceOp, outputs[0].scalar_type());
+  const Reduction red = toReduction(at, opts.reduceOp, "output_tensors[0]", outputs[0]);
+  const Buffer out = checkTensor(at, "output_tensors[0]", outputs[0], Access::kWrite, &red);
+  const std::vector<Buffer> ins =
+      checkTensors(at, "input_tensors[0]", inputs[0], outputs[0], true, Access::kRead, &red);
+  const RedOp op = red.op;
   std::vector<at::Tensor> keep = inputs[0];
   keep.push_back(outputs[0]);
   FERRY_IF_CUDA(
@@ -336,33 +376,39 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::reduce_scatter(std::vector<at:
       } return issueOnStream(c10d::OpType::REDUCE_SCATTER, at, keep, outputs[0], [out, ins, op](Comm& c, Stream s) {
         return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op, s);
       });)
-  return post(c10d::OpType::REDUCE_SCATTER, outputs, [out, ins, op, keep](Comm& c) {
-    if (adjacent(ins)) return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op);
-    const size_t bytes = bytesOf(out);
-    auto all = staging(bytes * ins.size());
-    for (size_t r = 0; r < ins.size(); ++r) std::memcpy(all.get() + r * bytes, ins[r].data, bytes);
-    return c.reduceScatter(all.get(), out.data, out.count, out.type, op);
-  });
+  return post(
+      c10d::OpType::REDUCE_SCATTER, outputs,
+      [out, ins, op, keep](Comm& c) {
+        if (adjacent(ins)) return c.reduceScatter(ins[0].data, out.data, out.count, out.type, op);
+        const size_t bytes = bytesOf(out);
+        auto all = staging(bytes * ins.size());
+        for (size_t r = 0; r < ins.size(); ++r) std::memcpy(all.get() + r * bytes, ins[r].data, bytes);
+        return c.reduceScatter(all.get(), out.data, out.count, out.type, op);
+      },
+      stagedOutputs({{out}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                        const c10d::ReduceScatterOptions& opts) {
   const CallSite at = site("_reduce_scatter_base");
-  const Buffer in = checkTensor(at, "input_tensor", input);
-  const Buffer out = checkTensor(at, "output_tensor", output);
-  TORCH_CHECK_VALUE(output.scalar_type() == input.scalar_type(), "ferry: _reduce_scatter_base on rank ", getRank(),
-                    ": output_tensor has type ", output.scalar_type(), " (expected ", input.scalar_type(),
-                    ", the input's)");
+  TORCH_CHECK_VALUE(!output.defined() || !input.defined() || output.scalar_type() == input.scalar_type(),
+                    "ferry: _reduce_scatter_base on rank ", getRank(), ": output_tensor has dtype ",
+                    dtypeName(output.scalar_type()), " (expected ", dtypeName(input.scalar_type()), ", the input's)");
+  const Reduction red = toReduction(at, opts.reduceOp, "output_tensor", output);
+  const Buffer in = checkTensor(at, "input_tensor", input, Access::kRead, &red);
+  const Buffer out = checkTensor(at, "output_tensor", output, Access::kWrite, &red);
   TORCH_CHECK_VALUE(in.count == out.count * static_cast<size_t>(getSize()), "ferry: _reduce_scatter_base on rank ",
                     getRank(), ": input_tensor has ", in.count, " elements (expected ", out.count * getSize(),
                     " = world size ", getSize(), " x the output's ", out.count, ")");
-  const RedOp op = toRedOp(at, opts.reduceOp, output.scalar_type());
+  const RedOp op = red.op;
   FERRY_IF_CUDA(input, return issueOnStream(c10d::OpType::_REDUCE_SCATTER_BASE, at, {output, input}, input,
                                             [in, out, op](Comm& c, Stream s) {
                                               return c.reduceScatter(in.data, out.data, out.count, out.type, op, s);
                                             });)
-  return post(c10d::OpType::_REDUCE_SCATTER_BASE, {output, input},
-              [in, out, op](Comm& c) { return c.reduceScatter(in.data, out.data, out.count, out.type, op); });
+  return post(
+      c10d::OpType::_REDUCE_SCATTER_BASE, {output, input},
+      [in, out, op](Comm& c) { return c.reduceScatter(in.data, out.data, out.count, out.type, op); },
+      stagedOutputs({{out}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -370,10 +416,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& outp
                                                                 std::vector<int64_t>& inputSplits,
                                                                 const c10d::AllToAllOptions& /*opts*/) {
   const CallSite at = site("alltoall_base");
-  const Buffer in = checkTensor(at, "input", input);
-  const Buffer out = checkTensor(at, "output", output);
+  const Buffer in = checkTensor(at, "input", input, Access::kRead);
+  const Buffer out = checkTensor(at, "output", output, Access::kWrite);
   TORCH_CHECK_VALUE(output.scalar_type() == input.scalar_type(), "ferry: alltoall_base on rank ", getRank(),
-                    ": output has type ", output.scalar_type(), " (expected ", input.scalar_type(), ", the input's)");
+                    ": output has dtype ", dtypeName(output.scalar_type()), " (expected ",
+                    dtypeName(input.scalar_type()), ", the input's)");
   const int n = getSize();
   if (outputSplits.empty() && inputSplits.empty()) {
     TORCH_CHECK_VALUE(in.count == out.count && in.count % static_cast<size_t>(n) == 0, "ferry: alltoall_base on rank ",
@@ -384,8 +431,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& outp
                                               [in, out, per](Comm& c, Stream s) {
                                                 return c.allToAll(in.data, out.data, per, in.type, s);
                                               });)
-    return post(c10d::OpType::ALLTOALL_BASE, {output, input},
-                [in, out, per](Comm& c) { return c.allToAll(in.data, out.data, per, in.type); });
+    return post(
+        c10d::OpType::ALLTOALL_BASE, {output, input},
+        [in, out, per](Comm& c) { return c.allToAll(in.data, out.data, per, in.type); }, stagedOutputs({{out}}));
   }
   // Uneven: one batch of transfers, rank r's rows of the input to rank r, rank r's rows from it.
   const Rows inRows = rowsOf(at, "input", input);
@@ -398,7 +446,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& outp
   TORCH_CHECK_VALUE(ins[getRank()] == outs[getRank()], "ferry: alltoall_base on rank ", getRank(),
                     ": this rank sends itself ", ins[getRank()], " rows but expects ", outs[getRank()]);
   std::vector<P2pOp> ops;
-  const size_t row = static_cast<size_t>(inRows.elemsPerRow);
+  const size_t row = static_cast<size_t>(inRows.elemsPerRow) * in.per;  // in the type the tensor travels as
   const size_t elem = dataTypeSize(in.type);
   size_t inOff = 0, outOff = 0;
   for (int r = 0; r < n; ++r) {
@@ -409,7 +457,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall_base(at::Tensor& outp
     outOff += recvCount;
   }
   FERRY_IF_CUDA(input, return cudaSendRecv(c10d::OpType::ALLTOALL_BASE, at, {output, input}, input, ops);)
-  return post(c10d::OpType::ALLTOALL_BASE, {output, input}, [ops](Comm& c) { return c.sendRecv(ops); });
+  return post(
+      c10d::OpType::ALLTOALL_BASE, {output, input}, [ops, in](Comm& c) { return c.sendRecv(ops); },
+      stagedOutputs({{out}}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall(std::vector<at::Tensor>& outputs,
@@ -419,8 +469,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall(std::vector<at::Tenso
   const size_t n = static_cast<size_t>(getSize());
   checkListSize(at, "input_tensor_list", inputs.size(), n, "one tensor per rank");
   checkListSize(at, "output_tensor_list", outputs.size(), n, "one tensor per rank");
-  const std::vector<Buffer> ins = checkTensors(at, "input_tensor_list", inputs, inputs[0], false);
-  const std::vector<Buffer> outs = checkTensors(at, "output_tensor_list", outputs, inputs[0], false);
+  const std::vector<Buffer> ins = checkTensors(at, "input_tensor_list", inputs, inputs[0], false, Access::kRead);
+  const std::vector<Buffer> outs = checkTensors(at, "output_tensor_list", outputs, inputs[0], false, Access::kWrite);
   const int me = getRank();
   TORCH_CHECK_VALUE(ins[me].count == outs[me].count, "ferry: alltoall on rank ", me, ": input_tensor_list[", me,
                     "] has ", ins[me].count, " elements but output_tensor_list[", me, "] ", outs[me].count,
@@ -433,13 +483,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::alltoall(std::vector<at::Tenso
   std::vector<at::Tensor> keep = outputs;
   keep.insert(keep.end(), inputs.begin(), inputs.end());
   FERRY_IF_CUDA(inputs[0], return cudaSendRecv(c10d::OpType::ALLTOALL, at, keep, inputs[0], ops);)
-  return post(c10d::OpType::ALLTOALL, keep, [ops](Comm& c) { return c.sendRecv(ops); });
+  return post(
+      c10d::OpType::ALLTOALL, keep, [ops, ins](Comm& c) { return c.sendRecv(ops); }, stagedOutputs({outs}));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::postP2p(c10d::OpType type, const CallSite& at,
                                                           std::vector<at::Tensor>& tensors, int peer) {
   checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
-  const Buffer b = checkTensor(at, "tensors[0]", tensors[0]);
+  const Buffer b =
+      checkTensor(at, "tensors[0]", tensors[0], type == c10d::OpType::SEND ? Access::kRead : Access::kWrite);
   const P2pOp op = type == c10d::OpType::SEND ? P2pOp::send(b.data, b.count, b.type, peer)
                                               : P2pOp::recv(b.data, b.count, b.type, peer);
 #if FERRY_TORCH_CUDA
@@ -458,18 +510,44 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::postP2p(c10d::OpType type, con
   auto work = c10::make_intrusive<FerryWork>(getRank(), type, tensors, [batch] {
     if (auto b = batch.lock()) b->flush();
   });
-  p2p_->add(op, tensors[0], work);
+  p2p_->add(op, b, work);
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::send(std::vector<at::Tensor>& tensors, int dstRank, int /*tag*/) {
   const CallSite at = site("send");
-  return postP2p(c10d::OpType::SEND, at, tensors, checkPeer(at, "dst", dstRank, getSize()));
+  const int peer = checkPeer(at, "dst", dstRank, getSize());
+  auto work = postP2p(c10d::OpType::SEND, at, tensors, peer);
+  anySource_->announceSend(peer);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::recv(std::vector<at::Tensor>& tensors, int srcRank, int /*tag*/) {
   const CallSite at = site("recv");
   return postP2p(c10d::OpType::RECV, at, tensors, checkPeer(at, "src", srcRank, getSize()));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::recvAnysource(std::vector<at::Tensor>& tensors, int /*tag*/) {
+  const CallSite at = site("recv from any source");
+  checkListSize(at, "tensors", tensors.size(), 1, "one tensor per process");
+  const Buffer b = checkTensor(at, "tensors[0]", tensors[0], Access::kWrite);
+  TORCH_CHECK_VALUE(!tensors[0].is_cuda(), "ferry: recv from any source on rank ", getRank(), ": tensors[0] is on ",
+                    tensors[0].device(), " (expected a CPU tensor, as Gloo's)");
+  TORCH_CHECK_VALUE(getSize() > 1, "ferry: recv from any source on rank ", getRank(),
+                    ": the group has no other rank to receive from");
+  auto work = c10::make_intrusive<FerryWork>(getRank(), c10d::OpType::RECVANYSOURCE, tensors);
+  p2p_->flush();  // receives called before this one are counted first
+  std::shared_ptr<AnySource> any = anySource_;
+  postWork(
+      work,
+      [b, any, work](Comm& c) {
+        Result<int> peer = any->pickSender(c);
+        FERRY_TRY(peer);
+        work->setSourceRank(*peer);
+        return c.recv(b.data, b.count, b.type, *peer);
+      },
+      stagedOutputs({{b}}));
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupFerry::barrier(const c10d::BarrierOptions& /*opts*/) {

@@ -13,7 +13,8 @@
 // is called, or when a coalescing block (batch_isend_irecv) ends. A batch posts every transfer at
 // once, so ranks that each send before they receive cannot deadlock on large messages, as they
 // could if every send ran alone. Tags are accepted and ignored: transfers between two ranks match
-// in the order they were made, as in NCCL.
+// in the order they were made, as in NCCL. A receive from any source (recv with src=None) finds its
+// sender through counters in the Store (any_source.hpp).
 #pragma once
 
 #include <chrono>
@@ -72,6 +73,8 @@ class ProcessGroupFerry final : public BackendBase {
                                           const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
+  /// Receive from whichever rank sends to this one (any_source.hpp); the Work's sourceRank() names it.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
   void startCoalescing() override;
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
@@ -79,8 +82,12 @@ class ProcessGroupFerry final : public BackendBase {
  private:
   using Body = std::function<Status(ferry::Comm&)>;
   /// Queue `body` after what this group queued before (batched transfers first); the Work
-  /// completes with its status and carries `outputs`.
-  c10::intrusive_ptr<c10d::Work> post(c10d::OpType type, std::vector<at::Tensor> outputs, Body body);
+  /// completes with its status and carries `outputs`. The `staged` outputs are copied back into
+  /// their tensors once `body` succeeded.
+  c10::intrusive_ptr<c10d::Work> post(c10d::OpType type, std::vector<at::Tensor> outputs, Body body,
+                                      std::vector<Buffer> staged = {});
+  /// post() for a Work made by the caller.
+  void postWork(c10::intrusive_ptr<FerryWork> work, Body body, std::vector<Buffer> staged);
   /// One batched transfer (send or receive of `tensor` with `peer`).
   c10::intrusive_ptr<c10d::Work> postP2p(c10d::OpType type, const CallSite& at, std::vector<at::Tensor>& tensors,
                                          int peer);
@@ -108,6 +115,7 @@ class ProcessGroupFerry final : public BackendBase {
 #endif
 
   std::unique_ptr<ferry::Comm> comm_;
+  std::shared_ptr<AnySource> anySource_;
   std::shared_ptr<P2pBatch> p2p_;
 };
 

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "ferry/comm.hpp"
+#include "python/c10d/any_source.hpp"
+#include "python/c10d/tensor_args.hpp"
 #include "python/c10d/work.hpp"
 
 namespace ferry::torch_c10d {
@@ -16,12 +18,13 @@ namespace ferry::torch_c10d {
 /// Shared with the Works it holds (they start the batch when waited on), and outlived by them.
 class P2pBatch {
  public:
-  explicit P2pBatch(Comm* comm) : comm_(comm) {}
+  P2pBatch(Comm* comm, std::shared_ptr<AnySource> anySource) : comm_(comm), anySource_(std::move(anySource)) {}
 
-  void add(const P2pOp& op, at::Tensor keep, c10::intrusive_ptr<FerryWork> work) {
+  /// `buf` is the transfer's tensor: kept alive until the batch ran, and copied back then when staged.
+  void add(const P2pOp& op, Buffer buf, c10::intrusive_ptr<FerryWork> work) {
     std::lock_guard<std::mutex> lock(mutex_);
     ops_.push_back(op);
-    keep_.push_back(std::move(keep));
+    keep_.push_back(std::move(buf));
     works_.push_back(std::move(work));
   }
 
@@ -30,8 +33,10 @@ class P2pBatch {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ops_.empty() || comm_ == nullptr) return;
     auto done = std::make_shared<Completion>(std::move(works_));
-    comm_->enqueue([done, ops = std::move(ops_), keep = std::move(keep_)](Comm& c) {
+    comm_->enqueue([done, ops = std::move(ops_), keep = std::move(keep_), any = anySource_](Comm& c) {
+      any->noteReceives(ops);
       Status st = c.sendRecv(ops);
+      if (st.isOk()) st = writeBack(keep);
       done->complete(st);
       return st;
     });
@@ -50,8 +55,9 @@ class P2pBatch {
  private:
   std::mutex mutex_;
   Comm* comm_;
+  std::shared_ptr<AnySource> anySource_;
   std::vector<P2pOp> ops_;
-  std::vector<at::Tensor> keep_;  // the tensors' storage stays alive until the batch ran
+  std::vector<Buffer> keep_;  // the tensors' storage stays alive until the batch ran
   std::vector<c10::intrusive_ptr<FerryWork>> works_;
 };
 

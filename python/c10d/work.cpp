@@ -38,6 +38,12 @@ c10::intrusive_ptr<c10::ivalue::Future> FerryWork::getFuture() {
   return future_;
 }
 
+int FerryWork::sourceRank() const {
+  const int source = source_.load();
+  // torch's own error for a Work that is not a completed receive from any source.
+  return source >= 0 ? source : c10d::Work::sourceRank();
+}
+
 void FerryWork::complete(const Status& status) {
   std::call_once(completed_once_, [&] {
     if (status.isOk()) {

@@ -9,6 +9,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,10 @@ class FerryWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  /// The sender of a receive from any source (torch's Work._source_rank()), once it completed.
+  int sourceRank() const override;
+  /// Record the sender (before complete()).
+  void setSourceRank(int rank) { source_ = rank; }
 
   /// Record the outcome, wake waiters, complete the future (once; later calls are ignored).
   void complete(const Status& status);
@@ -43,6 +48,7 @@ class FerryWork : public c10d::Work {
   std::once_flag completed_once_;
   std::mutex start_mutex_;
   std::function<void()> start_;
+  std::atomic<int> source_{-1};
 };
 
 /// The promise to complete a FerryWork: complete() once the operation ran; destroyed without that,
