@@ -68,6 +68,9 @@ MPI_Op mpiOp(RedOp op) {
     case RedOp::kProd: return MPI_PROD;
     case RedOp::kMax: return MPI_MAX;
     case RedOp::kMin: return MPI_MIN;
+    case RedOp::kBand: return MPI_BAND;
+    case RedOp::kBor: return MPI_BOR;
+    case RedOp::kBxor: return MPI_BXOR;
     default: return MPI_OP_NULL;
   }
 }
@@ -155,6 +158,9 @@ class MpiBackend final : public ferry::perf::Backend {
                                       MPI_STATUS_IGNORE),
                          "MPI_Sendrecv");
       }
+      // The sweep names send/recv pairs kSend and never times a bare barrier or receive.
+      case Coll::kBarrier:
+      case Coll::kRecv: break;
     }
     return Status(ErrorCode::kInternalError, "unknown collective");
   }
