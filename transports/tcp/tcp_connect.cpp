@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -73,7 +74,10 @@ std::string describe(const sockaddr_storage& a) {
     ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
     port = ntohs(in6->sin6_port);
   }
-  return "[" + std::string(host) + "]:" + std::to_string(port);
+  // snprintf, not string concatenation: GCC 12 at -O3 reports a false -Wrestrict overlap there.
+  char out[sizeof(host) + 16];
+  std::snprintf(out, sizeof(out), "[%s]:%u", host, static_cast<unsigned>(port));
+  return out;
 }
 
 // One stream being set up: an outgoing connect (then its hello), or an accepted socket whose
