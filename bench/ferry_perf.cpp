@@ -71,6 +71,12 @@ class FerryBackend final : public ferry::perf::Backend {
     return p.isOk() ? *p : nullptr;
   }
   void freeRegistered(void* p) override { (void)ferry::hostFree(p); }
+  void* registerBuffer(void* p, size_t bytes) override {
+    auto h = comm_->registerBuffer(p, bytes);
+    if (!h.isOk()) std::fprintf(stderr, "ferry-perf: %s\n", h.status().message().c_str());
+    return h.isOk() ? *h : nullptr;
+  }
+  void deregisterBuffer(void* handle) override { (void)comm_->deregisterBuffer(handle); }
 
  private:
   std::unique_ptr<ferry::Comm> comm_;

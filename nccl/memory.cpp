@@ -1,15 +1,21 @@
 // Memory entry points: ncclMemAlloc / ncclMemFree, ncclCommRegister / ncclCommDeregister and
 // ncclCommWindowRegister / ncclCommWindowDeregister.
 // Without a GPU, buffers are host memory: allocation is ferry::hostAlloc (shared memory the ranks
-// of a host map) and registration only records the buffer (registrations.hpp).
+// of a host map) and registration makes a host buffer shared in place (registrations.hpp).
 #include "ferry/memory.hpp"
 #include "runtime/nccl_support.hpp"
 #include "nccl/comm_handle.hpp"
 
 namespace ferry::nccl {
 
-void* Registrations::add(void* buffer, size_t bytes, bool window) {
-  auto e = std::make_unique<Entry>(Entry{buffer, bytes, window});
+Registrations::~Registrations() {
+  for (auto& [handle, e] : entries_) {
+    if (e->hostHandle != nullptr) (void)ferry::hostDeregister(e->hostHandle);
+  }
+}
+
+void* Registrations::add(void* buffer, size_t bytes, bool window, void* hostHandle) {
+  auto e = std::make_unique<Entry>(Entry{buffer, bytes, window, hostHandle});
   void* handle = e.get();
   std::lock_guard<std::mutex> lock(mu_);
   entries_.emplace(handle, std::move(e));
@@ -20,9 +26,23 @@ bool Registrations::remove(void* handle, bool window) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(handle);
   if (it == entries_.end() || it->second->window != window) return false;
+  if (it->second->hostHandle != nullptr) (void)ferry::hostDeregister(it->second->hostHandle);
   entries_.erase(it);
   return true;
 }
+
+namespace {
+// ferry::hostRegister's handle for a host buffer, null for device memory or where the pages cannot
+// be shared (a shared file mapping, read-only memory): NCCL's registration succeeds either way, and
+// such a buffer takes the plain path.
+void* registerHost(const char* fn, int rank, void* buff, size_t size) {
+  if (buff == nullptr || size == 0 || ferry::gpu::pointerKind(buff) == ferry::gpu::MemKind::kDevice) return nullptr;
+  auto h = ferry::hostRegister(buff, size);
+  if (h.isOk()) return *h;
+  FERRY_INFO(ferry::log::kInit, "%s on rank %d: %s; the buffer stays unshared", fn, rank, h.status().message().c_str());
+  return nullptr;
+}
+}  // namespace
 
 }  // namespace ferry::nccl
 
@@ -74,7 +94,7 @@ extern "C" ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, siz
     if (comm == nullptr) return argError(fn, "comm is NULL");
     if (handle == nullptr) return argError(fn, "handle is NULL (it receives the registration)");
     if (buff == nullptr && size > 0) return argError(fn, "buff is NULL with size %zu", size);
-    *handle = comm->registrations.add(buff, size);
+    *handle = comm->registrations.add(buff, size, false, registerHost(fn, comm->rank, buff, size));
     return Status::ok();
   });
 }
@@ -108,10 +128,10 @@ extern "C" ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, siz
           fn, "winFlags %d on rank %d is not valid (expected NCCL_WIN_DEFAULT = 0 or NCCL_WIN_COLL_SYMMETRIC = 1)",
           winFlags, comm->rank);
     }
-    // Host and device buffers alike are only recorded: collectives reach peers' buffers by their own
-    // means (shared host memory in place, device memory on the stream-ordered path), so a window
-    // changes no path; NCCL's symmetric kernels have no counterpart in ferry.
-    *win = static_cast<ncclWindow_t>(comm->registrations.add(buff, size, true));
+    // A host window is shared in place like a registration; a device window is recorded (the
+    // stream-ordered path maps peers' buffers itself; NCCL's symmetric kernels have no counterpart).
+    *win =
+        static_cast<ncclWindow_t>(comm->registrations.add(buff, size, true, registerHost(fn, comm->rank, buff, size)));
     return Status::ok();
   });
 }

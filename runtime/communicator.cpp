@@ -2,7 +2,11 @@
 // (base/call_check.hpp) and runs it: stream-ordered calls through runtime/cuda/group.hpp,
 // host calls through Comm::Impl (comm_impl.hpp), which plans them and runs the chosen row of the
 // algorithm table (collectives/table.hpp).
+#include <string>
+
+#include "ferry/memory.hpp"
 #include "runtime/comm_impl.hpp"
+#include "runtime/cuda/cuda_api.hpp"
 
 namespace ferry {
 
@@ -96,6 +100,27 @@ Status Comm::recv(void* buf, size_t count, DataType type, int peer) {
   return collective(Call::recvFrom(buf, count, type, peer));
 }
 Status Comm::barrier() { return collective(Call::barrier()); }
+
+Result<void*> Comm::registerBuffer(void* buf, size_t bytes) {
+  if (buf != nullptr && gpu::pointerKind(buf) == gpu::MemKind::kDevice) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "registerBuffer on rank %d: buf %p is device memory (expected host memory; device buffers "
+                     "need no registration)",
+                     impl_->rank, buf);
+  }
+  auto handle = hostRegister(buf, bytes);
+  if (!handle.isOk()) {
+    return Status(handle.status().code(),
+                  "registerBuffer on rank " + std::to_string(impl_->rank) + ": " + handle.status().message());
+  }
+  return handle;
+}
+
+Status Comm::deregisterBuffer(void* handle) {
+  Status st = hostDeregister(handle);
+  if (st.isOk()) return st;
+  return Status(st.code(), "deregisterBuffer on rank " + std::to_string(impl_->rank) + ": " + st.message());
+}
 
 Status Comm::allReduce(const void* send, void* recv, size_t count, DataType type, RedOp op, Stream stream) {
   return collective(Call::allReduce(send, recv, count, type, op).on(stream));

@@ -10,4 +10,8 @@ Result<void*> hostAlloc(size_t bytes) { return transport::shm::allocShared(bytes
 
 Status hostFree(void* ptr) { return transport::shm::freeShared(ptr); }
 
+Result<void*> hostRegister(void* ptr, size_t bytes) { return transport::shm::adoptShared(ptr, bytes); }
+
+Status hostDeregister(void* handle) { return transport::shm::releaseAdopted(handle); }
+
 }  // namespace ferry

@@ -47,6 +47,10 @@ class Backend {
   /// MPI_Alloc_mem), or null; freed with freeRegistered.
   virtual void* allocRegistered(size_t bytes) = 0;
   virtual void freeRegistered(void* p) = 0;
+  /// -R 2: register `bytes` at `p` (ordinary memory) for later calls; the handle, or null when the
+  /// library has no such registration (or it failed: the buffer stays as it is).
+  virtual void* registerBuffer(void* /*p*/, size_t /*bytes*/) { return nullptr; }
+  virtual void deregisterBuffer(void* /*handle*/) {}
   /// Calls the library ran to measure candidate plans so far (ferry::Comm::measuredCalls); 0 for a
   /// library that does not measure.
   virtual uint64_t measuredCalls() const { return 0; }

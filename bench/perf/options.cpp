@@ -162,7 +162,7 @@ Status apply(Options& o, const Flag& f, const std::string& shown, const std::str
       return Status::ok();
     }
     case 'R': {
-      auto v = integer(0, 1);
+      auto v = integer(0, 2);
       FERRY_TRY(v);
       o.localRegister = static_cast<int>(*v);
       return Status::ok();
@@ -252,7 +252,7 @@ Status validate(const Options& o) {
     return usageError("--rank-threads and --graph do not combine: the graph is captured by one thread");
   if (o.gpuRanks > 0 && o.blocking != 0) return usageError("-z 1 is not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.localRegister != 0)
-    return usageError("-R 1 is for host buffers; not supported with --gpu-ranks");
+    return usageError("-R 1 and 2 are for host buffers; not supported with --gpu-ranks");
   if (o.gpuRanks > 0 && o.timeoutSeconds != 0) return usageError("-T is not supported with --gpu-ranks");
   if (o.op && o.type && !opRunsOn(*o.op, *o.type)) {
     return usageError(std::string("-o ") + opName(*o.op) + " needs an integer type (" + integerTypes() + "), got -d " +
@@ -407,8 +407,10 @@ std::string usage(const std::string& program) {
          "float)\n"
          "  -r,--root <rank/all>        root of broadcast and reduce (default 0)\n"
          "  -z,--blocking <0/1>         1: barrier after every operation (calls are always blocking on host)\n"
-         "  -R,--local_register <0/1>   1: host buffers from the library's allocator: ferry::hostAlloc (shared\n"
-         "                              memory the ranks of a host map), MPI_Alloc_mem (default 0: posix_memalign)\n"
+         "  -R,--local_register <0/1/2> 1: host buffers from the library's allocator: ferry::hostAlloc (shared\n"
+         "                              memory the ranks of a host map), MPI_Alloc_mem; 2: posix_memalign buffers\n"
+         "                              registered (ferry: Comm::registerBuffer; others: as 0) (default 0: "
+         "posix_memalign)\n"
          "  -T,--timeout <seconds>      abort an operation that takes longer (default 0: none)\n"
          "  -a,--average <0/1/2/3>      time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
          "  -J,--output_file <file>     also write the results as JSON (docs/BENCHMARKS.md)\n"

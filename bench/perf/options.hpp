@@ -30,17 +30,17 @@ struct Options {
   std::optional<DataType> type = DataType::kFloat32;  ///< -d: nullopt = all types
   int root = 0;                                       ///< -r: -1 = every rank in turn
   int blocking = 0;                                   ///< -z: 1 adds a barrier after every operation
-  int localRegister = 0;                              ///< -R: 1 allocates the host buffers with ferry::hostAlloc
-  int timeoutSeconds = 0;                             ///< -T: 0 = no limit beyond FERRY_TIMEOUT
-  int average = 1;                                    ///< -a: time across ranks: 0 rank 0, 1 mean, 2 min, 3 max
-  std::string jsonPath;                               ///< -J
-  bool memoryReport = false;                          ///< -M
-  size_t iterBudget = 0;                              ///< --iter_budget: 0 = always -n and -w iterations
-  int gpuRanks = 0;                                   ///< --gpu-ranks: >0 runs that many ranks in this process on CUDA
-  int device = 0;                                     ///< --device: the CUDA device every GPU rank uses
-  bool graph = false;                                 ///< --graph: time replays of a CUDA graph of the -n operations
-  bool rankThreads = false;  ///< --rank-threads: one host thread per GPU rank instead of groups
-  bool help = false;         ///< -h: print usage and exit 0
+  int localRegister = 0;   ///< -R: 1 allocates the host buffers with ferry::hostAlloc, 2 registers posix_memalign ones
+  int timeoutSeconds = 0;  ///< -T: 0 = no limit beyond FERRY_TIMEOUT
+  int average = 1;         ///< -a: time across ranks: 0 rank 0, 1 mean, 2 min, 3 max
+  std::string jsonPath;    ///< -J
+  bool memoryReport = false;  ///< -M
+  size_t iterBudget = 0;      ///< --iter_budget: 0 = always -n and -w iterations
+  int gpuRanks = 0;           ///< --gpu-ranks: >0 runs that many ranks in this process on CUDA
+  int device = 0;             ///< --device: the CUDA device every GPU rank uses
+  bool graph = false;         ///< --graph: time replays of a CUDA graph of the -n operations
+  bool rankThreads = false;   ///< --rank-threads: one host thread per GPU rank instead of groups
+  bool help = false;          ///< -h: print usage and exit 0
 
   /// Timed iterations at a size of `bytes`: -n, or fewer so that iterations x -m x bytes stays
   /// within the budget, and at least 1.

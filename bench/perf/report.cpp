@@ -141,6 +141,8 @@ void Report::header(const std::vector<RankInfo>& ranks) {
     line(
         "# Buffers: -R 1, from the library's allocator (ferry: hostAlloc, shared memory the ranks of a host map; MPI: "
         "MPI_Alloc_mem)\n");
+  if (o.localRegister == 2)
+    line("# Buffers: -R 2, posix_memalign, registered with the library (ferry: Comm::registerBuffer; others: not)\n");
   line("#\n# Using devices\n");
   for (const RankInfo& r : ranks) {
     line("#  Rank %2d Group %2d Pid %6d on %10s device %s\n", r.rank, 0, r.pid, r.host, r.device);

@@ -71,20 +71,25 @@ class Watchdog {
   std::thread thread_;
 };
 
-// Page-aligned, touched once so that page faults are not timed. `be` non-null (-R 1): from the
-// library's own allocator.
+// Page-aligned, touched once so that page faults are not timed. -R 1: from the library's own
+// allocator; -R 2: posix_memalign, then registered with the library (the time it took is `registerSeconds`).
 struct Buffer {
-  Buffer(size_t bytes, Backend* be) : size(bytes < 64 ? 64 : bytes) {
+  Buffer(size_t bytes, Backend& be, int mode) : size(bytes < 64 ? 64 : bytes) {
     void* p = nullptr;
-    if (be != nullptr) {
-      p = be->allocRegistered(size);
+    if (mode == 1) {
+      p = be.allocRegistered(size);
     } else if (posix_memalign(&p, 4096, size) != 0) {
       p = nullptr;
     }
     if (p != nullptr) {
-      data = std::unique_ptr<uint8_t, Free>(static_cast<uint8_t*>(p), Free{be});
+      data = std::unique_ptr<uint8_t, Free>(static_cast<uint8_t*>(p), Free{mode == 1 ? &be : nullptr});
       std::memset(p, 0, size);
       touchFromKernel(static_cast<uint8_t*>(p), size);
+      if (mode == 2) {
+        const auto start = std::chrono::steady_clock::now();
+        handle = Registration{be.registerBuffer(p, size), &be};
+        registerSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
     }
   }
   // The kernel's first access to a page can cost more again than the process's: a
@@ -114,16 +119,33 @@ struct Buffer {
       }
     }
   };
+  // Deregistered before the memory is freed (members are destroyed in reverse order).
+  struct Registration {
+    void* handle = nullptr;
+    Backend* be = nullptr;
+    Registration() = default;
+    Registration(void* h, Backend* b) : handle(h), be(b) {}
+    Registration(const Registration&) = delete;
+    Registration& operator=(Registration&& o) noexcept {
+      std::swap(handle, o.handle);
+      std::swap(be, o.be);
+      return *this;
+    }
+    ~Registration() {
+      if (handle != nullptr) be->deregisterBuffer(handle);
+    }
+  };
   size_t size;
   std::unique_ptr<uint8_t, Free> data;
+  Registration handle;
+  double registerSeconds = 0;
 };
 
 class Runner {
  public:
   Runner(const Options& o, Backend& be, Report& report, Progress& progress, Watchdog& watchdog)
       : o_(o), be_(be), report_(report), progress_(progress), watchdog_(watchdog), n_(be.size()), rank_(be.rank()),
-        send_(o.maxBytes, o.localRegister == 1 ? &be : nullptr),
-        recv_(o.maxBytes, o.localRegister == 1 ? &be : nullptr) {}
+        send_(o.maxBytes, be, o.localRegister), recv_(o.maxBytes, be, o.localRegister) {}
 
   bool allocated() const { return send_.data && recv_.data; }
   Status runAll();

@@ -141,6 +141,14 @@ class Comm {
   /// Returns once every rank has entered the barrier.
   Status barrier();
 
+  /// Register a host buffer this rank passes call after call (NCCL's ncclCommRegister): its pages
+  /// become shared memory in place, so calls on it run as on hostAlloc memory (ferry::hostRegister
+  /// in ferry/memory.hpp says what that asks of the caller). Device memory needs no registration
+  /// (the stream-ordered path maps peers' buffers itself) and is refused. Returns the handle for
+  /// deregisterBuffer; deregister before freeing the buffer.
+  Result<void*> registerBuffer(void* buf, size_t bytes);
+  Status deregisterBuffer(void* handle);
+
   /// Stream-ordered collectives (NCCL's semantics). With device buffers (on a communicator created
   /// with a device) the operation is enqueued on `stream` and the call returns without waiting for
   /// the GPU; it completes in stream order and may be captured in a CUDA graph. With host buffers it

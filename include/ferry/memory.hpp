@@ -21,4 +21,19 @@ Result<void*> hostAlloc(size_t bytes);
 /// Every collective that uses the buffer must have completed on every rank.
 Status hostFree(void* ptr);
 
+/// Register [ptr, ptr + bytes) of ordinary host memory (malloc, new, numpy, torch CPU tensors) for
+/// collectives: its pages become shared memory in place, at the same address with the same bytes,
+/// so later calls on buffers inside it read peers' buffers in place as on hostAlloc memory. What
+/// a training loop does with buffers it reuses every step; registering costs about one copy of
+/// the range (docs/PERFORMANCE.md). Whole pages are swapped, so the caller must not write the
+/// range, nor other data on its first and last pages, while this runs; after it the pages are
+/// shared with forked children too. A range inside a registered or hostAlloc range adds a
+/// reference. kInvalidArgument for a null or empty range, a partial overlap with a registered
+/// range, or memory that is not private and writable. Returns the handle for hostDeregister;
+/// deregister before freeing the memory.
+Result<void*> hostRegister(void* ptr, size_t bytes);
+/// Drop a registration; the last one gives the range private pages again (same bytes).
+/// kInvalidArgument for a handle hostRegister did not return (or one deregistered already).
+Status hostDeregister(void* handle);
+
 }  // namespace ferry

@@ -46,6 +46,11 @@ case $COLL in
   *) per=12 ;;
 esac
 sweep 3 $((per * 4)) -b 8 -e 4K -f 8 -n 1 -w 0 -d all -o all -r all
+# Registered plain buffers (-R 2: Comm::registerBuffer), with the plans that read peers' buffers in
+# place from 64 KiB: 64 KiB, 512 KiB, 4 MiB.
+export FERRY_SHARED_MIN_BYTES=65536
+sweep 2 3 -b 64K -e 4M -f 8 -n 2 -w 1 -c 2 -R 2
+unset FERRY_SHARED_MIN_BYTES
 
 if [[ $COLL == broadcast ]]; then  # a root that is not a rank is a usage error
   "$FERRYRUN" --no-prefix --timeout 60 -n 2 "$PERF" broadcast -b 8 -e 8 -r 5 >"$TMP/out" 2>&1 </dev/null

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "transports/shm/segment.hpp"
 #include "transports/shm/shared_memory.hpp"
@@ -75,6 +76,76 @@ TEST_CASE("a reader maps allocations through the registry and notices frees", "[
   CHECK(n[0] == 0x5C);
   CHECK(n[(1 << 20) - 1] == 0x5C);
   CHECK(freeShared(q).isOk());
+}
+
+TEST_CASE("adopting ordinary memory shares it in place with the same bytes", "[shm]") {
+  PeerMemory reader;
+  REQUIRE(reader.attach(getpid(), registryFd()));
+  // Heap memory with neighbours on its first and last pages (new[], not page aligned).
+  const size_t n = 3 * 4096 + 123;
+  std::vector<uint8_t> before(n + 200);
+  auto* block = new uint8_t[n + 200];
+  for (size_t i = 0; i < n + 200; ++i) block[i] = before[i] = static_cast<uint8_t>(i * 13 + 1);
+  uint8_t* buf = block + 100;
+  CHECK_FALSE(isShared(buf, n));
+  auto h = adoptShared(buf, n);
+  REQUIRE(h.isOk());
+  CHECK(std::memcmp(block, before.data(), n + 200) == 0);  // the range and its neighbours kept their bytes
+  CHECK(isShared(buf, n));
+  const uint8_t* m = reader.map(reinterpret_cast<uint64_t>(buf), n);
+  REQUIRE(m != nullptr);
+  CHECK(m != buf);
+  CHECK(std::memcmp(m, buf, n) == 0);
+  buf[7] = 0xEE;  // shared: the owner's stores are the reader's
+  CHECK(m[7] == 0xEE);
+
+  // A range inside it adds a reference; the first release keeps it shared.
+  auto inner = adoptShared(buf + 4096, 100);
+  REQUIRE(inner.isOk());
+  CHECK(*inner == *h);
+  CHECK(releaseAdopted(*inner).isOk());
+  CHECK(isShared(buf, n));
+  // hostFree refuses it: the memory is the caller's.
+  CHECK(freeShared(*h).code() == ErrorCode::kInvalidArgument);
+
+  // Released: private again, same bytes, a store no longer reaches the reader's old mapping.
+  CHECK(releaseAdopted(*h).isOk());
+  CHECK_FALSE(isShared(buf, n));
+  CHECK(buf[7] == 0xEE);
+  CHECK(std::memcmp(buf + 8, before.data() + 108, n - 8) == 0);
+  buf[9] = 0x11;
+  CHECK(reader.map(reinterpret_cast<uint64_t>(buf), n) == nullptr);
+  CHECK(releaseAdopted(*h).code() == ErrorCode::kInvalidArgument);
+  delete[] block;
+}
+
+TEST_CASE("adopting refuses what cannot be shared in place, naming it", "[shm]") {
+  CHECK(adoptShared(nullptr, 10).status().message().find("non-null buffer") != std::string::npos);
+  std::vector<uint8_t> heap(64);
+  CHECK(adoptShared(heap.data(), 0).status().code() == ErrorCode::kInvalidArgument);
+  int onStack[16] = {};
+  Status s = adoptShared(onStack, sizeof(onStack)).status();
+  CHECK(s.code() == ErrorCode::kInvalidArgument);
+  CHECK(s.message().find("stack") != std::string::npos);
+  // A shared mapping's pages belong to their object: refused, left as they are.
+  void* shared = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  s = adoptShared(shared, 8192).status();
+  CHECK(s.code() == ErrorCode::kInvalidArgument);
+  CHECK(s.message().find("not all private read-write") != std::string::npos);
+  munmap(shared, 8192);
+  // A partial overlap with an adopted range.
+  void* priv = mmap(nullptr, 4 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(priv != MAP_FAILED);
+  auto* b = static_cast<uint8_t*>(priv);
+  auto h = adoptShared(b, 2 * 4096);
+  REQUIRE(h.isOk());
+  s = adoptShared(b + 4096, 2 * 4096).status();
+  CHECK(s.message().find("partly overlaps") != std::string::npos);
+  // Unmapped before it was released (an application that freed first): released without a crash.
+  munmap(priv, 4 * 4096);
+  CHECK(releaseAdopted(*h).isOk());
+  CHECK_FALSE(isShared(b, 1));
 }
 
 TEST_CASE("attaching to something that is not a registry fails cleanly", "[shm]") {

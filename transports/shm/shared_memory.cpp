@@ -5,12 +5,14 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +26,7 @@ namespace {
 constexpr uint32_t kRegistryMagic = 0x47455246;  // "FREG"
 constexpr size_t kRegistryBytes = 16384;
 constexpr size_t kPage = 4096;
+constexpr uintptr_t kStackGuard = 1 << 20;  // adoptShared refuses ranges this near the stack pointer
 
 // Written by the owner only, read by any peer at any time: every field is atomic, and a reader
 // trusts what it read only if the version was even and unchanged around its reads.
@@ -54,6 +57,8 @@ struct Local {
     size_t bytes;
     int fd;
     uint64_t id;
+    bool adopted = false;  ///< adoptShared's: the memory is the caller's, hostFree refuses it
+    int refs = 0;          ///< adoptShared references
   };
   std::mutex mu;
   int regFd = -1;
@@ -139,6 +144,88 @@ bool snapshot(const Registry* reg, Snapshot& s) {
   return false;
 }
 
+// Under l.mu: list an allocation in the registry (peers read it by cross-memory attach when the
+// registry is full or cannot be made).
+void listAllocation(Local& l, void* p, size_t size, int fd, uint64_t id) {
+  if (!l.ensureRegistry()) return;
+  uint32_t n = l.reg->count.load(std::memory_order_relaxed);
+  if (n < kMaxEntries) {
+    l.rewrite([&] {
+      Entry& e = l.reg->entries[n];
+      e.base.store(reinterpret_cast<uintptr_t>(p), std::memory_order_relaxed);
+      e.bytes.store(size, std::memory_order_relaxed);
+      e.id.store(id, std::memory_order_relaxed);
+      e.fd.store(fd, std::memory_order_relaxed);
+      l.reg->count.store(n + 1, std::memory_order_relaxed);
+    });
+  } else if (!l.warnedFull) {
+    l.warnedFull = true;
+    FERRY_INFO(log::kTransport,
+               "more than %zu live hostAlloc allocations: the others are read by cross-memory "
+               "attach",
+               kMaxEntries);
+  }
+}
+
+// Under l.mu: remove allocation `id` from the registry.
+void unlistAllocation(Local& l, uint64_t id) {
+  if (l.reg == nullptr) return;
+  uint32_t n = l.reg->count.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (l.reg->entries[i].id.load(std::memory_order_relaxed) != id) continue;
+    l.rewrite([&] {
+      Entry& last = l.reg->entries[n - 1];
+      Entry& e = l.reg->entries[i];
+      e.base.store(last.base.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      e.bytes.store(last.bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      e.id.store(last.id.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      e.fd.store(last.fd.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      l.reg->count.store(n - 1, std::memory_order_relaxed);
+    });
+    return;
+  }
+}
+
+// Whether every page of [lo, hi) belongs to private read-write mappings (/proc/self/maps): the
+// only memory adoptShared may swap, since a shared mapping's pages belong to its file or object.
+bool privateWritable(uintptr_t lo, uintptr_t hi) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uintptr_t covered = lo;
+  while (std::getline(maps, line) && covered < hi) {
+    unsigned long a = 0, b = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &a, &b, perms) != 3) continue;
+    if (b <= covered || a >= hi) continue;
+    if (a > covered) return false;  // a hole: unmapped pages
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') return false;
+    covered = b;
+  }
+  return covered >= hi;
+}
+
+// Whether [lo, hi) is still mapped from memfd `name` alone: an application that freed a registered
+// buffer before deregistering it may have unmapped it, or mapped something else there.
+bool mappedFrom(uintptr_t lo, uintptr_t hi, const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uintptr_t covered = lo;
+  const std::string path = "/memfd:" + name + " ";
+  while (std::getline(maps, line) && covered < hi) {
+    unsigned long a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &a, &b) != 2) continue;
+    if (b <= covered || a >= hi) continue;
+    if (a > covered || (line + " ").find(path) == std::string::npos) return false;
+    covered = b;
+  }
+  return covered >= hi;
+}
+
+// Put `size` bytes of `from`'s mapping at `at` in place of what is there, atomically (mremap).
+bool moveMapping(void* from, size_t size, void* at) {
+  return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
+}
+
 }  // namespace
 
 Result<void*> allocShared(size_t bytes) {
@@ -165,25 +252,7 @@ Result<void*> allocShared(size_t bytes) {
     return makeError(ErrorCode::kSystemError, "hostAlloc(%zu bytes): mmap failed: %s", bytes, std::strerror(e));
   }
   l.allocs.push_back({p, size, fd, id});
-  if (l.ensureRegistry()) {
-    uint32_t n = l.reg->count.load(std::memory_order_relaxed);
-    if (n < kMaxEntries) {
-      l.rewrite([&] {
-        Entry& e = l.reg->entries[n];
-        e.base.store(reinterpret_cast<uintptr_t>(p), std::memory_order_relaxed);
-        e.bytes.store(size, std::memory_order_relaxed);
-        e.id.store(id, std::memory_order_relaxed);
-        e.fd.store(fd, std::memory_order_relaxed);
-        l.reg->count.store(n + 1, std::memory_order_relaxed);
-      });
-    } else if (!l.warnedFull) {
-      l.warnedFull = true;
-      FERRY_INFO(log::kTransport,
-                 "more than %zu live hostAlloc allocations: the others are read by cross-memory "
-                 "attach",
-                 kMaxEntries);
-    }
-  }
+  listAllocation(l, p, size, fd, id);
   l.live.fetch_add(1, std::memory_order_relaxed);
   return p;
 }
@@ -192,28 +261,130 @@ Status freeShared(void* ptr) {
   if (ptr == nullptr) return Status::ok();
   Local& l = local();
   std::lock_guard<std::mutex> lock(l.mu);
-  auto it = std::find_if(l.allocs.begin(), l.allocs.end(), [&](const Local::Alloc& a) { return a.base == ptr; });
+  auto it = std::find_if(l.allocs.begin(), l.allocs.end(),
+                         [&](const Local::Alloc& a) { return a.base == ptr && !a.adopted; });
   if (it == l.allocs.end()) {
     return makeError(ErrorCode::kInvalidArgument,
                      "hostFree: %p was not returned by hostAlloc in this process (or was freed already)", ptr);
   }
-  if (l.reg != nullptr) {
-    uint32_t n = l.reg->count.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; i < n; ++i) {
-      if (l.reg->entries[i].id.load(std::memory_order_relaxed) != it->id) continue;
-      l.rewrite([&] {
-        Entry& last = l.reg->entries[n - 1];
-        Entry& e = l.reg->entries[i];
-        e.base.store(last.base.load(std::memory_order_relaxed), std::memory_order_relaxed);
-        e.bytes.store(last.bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
-        e.id.store(last.id.load(std::memory_order_relaxed), std::memory_order_relaxed);
-        e.fd.store(last.fd.load(std::memory_order_relaxed), std::memory_order_relaxed);
-        l.reg->count.store(n - 1, std::memory_order_relaxed);
-      });
-      break;
+  unlistAllocation(l, it->id);
+  munmap(it->base, it->bytes);
+  ::close(it->fd);
+  l.allocs.erase(it);
+  l.live.fetch_sub(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Result<void*> adoptShared(void* ptr, size_t bytes) {
+  if (ptr == nullptr || bytes == 0) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "registering host memory: buffer %p of %zu bytes (expected a "
+                     "non-null buffer of at least 1 byte)",
+                     ptr, bytes);
+  }
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  if (p + bytes < p || p + bytes > UINTPTR_MAX - kPage) {
+    return makeError(ErrorCode::kInvalidArgument, "registering host memory: %zu bytes at %p wrap the address space",
+                     bytes, ptr);
+  }
+  const uintptr_t lo = p / kPage * kPage, hi = (p + bytes + kPage - 1) / kPage * kPage;
+  const size_t size = hi - lo;
+  Local& l = local();
+  std::lock_guard<std::mutex> lock(l.mu);
+  for (Local::Alloc& a : l.allocs) {
+    const auto b = reinterpret_cast<uintptr_t>(a.base), e = b + a.bytes;
+    if (lo >= b && hi <= e) {
+      ++a.refs;
+      return a.base;
+    }
+    if (lo < e && hi > b) {
+      return makeError(ErrorCode::kInvalidArgument,
+                       "registering host memory: [%p, +%zu) partly overlaps the registered or hostAlloc range "
+                       "[%p, +%zu) (expected a range inside it or apart from it)",
+                       ptr, bytes, a.base, a.bytes);
     }
   }
-  munmap(it->base, it->bytes);
+  // This thread's stack: the swap's own frames would sit in the pages it copies.
+  const auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (lo < sp + kStackGuard && hi + kStackGuard > sp) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "registering host memory: [%p, +%zu) is on the calling thread's stack (expected heap or "
+                     "mapped memory)",
+                     ptr, bytes);
+  }
+  if (!privateWritable(lo, hi)) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "registering host memory: [%p, +%zu) is not all private read-write memory (expected heap, "
+                     "stack or anonymous pages; shared or read-only mappings stay as they are)",
+                     ptr, bytes);
+  }
+  const uint64_t id = l.nextId++;
+  int fd = memfd_create(memfdName(id).c_str(), MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int e = errno;
+    if (fd >= 0) ::close(fd);
+    return makeError(ErrorCode::kSystemError, "registering %zu bytes of host memory: shared memory: %s", bytes,
+                     std::strerror(e));
+  }
+  void* fresh = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fresh == MAP_FAILED) {
+    int e = errno;
+    ::close(fd);
+    return makeError(ErrorCode::kSystemError, "registering %zu bytes of host memory: mmap: %s", bytes,
+                     std::strerror(e));
+  }
+  std::memcpy(fresh, reinterpret_cast<void*>(lo), size);
+  if (!moveMapping(fresh, size, reinterpret_cast<void*>(lo))) {
+    int e = errno;
+    munmap(fresh, size);
+    ::close(fd);
+    return makeError(ErrorCode::kSystemError, "registering %zu bytes of host memory: mremap: %s", bytes,
+                     std::strerror(e));
+  }
+  void* base = reinterpret_cast<void*>(lo);
+  l.allocs.push_back({base, size, fd, id, true, 1});
+  listAllocation(l, base, size, fd, id);
+  l.live.fetch_add(1, std::memory_order_relaxed);
+  return base;
+}
+
+Status releaseAdopted(void* handle) {
+  Local& l = local();
+  std::lock_guard<std::mutex> lock(l.mu);
+  auto it = std::find_if(l.allocs.begin(), l.allocs.end(),
+                         [&](const Local::Alloc& a) { return a.base == handle && a.refs > 0; });
+  if (it == l.allocs.end()) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "deregistering host memory: handle %p was not returned by a registration in this process (or "
+                     "was deregistered already)",
+                     handle);
+  }
+  if (--it->refs > 0 || !it->adopted) return Status::ok();
+  const auto lo = reinterpret_cast<uintptr_t>(it->base);
+  if (!mappedFrom(lo, lo + it->bytes, memfdName(it->id))) {
+    // Freed (and unmapped) before deregistration: nothing of ours is left to give back.
+    unlistAllocation(l, it->id);
+    ::close(it->fd);
+    l.allocs.erase(it);
+    l.live.fetch_sub(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
+  // Private pages again, with the same bytes: the range is the caller's memory, which outlives us.
+  void* fresh = mmap(nullptr, it->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (fresh == MAP_FAILED) {
+    ++it->refs;
+    return makeError(ErrorCode::kSystemError, "deregistering %zu bytes of host memory: mmap: %s", it->bytes,
+                     std::strerror(errno));
+  }
+  std::memcpy(fresh, it->base, it->bytes);
+  if (!moveMapping(fresh, it->bytes, it->base)) {
+    int e = errno;
+    munmap(fresh, it->bytes);
+    ++it->refs;
+    return makeError(ErrorCode::kSystemError, "deregistering %zu bytes of host memory: mremap: %s", it->bytes,
+                     std::strerror(e));
+  }
+  unlistAllocation(l, it->id);
   ::close(it->fd);
   l.allocs.erase(it);
   l.live.fetch_sub(1, std::memory_order_relaxed);

@@ -31,6 +31,18 @@ namespace ferry::transport::shm {
 Result<void*> allocShared(size_t bytes);
 /// Release what allocShared returned; kInvalidArgument for any other pointer.
 Status freeShared(void* ptr);
+/// Make [ptr, ptr + bytes) of ordinary memory shared in place: its pages (the range rounded out to
+/// whole pages) are replaced by a memfd mapping at the same address holding the same bytes, and
+/// listed in the registry like allocShared's, so peers map it. A range inside one listed allocation
+/// (allocShared's or adopted) counts one more reference to it. Returns the handle for
+/// releaseAdopted. kInvalidArgument for a null or empty range, one that partly overlaps a listed
+/// allocation, or pages that are not private read-write memory (a shared file mapping must stay
+/// its file's). The caller must not write the pages while this runs: writes between the copy and
+/// the swap would be lost.
+Result<void*> adoptShared(void* ptr, size_t bytes);
+/// Drop one reference taken by adoptShared; at the last one an adopted range gets private
+/// anonymous pages again (same bytes) and leaves the registry. kInvalidArgument for any other handle.
+Status releaseAdopted(void* handle);
 /// Whether [ptr, ptr + bytes) lies inside one allocation of allocShared that peers can map (one
 /// the registry lists). Lock-free; one relaxed load when this process has none.
 bool isShared(const void* ptr, size_t bytes);
