@@ -5,8 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdarg>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,6 +19,23 @@
 
 using namespace ferry;
 using namespace ferry::transport::shm;
+
+namespace {
+// While set, mremap behaves as an interposer that forwards four of its arguments (UCX's memory
+// hooks): MREMAP_FIXED then moves the mapping to an address the caller never named.
+std::atomic<bool> lossyMremap{false};
+}  // namespace
+
+extern "C" void* mremap(void* old, size_t oldSize, size_t newSize, int flags, ...) {
+  void* target = reinterpret_cast<void*>(uintptr_t{0x300000000000});  // free in any test process
+  if (!lossyMremap.load()) {
+    va_list ap;
+    va_start(ap, flags);
+    target = (flags & MREMAP_FIXED) != 0 ? va_arg(ap, void*) : nullptr;
+    va_end(ap);
+  }
+  return reinterpret_cast<void*>(syscall(SYS_mremap, old, oldSize, newSize, flags, target));
+}
 
 TEST_CASE("shared allocations are zeroed, page aligned and known to isShared", "[shm]") {
   auto a = allocShared(10000);
@@ -117,6 +137,33 @@ TEST_CASE("adopting ordinary memory shares it in place with the same bytes", "[s
   CHECK(reader.map(reinterpret_cast<uint64_t>(buf), n) == nullptr);
   CHECK(releaseAdopted(*h).code() == ErrorCode::kInvalidArgument);
   delete[] block;
+}
+
+TEST_CASE("adopting shares the caller's own pages even where mremap is interposed", "[shm]") {
+  PeerMemory reader;
+  REQUIRE(reader.attach(getpid(), registryFd()));
+  const size_t n = 4 * 4096;
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  auto* buf = static_cast<uint8_t*>(p);
+  std::memset(buf, 0x5A, n);
+  lossyMremap = true;
+  auto h = adoptShared(buf, n);
+  lossyMremap = false;
+  REQUIRE(h.isOk());
+  buf[100] = 0x77;  // a store after registration is what peers read
+  const uint8_t* m = reader.map(reinterpret_cast<uint64_t>(buf), n);
+  REQUIRE(m != nullptr);
+  CHECK(m[0] == 0x5A);
+  CHECK(m[100] == 0x77);
+  lossyMremap = true;
+  CHECK(releaseAdopted(*h).isOk());
+  lossyMremap = false;
+  CHECK_FALSE(isShared(buf, n));
+  buf[200] = 0x12;  // private again: the reader's mapping no longer follows
+  CHECK(m[200] != 0x12);
+  CHECK(buf[100] == 0x77);
+  munmap(p, n);
 }
 
 TEST_CASE("adopting refuses what cannot be shared in place, naming it", "[shm]") {

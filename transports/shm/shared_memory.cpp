@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -222,8 +223,16 @@ bool mappedFrom(uintptr_t lo, uintptr_t hi, const std::string& name) {
 }
 
 // Put `size` bytes of `from`'s mapping at `at` in place of what is there, atomically (mremap).
+// The system call itself, not libc's variadic mremap: libraries that interpose mremap (UCX's
+// memory hooks) forward only four arguments, and MREMAP_FIXED then moves the mapping to whatever
+// the fifth register held, leaving the caller's pages private. On failure `from` is still mapped.
 bool moveMapping(void* from, size_t size, void* at) {
-  return mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
+  const long moved = syscall(SYS_mremap, from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, at);
+  if (moved == -1) return false;
+  if (reinterpret_cast<void*>(moved) == at) return true;
+  munmap(reinterpret_cast<void*>(moved), size);  // cannot happen with MREMAP_FIXED; never leave it astray
+  errno = EFAULT;
+  return false;
 }
 
 }  // namespace
@@ -340,6 +349,14 @@ Result<void*> adoptShared(void* ptr, size_t bytes) {
     ::close(fd);
     return makeError(ErrorCode::kSystemError, "registering %zu bytes of host memory: mremap: %s", bytes,
                      std::strerror(e));
+  }
+  // What peers will map must be what the caller's addresses show: check, do not trust the swap.
+  if (!mappedFrom(lo, hi, memfdName(id))) {
+    ::close(fd);
+    return makeError(ErrorCode::kSystemError,
+                     "registering %zu bytes of host memory at %p: the shared pages did not land at that address "
+                     "(something interposes mremap); the buffer stays private",
+                     bytes, ptr);
   }
   void* base = reinterpret_cast<void*>(lo);
   l.allocs.push_back({base, size, fd, id, true, 1});
