@@ -270,6 +270,56 @@ static void test_windows(ncclComm_t* comms) {
   for (int r = 0; r < kRanks; ++r) OK(ncclMemFree(buf[r]));
 }
 
+/* The /proc/self/maps line of the mapping holding `p` contains `what`. */
+static int mapped_as(const void* p, const char* what) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  char line[512];
+  int found = 0;
+  if (f == NULL) return 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && (uintptr_t)p >= lo && (uintptr_t)p < hi) {
+      found = strstr(line, what) != NULL;
+      break;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* Windows and registrations on plain host memory (posix_memalign) are ferry's shared memory in
+ * place while registered, with the same bytes, and private again once deregistered. */
+static void test_host_windows(ncclComm_t* comms) {
+  enum { kFloats = 64 * 1024 };
+  float* buf[kRanks];
+  ncclWindow_t win[kRanks];
+  void* reg[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT(posix_memalign((void**)&buf[r], 4096, kFloats * sizeof(float)) == 0, "posix_memalign");
+    for (int i = 0; i < kFloats; ++i) buf[r][i] = (float)(r + i % 1000);
+    OK(ncclCommWindowRegister(comms[r], buf[r], kFloats * sizeof(float), &win[r], NCCL_WIN_DEFAULT));
+    EXPECT(mapped_as(buf[r], "memfd:ferry-host-"), "rank %d's window is not shared memory in place", r);
+    EXPECT(buf[r][kFloats - 1] == (float)(r + (kFloats - 1) % 1000), "registration changed rank %d's bytes", r);
+  }
+  OK(ncclGroupStart());
+  for (int r = 0; r < kRanks; ++r) OK(ncclAllReduce(buf[r], buf[r], kFloats, ncclFloat32, ncclSum, comms[r], NULL));
+  OK(ncclGroupEnd());
+  for (int r = 0; r < kRanks; ++r) {
+    for (int i = 0; i < kFloats; i += 997) {
+      EXPECT(buf[r][i] == (float)(kRanks * (i % 1000) + kRanks * (kRanks - 1) / 2), "host window all-reduce rank %d [%d]",
+             r, i);
+    }
+    OK(ncclCommWindowDeregister(comms[r], win[r]));
+    EXPECT(!mapped_as(buf[r], "memfd:ferry-host-"), "rank %d's buffer is still shared after deregistration", r);
+    /* ncclCommRegister shares it the same way. */
+    OK(ncclCommRegister(comms[r], buf[r], kFloats * sizeof(float), &reg[r]));
+    EXPECT(mapped_as(buf[r], "memfd:ferry-host-"), "rank %d's registered buffer is not shared memory in place", r);
+    OK(ncclCommDeregister(comms[r], reg[r]));
+    EXPECT(buf[r][0] == (float)(kRanks * (kRanks - 1) / 2), "deregistration changed rank %d's bytes", r);
+    free(buf[r]);
+  }
+}
+
 static void test_simulate(ncclComm_t* comms) {
   enum { kBig = 1 << 18 };
   float* bufs[kRanks];
@@ -330,6 +380,7 @@ int main(void) {
   OK(ncclCommInitAll(comms, kRanks, NULL));
   test_new_collectives(comms);
   test_windows(comms);
+  test_host_windows(comms);
   test_simulate(comms);
   test_errors_name_types(comms[0]);
   test_revoke(comms);
