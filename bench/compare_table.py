@@ -3,7 +3,9 @@
 
   bench/compare_table.py [--placement out|in] FERRY.json PEER.json [PEER.json ...]
 
-The first file is the reference (ferry), the others its peers (Open MPI, MPICH, Gloo, ...). For
+The first file is the reference (ferry), the others its peers (Open MPI, MPICH, Gloo, ...); files
+right after the first whose library is ferry too (another setup of it: registered buffers) are
+shown beside it and get their own ratio column, but are never anyone's peer. For
 every collective (and type, op, root) and size of the first file: each library's time per
 operation and bus bandwidth, side by side ("-" where a library has no such row: Gloo has no
 reduce_scatter), then the best peer at that size (the shortest time) and the ratio of the first
@@ -65,10 +67,18 @@ def side_by_side(docs, placement="out_of_place"):
     return out
 
 
-def best_peer(measurements):
-    """(index, measurement) of the peer (index >= 1) with the shortest time, or (None, None)."""
+def peer_start(docs):
+    """Index of the first peer: the files after the first that are ferry too are its variants."""
+    i = 1
+    while i < len(docs) and short_name(docs[i]["library"]).startswith("ferry"):
+        i += 1
+    return i
+
+
+def best_peer(measurements, start=1):
+    """(index, measurement) of the peer (index >= start) with the shortest time, or (None, None)."""
     best = (None, None)
-    for i, m in enumerate(measurements[1:], start=1):
+    for i, m in enumerate(measurements[start:], start=start):
         if m is not None and m["time"] > 0 and (best[1] is None or m["time"] < best[1]["time"]):
             best = (i, m)
     return best
@@ -99,12 +109,16 @@ def main():
             raise SystemExit(f"compare_table.py: {f} has {d['nranks']} ranks, {a.files[0]} {docs[0]['nranks']}: "
                              f"compare like with like")
     names = [short_name(d["library"]) for d in docs]
+    start = peer_start(docs)
+    if start >= len(docs):
+        raise SystemExit("compare_table.py: every file is ferry's; give at least one peer's")
     widths = [max(10, len(n) + 5) for n in names]
-    best_width = max(9, max(len(n) for n in names[1:]))
+    best_width = max(9, max(len(n) for n in names[start:]))
+    ratio_names = ["ratio"] + [f"ratio {n.replace('ferry', '').strip()}" for n in names[1:start]]
     print(f"# {' vs '.join(d['library'] for d in docs)} on {docs[0]['host']}, {docs[0]['nranks']} ranks, "
           f"{placement.replace('_', '-')}")
     print(f"# ratio = {names[0]} busbw / busbw of the best peer at that size (> 1: {names[0]} faster); "
-          f"'-': no such row")
+          f"'-': no such row" + "".join(f"; ratio {n.replace('ferry', '').strip()}: {n}'s" for n in names[1:start]))
     groups = side_by_side(docs, placement)
     for (coll, typ, op, root), lines in groups:
         what = " ".join(x for x in (coll, typ, op if op != "none" else "", f"root {root}" if root >= 0 else "") if x)
@@ -112,15 +126,17 @@ def main():
         head = f"# {'size':>10}"
         for n, w in zip(names, widths):
             head += f"  {n + ' us':>{w}}  {n + ' GB/s':>{w}}"
-        print(head + f"  {'best peer':>{best_width}}  {'ratio':>6}")
+        print(head + f"  {'best peer':>{best_width}}" + "".join(f"  {n:>6}" for n in ratio_names))
         for size, _, ms in lines:
             text = f"{size:>12}"
             for m, w in zip(ms, widths):
                 text += (f"  {m['time']:>{w}.2f}  {m['bus_bw']:>{w}.3f}" if m is not None
                          else f"  {'-':>{w}}  {'-':>{w}}")
-            i, peer = best_peer(ms)
-            r = ratio(ms[0], peer, size)
-            text += f"  {names[i] if i else '-':>{best_width}}  {(f'{r:.2f}' if r else '-'):>6}"
+            i, peer = best_peer(ms, start)
+            text += f"  {names[i] if i else '-':>{best_width}}"
+            for j, n in enumerate(ratio_names):
+                r = ratio(ms[j], peer, size)
+                text += f"  {(f'{r:.2f}' if r else '-'):>{len(n)}}"
             print(text + ("  WRONG VALUES" if wrong(ms) else ""))
     if not groups:
         print("# no rows in the first file")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes docs/PERFORMANCE.md from one bench/compare run, and checks issue 4's targets.
+"""Writes docs/PERFORMANCE.md from one bench/compare run, and checks issues 4's and 36's targets.
 
   bench/performance_md.py [RESULTS_DIR] [-o docs/PERFORMANCE.md] [--charts docs/perf] [--strict]
 
@@ -9,9 +9,11 @@ recorded by that run), the libraries and their versions and settings, one core's
 measured at the start and end of the run (and that of two processes copying at once, where the
 run measured it), the exact command, one table per rank count and
 collective with every library and ferry's ratio to the best peer, the charts (copied to
---charts, linked relatively), a section for the lead to fill in, and the targets of issue 4, each
-PASS or FAIL with its numbers (also printed on stdout; --strict exits 1 when one fails). Standard
-library only; the table logic is bench/compare_table.py's.
+--charts, linked relatively), a section for the lead to fill in, and the targets, each PASS or FAIL
+with its numbers (also printed on stdout; --strict exits 1 when one fails): issue 36's on ferry with
+plain buffers (the default, run "ferry"), issue 4's on ferry with registered buffers (run
+"ferry-reg", where the run has one). Standard library only; the table logic is
+bench/compare_table.py's.
 """
 import argparse
 import json
@@ -22,7 +24,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_table  # noqa: E402  (bench/ is not a package)
 
-LIBRARY_ORDER = ["ferry", "ompi", "ompi-nocma", "mpich", "gloo"]
+LIBRARY_ORDER = ["ferry", "ferry-reg", "ompi", "ompi-nocma", "mpich", "gloo"]
+# ferry's columns: plain buffers (the default; what users pass) and registered ones.
+FERRY_KEYS = ("ferry", "ferry-reg")
 PLACEHOLDER = "_To be written: where the time goes at each size, measured, and what ferry changes next._"
 
 
@@ -88,45 +92,122 @@ class Run:
     def tables(self, n):
         """compare_table.side_by_side for rank count n, ferry first; ([keys], groups)."""
         keys = self.keys(n)
-        if not keys or keys[0] != "ferry" or len(keys) < 2:
+        if not keys or keys[0] != "ferry" or len(keys) <= self.start(n):
             return keys, []
         return keys, compare_table.side_by_side([self.docs[(n, k)] for k in keys])
 
+    def start(self, n):
+        """Index of the first peer in tables(n): after ferry's columns."""
+        return sum(1 for k in self.keys(n) if k in FERRY_KEYS)
+
+    def column(self, n, key):
+        """Index of ferry's run `key` in tables(n), or None."""
+        keys = self.keys(n)
+        return keys.index(key) if key in keys else None
+
 
 # -- issue 4's targets ---------------------------------------------------------------------------
-def find(run, n, coll, size):
-    """(ferry measurement, best peer name, best peer measurement, ratio) at rank count n, or None."""
+def find(run, n, coll, size, col=0):
+    """(ferry measurement, best peer name, best peer measurement, ratio) at rank count n for ferry's
+    column `col` of the tables, or None."""
     keys, groups = run.tables(n)
+    if col is None:
+        return None
     for (c, _, _, _), lines in groups:
         if c != coll:
             continue
         for s, _, ms in lines:
             if s == size:
-                i, peer = compare_table.best_peer(ms)
+                i, peer = compare_table.best_peer(ms, run.start(n))
                 name = compare_table.short_name(run.docs[(n, keys[i])]["library"]) if i else None
-                return ms[0], name, peer, compare_table.ratio(ms[0], peer, size)
+                return ms[col], name, peer, compare_table.ratio(ms[col], peer, size)
     return None
 
 
-def rows_at_least(run, n, coll, min_size):
+def rows_at_least(run, n, coll, min_size, col=0):
     keys, groups = run.tables(n)
     out = []
+    if col is None:
+        return out
     for (c, _, _, _), lines in groups:
         if c == coll:
             for s, _, ms in lines:
                 if s >= min_size and s > 0:
-                    i, peer = compare_table.best_peer(ms)
-                    out.append((s, compare_table.ratio(ms[0], peer, s)))
+                    i, peer = compare_table.best_peer(ms, run.start(n))
+                    out.append((s, compare_table.ratio(ms[col], peer, s)))
     return out
 
 
-def targets(run):
-    """[(verdict, text)]: PASS, FAIL or MISSING (the run has no such data)."""
+def cliffs(run, n, col=0):
+    """[(collective, size, next size, busbw drop factor)] of ferry's column `col` at n ranks where the
+    bus bandwidth falls by more than 2x from one size to the next larger one."""
+    keys, groups = run.tables(n)
     out = []
+    if col is None:
+        return out
+    for (c, _, _, _), lines in groups:
+        sized = [(s, ms[col]) for s, _, ms in lines if s > 0 and ms[col] is not None and ms[col]["bus_bw"] > 0]
+        for (s0, m0), (s1, m1) in zip(sized, sized[1:]):
+            if m0["bus_bw"] > 2 * m1["bus_bw"]:
+                out.append((c, s0, s1, m0["bus_bw"] / m1["bus_bw"]))
+    return out
+
+
+def ompi_time(run, n, coll, size):
+    """Open MPI's better setup's out-of-place time at that row, or None."""
+    times = [r["out_of_place"]["time"] for k in run.keys(n) if k.startswith("ompi")
+             for r in run.docs[(n, k)]["results"] if r["collective"] == coll and r["size"] == size]
+    return min(times) if times else None
+
+
+def targets(run):
+    """[(verdict, text)]: PASS, FAIL or MISSING (the run has no such data). Issue 36's on ferry's
+    plain buffers, then issue 4's on its registered buffers where the run has them."""
+    out = []
+    plain = "plain buffers"
+    for n in (2, 4):
+        for coll in compare_table.ORDER[:6]:
+            rows = [(s, r) for s, r in rows_at_least(run, n, coll, 64 << 10) if r is not None]
+            what = f"{n} ranks {coll} >= 64 KiB, {plain}: ferry / best peer >= 1.0 at every size"
+            if coll in ("all_reduce", "reduce_scatter"):
+                rows_1m = [(s, r) for s, r in rows if s >= 1 << 20]
+                what_1m = f"{n} ranks {coll} >= 1 MiB, {plain}: ferry / best peer >= 1.5 at every size"
+                if rows_1m:
+                    worst = min(rows_1m, key=lambda x: x[1])
+                    out.append(("PASS" if worst[1] >= 1.5 else "FAIL",
+                                f"{what_1m}: worst {worst[1]:.2f} at {size_label(worst[0])} over {len(rows_1m)} sizes"))
+                else:
+                    out.append(("MISSING", what_1m + " (no rows with a peer in this run)"))
+            if not rows:
+                out.append(("MISSING", what + " (no rows with a peer in this run)"))
+                continue
+            worst = min(rows, key=lambda x: x[1])
+            out.append(("PASS" if worst[1] >= 1.0 else "FAIL",
+                        f"{what}: worst {worst[1]:.2f} at {size_label(worst[0])} over {len(rows)} sizes"))
+        for coll in ("all_reduce", "broadcast"):
+            f, o = find(run, n, coll, 8), ompi_time(run, n, coll, 8)
+            bound = 1.0 if n == 2 else 2.0
+            what = f"{n} ranks {coll} 8 B, {plain}: ferry time <= {bound:g} x Open MPI's"
+            if f is None or o is None:
+                out.append(("MISSING", what + " (no 8 B row of ferry or Open MPI)"))
+            else:
+                t = f[0]["time"]
+                out.append(("PASS" if t <= bound * o else "FAIL", f"{what}: ferry {t:.2f} us, Open MPI {o:.2f} us"))
+    found = cliffs(run, 4)
+    what = f"4 ranks, {plain}: no collective's busbw falls by more than 2x from one size to the next"
+    if not run.tables(4)[1]:
+        out.append(("MISSING", what + " (no 4-rank run)"))
+    elif found:
+        out.append(("FAIL", what + ": " + ", ".join(f"{c} {size_label(a)} -> {size_label(b)} {x:.1f}x"
+                                                     for c, a, b, x in found)))
+    else:
+        out.append(("PASS", what))
+    reg = "ferry-reg" if any(run.column(n, "ferry-reg") is not None for n in (2, 4)) else "ferry"
+    label = " (registered buffers)" if reg == "ferry-reg" else ""
 
     def ratio_target(n, coll, size, want):
-        f = find(run, n, coll, size)
-        what = f"{n} ranks {coll} {size_label(size)}: ferry busbw / best peer >= {want}"
+        f = find(run, n, coll, size, run.column(n, reg))
+        what = f"{n} ranks {coll} {size_label(size)}{label}: ferry busbw / best peer >= {want}"
         if f is None or f[3] is None:
             out.append(("MISSING", what + " (no such row with a peer in this run)"))
             return
@@ -135,7 +216,7 @@ def targets(run):
                     f"{what}: {r:.2f} (ferry {ferry['bus_bw']:.3f} GB/s, {name} {peer['bus_bw']:.3f} GB/s)"))
 
     def range_target(n, coll, min_size, want, what):
-        rows = [(s, r) for s, r in rows_at_least(run, n, coll, min_size) if r is not None]
+        rows = [(s, r) for s, r in rows_at_least(run, n, coll, min_size, run.column(n, reg)) if r is not None]
         if not rows:
             out.append(("MISSING", f"{what} (no rows with a peer in this run)"))
             return
@@ -146,23 +227,22 @@ def targets(run):
 
     for size, want in ((256 << 20, 3.0), (16 << 20, 2.0), (1 << 20, 1.5)):
         ratio_target(2, "all_reduce", size, want)
-    f = find(run, 2, "all_reduce", 8)
-    what = "2 ranks all_reduce 8 B: ferry time <= Open MPI's"
-    ompi = [r["out_of_place"]["time"] for k in run.keys(2) if k.startswith("ompi")
-            for r in run.docs[(2, k)]["results"] if r["collective"] == "all_reduce" and r["size"] == 8]
-    if f is None or not ompi:
+    f = find(run, 2, "all_reduce", 8, run.column(2, reg))
+    what = f"2 ranks all_reduce 8 B{label}: ferry time <= Open MPI's"
+    o = ompi_time(run, 2, "all_reduce", 8)
+    if f is None or o is None:
         out.append(("MISSING", what + " (no 8 B row of ferry or Open MPI)"))
     else:
-        t, o = f[0]["time"], min(ompi)  # Open MPI's better setup
+        t = f[0]["time"]
         out.append(("PASS" if t <= o else "FAIL", f"{what}: ferry {t:.2f} us, Open MPI {o:.2f} us"))
     for coll in ("all_gather", "reduce_scatter", "alltoall", "broadcast"):
-        range_target(2, coll, 16 << 20, 2.0, f"2 ranks {coll} >= 16 MiB: ferry / best peer >= 2 at every size")
+        range_target(2, coll, 16 << 20, 2.0, f"2 ranks {coll} >= 16 MiB{label}: ferry / best peer >= 2 at every size")
     for coll in compare_table.ORDER[:6]:
-        range_target(4, coll, 1 << 20, 1.5, f"4 ranks {coll} >= 1 MiB: ferry / best peer >= 1.5 at every size")
+        range_target(4, coll, 1 << 20, 1.5, f"4 ranks {coll} >= 1 MiB{label}: ferry / best peer >= 1.5 at every size")
         range_target(4, coll, 1, 1 / 1.1,
-                     f"4 ranks {coll}, every size: ferry at most 10% slower than the best peer (ratio >= 0.91)")
-    f = find(run, 2, "all_reduce", 256 << 20)
-    what = "2 ranks all_reduce 256 MiB: ferry busbw >= 40% of one core's memcpy rate"
+                     f"4 ranks {coll}, every size{label}: ferry at most 10% slower than the best peer (ratio >= 0.91)")
+    f = find(run, 2, "all_reduce", 256 << 20, run.column(2, reg))
+    what = f"2 ranks all_reduce 256 MiB{label}: ferry busbw >= 40% of one core's memcpy rate"
     if f is None or run.rate is None:
         out.append(("MISSING", what + " (no 256 MiB row or no memcpy rate)"))
     else:
@@ -236,7 +316,13 @@ def libraries_section(run):
         launcher = r["launcher"].replace("|", "\\|")
         failed = f" (exit status {r['status']})" if r["status"] else ""
         lines.append(f"| {compare_table.short_name(library)} | {library} | {r['nranks']} | `{launcher}`{failed} |")
-    if run.record.get("settings", {}).get("register"):
+    if any(r["key"] == "ferry-reg" for r in run.record["runs"]):
+        lines += ["", "Buffers: every library gets `posix_memalign` buffers, the plain memory users pass. ferry runs twice: "
+                  "*ferry* as they come (`ferry-perf -R 0`, the default) and *ferry (registered)* with the same "
+                  "buffers registered once before the sweep (`-R 2`: `Comm::registerBuffer`, as `ncclCommRegister` "
+                  "does, making them shared memory the peers read in place). The MPIs keep plain buffers, their best "
+                  "(Open MPI's `MPI_Alloc_mem` buffers were 10 times slower; Gloo has no allocator of its own)."]
+    elif run.record.get("settings", {}).get("register"):
         lines += ["", "Buffers: `bench/compare --register`: ferry's come from `ferry::hostAlloc` (`-R 1`: shared memory "
                   "the ranks of the host map and read in place); the peers keep `posix_memalign`, their best here "
                   "(Open MPI's `MPI_Alloc_mem` buffers were 10 times slower; Gloo has no allocator of its own)."]
@@ -252,13 +338,18 @@ SUMMARY_SIZES = [8, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 
 
 def summary_lines(run):
-    """ferry / best peer per rank count, collective and a few sizes: the page at a glance."""
+    """ferry / best peer per rank count, collective and a few sizes: the page at a glance; with
+    registered buffers in the run, each cell is "plain / registered"."""
+    both = any(run.column(n, "ferry-reg") is not None for n in run.record["ranks"])
     out = ["## Summary", "", "ferry's bus bandwidth over the best peer's (above 1: ferry is faster; bold below 1; "
-           "`-`: not in this run):", ""]
+           "`-`: not in this run)" + (", as *plain / registered*: ferry with the plain buffers users pass (the "
+                                      "default, `ferry-perf -R 0`) and with the same buffers registered "
+                                      "(`Comm::registerBuffer`, `-R 2`)" if both else "") + ":", ""]
     for n in run.record["ranks"]:
         keys, groups = run.tables(n)
         if not groups:
             continue
+        cols = [c for c in (run.column(n, "ferry"), run.column(n, "ferry-reg")) if c is not None]
         out += [f"| {n} ranks |" + "".join(f" {size_label(s)} |" for s in SUMMARY_SIZES),
                 "| --- |" + " ---: |" * len(SUMMARY_SIZES)]
         for (coll, typ, op, root), lines in groups:
@@ -266,8 +357,11 @@ def summary_lines(run):
             cells = []
             for size in SUMMARY_SIZES:
                 ms = by_size.get(size)
-                r = compare_table.ratio(ms[0], compare_table.best_peer(ms)[1], size) if ms else None
-                cells.append("-" if r is None else f"**{r:.2f}**" if r < 1 else f"{r:.2f}")
+                parts = []
+                for c in cols:
+                    r = compare_table.ratio(ms[c], compare_table.best_peer(ms, run.start(n))[1], size) if ms else None
+                    parts.append("-" if r is None else f"**{r:.2f}**" if r < 1 else f"{r:.2f}")
+                cells.append(" / ".join(parts))
             out.append(f"| {coll} |" + "".join(f" {c} |" for c in cells))
         out.append("")
     return out
@@ -280,18 +374,21 @@ def table_lines(run, n):
     for (coll, typ, op, root), lines in groups:
         what = " ".join(x for x in (coll, typ, op if op != "none" else "", f"root {root}" if root >= 0 else "") if x)
         out += [f"### {n} ranks: {what}", ""]
-        head = "| size |" + "".join(f" {nm} µs | {nm} GB/s |" for nm in names) + " best peer | ferry / best |"
-        out += [head, "|" + " ---: |" * (1 + 2 * len(names)) + " --- | ---: |"]
+        start = run.start(n)
+        head = "| size |" + "".join(f" {nm} µs | {nm} GB/s |" for nm in names) + " best peer |" + "".join(
+            f" {nm} / best |" for nm in names[:start])
+        out += [head, "|" + " ---: |" * (1 + 2 * len(names)) + " --- |" + " ---: |" * start]
         for size, _, ms in lines:
             if size == 0:
                 continue
             cells = [size_label(size)]
             for m in ms:
                 cells += ([f"{m['time']:.2f}", f"{m['bus_bw']:.3f}"] if m is not None else ["-", "-"])
-            i, peer = compare_table.best_peer(ms)
-            r = compare_table.ratio(ms[0], peer, size)
-            cells += [names[i] if i else "-", (f"**{r:.2f}**" if r is not None and r < 1 else f"{r:.2f}")
-                      if r is not None else "-"]
+            i, peer = compare_table.best_peer(ms, start)
+            cells.append(names[i] if i else "-")
+            for c in range(start):
+                r = compare_table.ratio(ms[c], peer, size)
+                cells.append((f"**{r:.2f}**" if r < 1 else f"{r:.2f}") if r is not None else "-")
             if compare_table.wrong(ms):
                 cells[-1] += " WRONG VALUES"
             out.append("| " + " | ".join(cells) + " |")
@@ -363,7 +460,8 @@ def write_page(run, path, chart_dir, checks):
              f"Sweep: `{' '.join(rec['sweep'])}` at {', '.join(map(str, rec['ranks']))} ranks "
              "(`bench/compare` passes it unchanged to every library).", ""]
     lines += summary_lines(run) + machine_section(run) + libraries_section(run)
-    lines += ["## Issue 4's targets", "", "Checked by `bench/performance_md.py` against this run:", ""]
+    lines += ["## Targets", "", "Checked by `bench/performance_md.py` against this run: issue 36's on ferry with plain "
+              "buffers, issue 4's on ferry with registered ones (where the run has them):", ""]
     lines += [f"- **{v}** {t}" for v, t in checks] + [""]
     lines += [ANALYSIS, ""] + analysis_lines(path)
     lines += ["## Charts", ""]

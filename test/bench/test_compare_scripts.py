@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """bench/compare_table.py and bench/performance_md.py on a made-up bench/compare run whose ratios are
-known: the side-by-side table, the page, and every one of issue 4's targets, PASS and FAIL.
+known: the side-by-side table, the page, and every one of issues 4's and 36's targets, PASS and FAIL.
+ferry runs twice, with plain buffers ("ferry") and registered ones ("ferry-reg", twice as fast from
+1 MiB); issue 36's targets read the first, issue 4's the second.
 
   test_compare_scripts.py BENCH_DIR
 
@@ -64,10 +66,17 @@ def ferry_us(n, coll, size):
     return FERRY_US
 
 
+def plain_us(n, coll, size):
+    """ferry's plain buffers: as ferry_us, but a 2.5x cliff from 16 to 256 MiB in the 4-rank broadcast."""
+    return ferry_us(n, coll, size) * (40 if n == 4 and coll == "broadcast" and size == 256 << 20 else 1)
+
+
 def make_run(d):
     runs = []
     for n in (2, 4):
-        docs = {"ferry": doc("ferry 0.1.0", n, lambda c, s: ferry_us(n, c, s))}
+        docs = {"ferry": doc("ferry 0.1.0", n, lambda c, s: plain_us(n, c, s)),
+                "ferry-reg": doc("ferry 0.1.0 (registered)", n,
+                                 lambda c, s: ferry_us(n, c, s) * (0.5 if s >= 1 << 20 else 1.0))}
         for key, (library, slower) in PEERS.items():
             docs[key] = doc(library, n, lambda c, s: None if key == "gloo" and c == "reduce_scatter"
                             else ferry_us(n, c, s) * speedup(n, c, s) * slower)
@@ -96,18 +105,29 @@ def make_run(d):
 
 
 EXPECTED = [
-    ("PASS", "2 ranks all_reduce 256 MiB: ferry busbw / best peer >= 3.0: 3.50"),
-    ("FAIL", "2 ranks all_reduce 16 MiB: ferry busbw / best peer >= 2.0: 1.50"),
-    ("PASS", "2 ranks all_reduce 1 MiB: ferry busbw / best peer >= 1.5: 1.60"),
-    ("PASS", "2 ranks all_reduce 8 B: ferry time <= Open MPI's"),
-    ("PASS", "2 ranks all_gather >= 16 MiB"),
-    ("PASS", "2 ranks reduce_scatter >= 16 MiB"),
-    ("PASS", "2 ranks alltoall >= 16 MiB"),
-    ("FAIL", "2 ranks broadcast >= 16 MiB: ferry / best peer >= 2 at every size: worst 1.80 at 256 MiB"),
-    ("PASS", "4 ranks reduce >= 1 MiB"),
-    ("FAIL", "4 ranks reduce, every size: ferry at most 10% slower than the best peer (ratio >= 0.91): worst 0.80"),
-    ("PASS", "4 ranks all_reduce, every size"),
-    ("PASS", "2 ranks all_reduce 256 MiB: ferry busbw >= 40% of one core's memcpy rate: 4.500 GB/s = 45% of 10.00"),
+    # issue 36, plain buffers
+    ("PASS", "2 ranks all_reduce >= 64 KiB, plain buffers: ferry / best peer >= 1.0 at every size: worst 1.50"),
+    ("PASS", "2 ranks all_reduce >= 1 MiB, plain buffers: ferry / best peer >= 1.5 at every size: worst 1.50"),
+    ("PASS", "2 ranks broadcast >= 64 KiB, plain buffers: ferry / best peer >= 1.0 at every size: worst 1.80"),
+    ("FAIL", "4 ranks broadcast >= 64 KiB, plain buffers: ferry / best peer >= 1.0 at every size: worst 0.06 at 256"),
+    ("PASS", "4 ranks reduce_scatter >= 1 MiB, plain buffers"),
+    ("PASS", "2 ranks all_reduce 8 B, plain buffers: ferry time <= 1 x Open MPI's: ferry 1000.00 us, Open MPI 2000.00"),
+    ("FAIL", "2 ranks broadcast 8 B, plain buffers: ferry time <= 1 x Open MPI's: ferry 1000.00 us, Open MPI 950.00"),
+    ("PASS", "4 ranks broadcast 8 B, plain buffers: ferry time <= 2 x Open MPI's"),
+    ("FAIL", "4 ranks, plain buffers: no collective's busbw falls by more than 2x from one size to the next: "
+             "broadcast 16 MiB -> 256 MiB 2.5x"),
+    # issue 4, registered buffers
+    ("PASS", "2 ranks all_reduce 256 MiB (registered buffers): ferry busbw / best peer >= 3.0: 7.00"),
+    ("PASS", "2 ranks all_reduce 16 MiB (registered buffers): ferry busbw / best peer >= 2.0: 3.00"),
+    ("PASS", "2 ranks all_reduce 1 MiB (registered buffers): ferry busbw / best peer >= 1.5: 3.20"),
+    ("PASS", "2 ranks all_reduce 8 B (registered buffers): ferry time <= Open MPI's"),
+    ("PASS", "2 ranks all_gather >= 16 MiB (registered buffers)"),
+    ("PASS", "2 ranks broadcast >= 16 MiB (registered buffers): ferry / best peer >= 2 at every size: worst 3.60"),
+    ("PASS", "4 ranks reduce >= 1 MiB (registered buffers)"),
+    ("FAIL", "4 ranks reduce, every size (registered buffers): ferry at most 10% slower than the best peer "
+             "(ratio >= 0.91): worst 0.80"),
+    ("PASS", "2 ranks all_reduce 256 MiB (registered buffers): ferry busbw >= 40% of one core's memcpy rate: "
+             "9.000 GB/s = 90% of 10.00"),
 ]
 
 
@@ -116,15 +136,19 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory() as d:
         make_run(d)
-        files = [os.path.join(d, f"compare-{k}-2ranks.json") for k in ["ferry"] + list(PEERS)]
+        files = [os.path.join(d, f"compare-{k}-2ranks.json") for k in ["ferry", "ferry-reg"] + list(PEERS)]
         table = subprocess.run([sys.executable, os.path.join(bench, "compare_table.py")] + files,
                                capture_output=True, text=True)
         out = table.stdout
         if table.returncode != 0:
             failures.append(f"compare_table.py exit {table.returncode}: {table.stderr}")
-        for want in ("Open MPI us", "Open MPI (no CMA) GB/s", "MPICH GB/s", "Gloo us", "best peer", "3.50", "1.50"):
+        for want in ("Open MPI us", "Open MPI (no CMA) GB/s", "MPICH GB/s", "Gloo us", "best peer", "3.50", "1.50",
+                     "ferry (registered) us", "ratio (registered)", "7.00"):
             if want not in out:
                 failures.append(f"compare_table.py output lacks {want!r}:\n{out}")
+        best = [" ".join(line.split()[-4:-2]) for line in out.splitlines() if line.startswith("   268435456")]
+        if not best or any(b != "Open MPI" for b in best):  # the registered run is never the best peer
+            failures.append(f"compare_table.py: best peer at 256 MiB must be Open MPI: {best}")
         rs = [line for line in out.splitlines() if line.startswith("    16777216") and "-  " in line]
         if not rs:
             failures.append("compare_table.py must show '-' where Gloo has no reduce_scatter row")
@@ -149,7 +173,9 @@ def main():
         text = open(page).read() if os.path.exists(page) else ""
         for want in ("## What stands between ferry and the memory limit", "| Test CPU |", "### 4 ranks: reduce",
                      "](perf/compare-2ranks-busbw.png)", "**0.80**", "10.00 GB/s", "`launch mpich -n 4`",
-                     "0.1 0.2 0.3", "| all_reduce | 2.00 | - | 1.60 | 1.50 | 3.50 |", "| reduce | **0.80** | - | 2.50 |"):
+                     "0.1 0.2 0.3", "| all_reduce | 2.00 / 2.00 | - / - | 1.60 / 3.20 | 1.50 / 3.00 | 3.50 / 7.00 |",
+                     "| reduce | **0.80** / **0.80** | - / - | 2.50 / 5.00 |", "ferry (registered) µs",
+                     "ferry (registered) / best |"):
             if want not in text:
                 failures.append(f"PERFORMANCE.md lacks {want!r}")
         if not os.path.exists(os.path.join(charts, "compare-4ranks-time.png")):
