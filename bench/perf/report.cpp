@@ -266,6 +266,12 @@ void Report::memory(const MemoryUse& use) {
        memoryString(use.collective).c_str(), memoryString(use.initialization + use.buffers + use.collective).c_str());
 }
 
+void Report::registration(double seconds, size_t bytesEach) {
+  line("# %-20s : 2 buffers of %s in %.3f ms (slowest rank), %.2f GB/s\n", "Registration",
+       formatBytes(bytesEach).c_str(), seconds * 1e3,
+       seconds > 0 ? 2.0 * static_cast<double>(bytesEach) / seconds / 1e9 : 0.0);
+}
+
 void Report::error(const std::string& message) {
   errors_.push_back(message);
   line("# error: %s\n", message.c_str());

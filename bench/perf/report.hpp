@@ -78,6 +78,8 @@ class Report {
   /// Footer of the current collective: out-of-bounds count and average bus bandwidth.
   void endCollective();
   void memory(const MemoryUse& use);
+  /// -R 2: how long registering the two buffers of `bytesEach` took, the slowest rank's time.
+  void registration(double seconds, size_t bytesEach);
   /// A failure that stopped the sweep: printed, and recorded in the JSON's errors.
   void error(const std::string& message);
   /// Last lines; writes the JSON file if -J was given. Returns false if it could not.

@@ -148,6 +148,8 @@ class Runner {
         send_(o.maxBytes, be, o.localRegister), recv_(o.maxBytes, be, o.localRegister) {}
 
   bool allocated() const { return send_.data && recv_.data; }
+  /// -R 2: seconds registering both buffers took on this rank.
+  double registerSeconds() const { return send_.registerSeconds + recv_.registerSeconds; }
   Status runAll();
 
  private:
@@ -368,6 +370,11 @@ int runSweep(const Options& o, Backend& be, const std::vector<std::string>& args
       s = Status(ErrorCode::kSystemError, "cannot allocate two buffers of " + formatBytes(o.maxBytes) + " (-e)");
     }
     const int64_t buffers = residentBytes() - residentBeforeBuffers;
+    if (s.isOk() && o.localRegister == 2) {
+      double seconds = runner.registerSeconds();
+      s = be.allReduceDoubles(&seconds, 1, RedOp::kMax);
+      if (s.isOk()) report.registration(seconds, o.maxBytes);
+    }
     if (s.isOk()) s = runner.runAll();
     progress.clear();
     if (s.isOk() && o.memoryReport) {

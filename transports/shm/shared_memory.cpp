@@ -335,7 +335,9 @@ Result<void*> adoptShared(void* ptr, size_t bytes) {
     return makeError(ErrorCode::kSystemError, "registering %zu bytes of host memory: shared memory: %s", bytes,
                      std::strerror(e));
   }
-  void* fresh = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Populated at once: the copy below writes every page, and one call maps them all for less than
+  // a fault per page (docs/PERFORMANCE.md, "Registering plain buffers").
+  void* fresh = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (fresh == MAP_FAILED) {
     int e = errno;
     ::close(fd);
@@ -387,7 +389,7 @@ Status releaseAdopted(void* handle) {
     return Status::ok();
   }
   // Private pages again, with the same bytes: the range is the caller's memory, which outlives us.
-  void* fresh = mmap(nullptr, it->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* fresh = mmap(nullptr, it->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (fresh == MAP_FAILED) {
     ++it->refs;
     return makeError(ErrorCode::kSystemError, "deregistering %zu bytes of host memory: mmap: %s", it->bytes,
