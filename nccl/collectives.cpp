@@ -8,11 +8,13 @@ using ferry::CallKind;
 
 namespace {
 
+// `rooted`: ncclGather / ncclScatter, which ops.cpp turns into batches of sends and receives (`kind` unused).
 ncclResult_t call(const char* fn, CallKind kind, const void* send, void* recv, size_t count, int type, int redOp,
-                  int peer, ncclComm_t comm, cudaStream_t stream) {
+                  int peer, ncclComm_t comm, cudaStream_t stream, Rooted rooted = Rooted::kNone) {
   return entry(fn, [&] {
     Op op;
-    op.call.kind = kind;
+    op.rooted = rooted;
+    if (rooted == Rooted::kNone) op.call.kind = kind;
     op.call.caller = fn;
     op.call.send = send;
     op.call.recv = recv;
@@ -73,34 +75,17 @@ extern "C" ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size
 }
 FERRY_NCCL_ALIAS(ncclAlltoAll)
 
-namespace {
-
-ncclResult_t rooted(const char* fn, Rooted kind, const void* send, void* recv, size_t count, int type, int root,
-                    ncclComm_t comm, cudaStream_t stream) {
-  return entry(fn, [&] {
-    Op op;
-    op.rooted = kind;
-    op.call.caller = fn;
-    op.call.send = send;
-    op.call.recv = recv;
-    op.call.count = count;
-    op.call.root = root;
-    op.stream = stream;
-    return submit(comm, RawArgs{type, -1}, std::move(op));
-  });
-}
-
-}  // namespace
-
 extern "C" ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                     int root, ncclComm_t comm, cudaStream_t stream) {
-  return rooted("ncclGather", Rooted::kGather, sendbuff, recvbuff, count, rawEnum(datatype), root, comm, stream);
+  return call("ncclGather", CallKind::kSend, sendbuff, recvbuff, count, rawEnum(datatype), -1, root, comm, stream,
+              Rooted::kGather);
 }
 FERRY_NCCL_ALIAS(ncclGather)
 
 extern "C" ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
-  return rooted("ncclScatter", Rooted::kScatter, sendbuff, recvbuff, count, rawEnum(datatype), root, comm, stream);
+  return call("ncclScatter", CallKind::kSend, sendbuff, recvbuff, count, rawEnum(datatype), -1, root, comm, stream,
+              Rooted::kScatter);
 }
 FERRY_NCCL_ALIAS(ncclScatter)
 

@@ -101,6 +101,12 @@ Status Comm::recv(void* buf, size_t count, DataType type, int peer) {
 }
 Status Comm::barrier() { return collective(Call::barrier()); }
 
+double Comm::predictSeconds(CallKind kind, size_t bytes) const {
+  // Every communicator gets a tuner at init; a missing one means nothing is known about the cost.
+  if (!impl_->tuner || bytes == 0) return 0.0;
+  return impl_->tuner->predict(kind, bytes);
+}
+
 Result<void*> Comm::registerBuffer(void* buf, size_t bytes) {
   if (buf != nullptr && gpu::pointerKind(buf) == gpu::MemKind::kDevice) {
     return makeError(ErrorCode::kInvalidArgument,
