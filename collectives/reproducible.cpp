@@ -16,8 +16,8 @@ void* storage(std::vector<uint64_t>& v, size_t bytes) {
 }  // namespace
 
 bool reproducibleApplies(const Call& call) {
-  const bool kind = call.kind == CallKind::kAllReduce || call.kind == CallKind::kReduceScatter ||
-                    call.kind == CallKind::kReduce;
+  const bool kind =
+      call.kind == CallKind::kAllReduce || call.kind == CallKind::kReduceScatter || call.kind == CallKind::kReduce;
   return kind && call.count > 0 && (call.op == RedOp::kSum || call.op == RedOp::kAvg) &&
          kernels::reproSupports(call.type);
 }
@@ -41,9 +41,7 @@ Status runReproducible(const Call& call, int rank, int ranks, ReproScratch& scra
   kernels::reproToLanes(call.type, lanes, call.send, codes, total, ints);
   const size_t mine = scatter ? static_cast<size_t>(rank) * call.count : 0;
   switch (call.kind) {
-    case CallKind::kAllReduce:
-      FERRY_TRY(inner(Call::allReduce(ints, ints, total, laneType, RedOp::kSum)));
-      break;
+    case CallKind::kAllReduce: FERRY_TRY(inner(Call::allReduce(ints, ints, total, laneType, RedOp::kSum))); break;
     case CallKind::kReduceScatter:
       FERRY_TRY(inner(Call::reduceScatter(ints, ints + mine * laneSize, call.count, laneType, RedOp::kSum)));
       break;

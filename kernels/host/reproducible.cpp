@@ -30,14 +30,10 @@ constexpr int kMaxCodes = 2048;
 
 const Format& formatOf(DataType type) {
   switch (type) {
-    case DataType::kFloat16:
-      return kFloat16;
-    case DataType::kBfloat16:
-      return kBfloat16;
-    case DataType::kFloat32:
-      return kFloat32;
-    default:
-      return kFloat64;
+    case DataType::kFloat16: return kFloat16;
+    case DataType::kBfloat16: return kBfloat16;
+    case DataType::kFloat32: return kFloat32;
+    default: return kFloat64;
   }
 }
 
@@ -65,22 +61,17 @@ inline double roundNearestEven(double v) {
 
 double loadValue(DataType type, const void* in, size_t i) {
   switch (type) {
-    case DataType::kFloat16:
-      return halfToFloat(static_cast<const uint16_t*>(in)[i]);
-    case DataType::kBfloat16:
-      return bfloat16ToFloat(static_cast<const uint16_t*>(in)[i]);
-    case DataType::kFloat32:
-      return static_cast<const float*>(in)[i];
-    default:
-      return static_cast<const double*>(in)[i];
+    case DataType::kFloat16: return halfToFloat(static_cast<const uint16_t*>(in)[i]);
+    case DataType::kBfloat16: return bfloat16ToFloat(static_cast<const uint16_t*>(in)[i]);
+    case DataType::kFloat32: return static_cast<const float*>(in)[i];
+    default: return static_cast<const double*>(in)[i];
   }
 }
 
 uint64_t loadBits(DataType type, const void* in, size_t i) {
   switch (type) {
     case DataType::kFloat16:
-    case DataType::kBfloat16:
-      return static_cast<const uint16_t*>(in)[i];
+    case DataType::kBfloat16: return static_cast<const uint16_t*>(in)[i];
     case DataType::kFloat32: {
       uint32_t b;
       std::memcpy(&b, static_cast<const float*>(in) + i, 4);
@@ -97,16 +88,13 @@ uint64_t loadBits(DataType type, const void* in, size_t i) {
 void storeBits(DataType type, void* out, size_t i, uint64_t bits) {
   switch (type) {
     case DataType::kFloat16:
-    case DataType::kBfloat16:
-      static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(bits);
-      break;
+    case DataType::kBfloat16: static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(bits); break;
     case DataType::kFloat32: {
       const auto b = static_cast<uint32_t>(bits);
       std::memcpy(static_cast<float*>(out) + i, &b, 4);
       break;
     }
-    default:
-      std::memcpy(static_cast<double*>(out) + i, &bits, 8);
+    default: std::memcpy(static_cast<double*>(out) + i, &bits, 8);
   }
 }
 
@@ -209,8 +197,8 @@ void toLanes(DataType type, const ReproLanes& l, const void* in, const Code* cod
 }
 
 template <typename Lane, typename Code>
-void fromLanes(DataType type, const ReproLanes& l, const Lane* in, const Code* codes, size_t count, int ranks,
-               bool avg, void* out) {
+void fromLanes(DataType type, const ReproLanes& l, const Lane* in, const Code* codes, size_t count, int ranks, bool avg,
+               void* out) {
   const Format& f = formatOf(type);
   const int nonFinite = f.nonFinite();
   int s[kMaxCodes];
@@ -296,8 +284,7 @@ void reproCodes(DataType type, const void* in, size_t count, void* codes) {
   }
 }
 
-void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count,
-                  void* out) {
+void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count, void* out) {
   if (type == DataType::kFloat64) {
     toLanes(type, lanes, in, static_cast<const int32_t*>(codes), count, static_cast<int64_t*>(out));
   } else if (lanes.bits == 32) {
@@ -307,17 +294,14 @@ void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const 
   }
 }
 
-void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count,
-                    int ranks, bool avg, void* out) {
+void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count, int ranks,
+                    bool avg, void* out) {
   if (type == DataType::kFloat64) {
-    fromLanes(type, lanes, static_cast<const int64_t*>(in), static_cast<const int32_t*>(codes), count, ranks, avg,
-              out);
+    fromLanes(type, lanes, static_cast<const int64_t*>(in), static_cast<const int32_t*>(codes), count, ranks, avg, out);
   } else if (lanes.bits == 32) {
-    fromLanes(type, lanes, static_cast<const int32_t*>(in), static_cast<const uint8_t*>(codes), count, ranks, avg,
-              out);
+    fromLanes(type, lanes, static_cast<const int32_t*>(in), static_cast<const uint8_t*>(codes), count, ranks, avg, out);
   } else {
-    fromLanes(type, lanes, static_cast<const int64_t*>(in), static_cast<const uint8_t*>(codes), count, ranks, avg,
-              out);
+    fromLanes(type, lanes, static_cast<const int64_t*>(in), static_cast<const uint8_t*>(codes), count, ranks, avg, out);
   }
 }
 

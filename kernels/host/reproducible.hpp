@@ -48,13 +48,12 @@ DataType reproCodeType(DataType type);
 void reproCodes(DataType type, const void* in, size_t count, void* codes);
 
 /// lanes[i] = in[i] on the grid of codes[i] (every rank's max), as lanes.bits-bit integers.
-void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count,
-                  void* out);
+void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count, void* out);
 
 /// out[i] = the sum lanes[i] holds (divided by `ranks` when `avg`), rounded once to `type`, nearest
 /// with ties to even (subnormals and overflow to infinity included). A zero sum gives +0; a NaN
 /// result is the type's positive quiet NaN.
-void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count,
-                    int ranks, bool avg, void* out);
+void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count, int ranks,
+                    bool avg, void* out);
 
 }  // namespace ferry::kernels
