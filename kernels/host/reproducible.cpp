@@ -164,6 +164,54 @@ uint64_t nonFiniteBits(const Format& f, uint64_t counts, int laneBits) {
   return infinityBits(f, pos == 0);
 }
 
+// 1.5 * 2^52: adding it to |d| < 2^51 rounds d to an integer (nearest, ties to even) held in the
+// low mantissa bits, so the integer is the bit pattern's difference from the constant's.
+constexpr double kMagic = 0x1.8p52;
+const int64_t kMagicBits = std::bit_cast<int64_t>(kMagic);
+
+// A non-finite element's lane from its value: one count in the field of its kind.
+template <typename Lane>
+Lane nonFiniteLane(double x, int cb) {
+  if (std::isnan(x)) return Lane{1} << (2 * cb);
+  if (std::isinf(x)) return x > 0 ? Lane{1} << cb : Lane{1};
+  return 0;
+}
+
+// float32 to lanes without branches or tables, so the loop vectorises: 2^-s built from the code's
+// bits, the rounding done by kMagic. Non-finite elements are patched in a second, rare pass.
+template <typename Lane>
+void float32ToLanes(const ReproLanes& l, const float* in, const uint8_t* codes, size_t count, Lane* out) {
+  // The double exponent field of 2^-s = 2^(precision - headroom - code + bias - 1).
+  const int64_t field = 1023 + l.precision - l.headroom - 1 + kFloat32.bias;
+  for (size_t i = 0; i < count; ++i) {
+    const double scale = std::bit_cast<double>(static_cast<uint64_t>(field - codes[i]) << 52);
+    const double d = static_cast<double>(in[i]) * scale + kMagic;
+    out[i] = static_cast<Lane>(std::bit_cast<int64_t>(d) - kMagicBits);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (codes[i] == kFloat32.nonFinite()) out[i] = nonFiniteLane<Lane>(in[i], countBits(l.bits));
+  }
+}
+
+// float32 sums from lanes: |sum| < 2^51 converts to double exactly by kMagic, the scaling by 2^s is
+// exact, and the conversion to float rounds once.
+template <typename Lane>
+void float32FromLanes(const ReproLanes& l, const Lane* in, const uint8_t* codes, size_t count, float* out) {
+  // The double exponent field of 2^s = 2^(code - bias + 1 + headroom - precision).
+  const int64_t field = 1023 - kFloat32.bias + 1 + l.headroom - l.precision;
+  for (size_t i = 0; i < count; ++i) {
+    const double sum = std::bit_cast<double>(kMagicBits + static_cast<int64_t>(in[i])) - kMagic;
+    const double scale = std::bit_cast<double>(static_cast<uint64_t>(field + codes[i]) << 52);
+    out[i] = static_cast<float>(sum * scale);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (codes[i] == kFloat32.nonFinite()) {
+      out[i] = std::bit_cast<float>(
+          static_cast<uint32_t>(nonFiniteBits(kFloat32, static_cast<uint64_t>(in[i]), l.bits)));
+    }
+  }
+}
+
 template <typename Lane, typename Code>
 void toLanes(DataType type, const ReproLanes& l, const void* in, const Code* codes, size_t count, Lane* out) {
   const Format& f = formatOf(type);
@@ -171,6 +219,10 @@ void toLanes(DataType type, const ReproLanes& l, const void* in, const Code* cod
   int s[kMaxCodes];
   gridExponents(f, l, s);
   const int cb = countBits(l.bits);
+  if (type == DataType::kFloat32 && l.precision <= 52) {
+    float32ToLanes(l, static_cast<const float*>(in), reinterpret_cast<const uint8_t*>(codes), count, out);
+    return;
+  }
   if (type != DataType::kFloat64) {
     // |x| / 2^s < 2^precision <= 2^52 and x has at most 24 bits: the product is exact in double.
     double scale[256];
@@ -204,17 +256,7 @@ void fromLanes(DataType type, const ReproLanes& l, const Lane* in, const Code* c
   int s[kMaxCodes];
   gridExponents(f, l, s);
   if (type == DataType::kFloat32 && !avg && l.precision <= 52) {
-    // |sum| < 2^52: sum * 2^s is exact in double, and the conversion to float rounds once.
-    double scale[256];
-    for (int c = 0; c < nonFinite; ++c) scale[c] = std::ldexp(1.0, s[c]);
-    float* o = static_cast<float*>(out);
-    for (size_t i = 0; i < count; ++i) {
-      if (codes[i] == nonFinite) {
-        storeBits(type, out, i, nonFiniteBits(f, static_cast<uint64_t>(in[i]), l.bits));
-        continue;
-      }
-      o[i] = static_cast<float>(static_cast<double>(in[i]) * scale[codes[i]]);
-    }
+    float32FromLanes(l, in, reinterpret_cast<const uint8_t*>(codes), count, static_cast<float*>(out));
     return;
   }
   for (size_t i = 0; i < count; ++i) {
