@@ -206,8 +206,8 @@ void float32FromLanes(const ReproLanes& l, const Lane* in, const uint8_t* codes,
   }
   for (size_t i = 0; i < count; ++i) {
     if (codes[i] == kFloat32.nonFinite()) {
-      out[i] = std::bit_cast<float>(
-          static_cast<uint32_t>(nonFiniteBits(kFloat32, static_cast<uint64_t>(in[i]), l.bits)));
+      out[i] =
+          std::bit_cast<float>(static_cast<uint32_t>(nonFiniteBits(kFloat32, static_cast<uint64_t>(in[i]), l.bits)));
     }
   }
 }
