@@ -5,8 +5,12 @@
 //
 //   build/tools/ferryrun -n 4 build/bench/ferry-perf all_reduce -b 8 -e 64M -f 4
 //   build/bench/ferry-perf all_reduce --gpu-ranks 4 -b 8 -e 1G -f 2 -d bfloat16   (CUDA builds)
+//   build/tools/ferryrun -n 4 build/bench/ferry-perf all_reduce -b 16M -e 256M --reproducible
 //
+// --reproducible (ferry-perf's own flag, taken out before the shared ones are parsed) runs the same
+// sweep with the communicator in the reproducible mode (Comm::setReproducible).
 // docs/BENCHMARKS.md describes the flags, the table, the JSON schema and the charts.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -85,7 +89,10 @@ class FerryBackend final : public ferry::perf::Backend {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv, argv + argc);
+  std::vector<std::string> args(argv, argv + argc);
+  const auto flag = std::find(args.begin() + 1, args.end(), "--reproducible");
+  const bool reproducible = flag != args.end();
+  if (reproducible) args.erase(flag);
   auto options = ferry::perf::parseOptions(std::vector<std::string>(args.begin() + 1, args.end()));
   if (!options.isOk()) {
     std::fprintf(stderr, "ferry-perf: %s\n%s", options.status().message().c_str(),
@@ -94,9 +101,14 @@ int main(int argc, char** argv) {
   }
   if (options->help) {
     std::printf("%s", ferry::perf::usage("ferry-perf").c_str());
+    std::printf("  --reproducible  run the sweep in the reproducible mode (docs/RELIABILITY.md)\n");
     return 0;
   }
   if (options->gpuRanks > 0) {
+    if (reproducible) {
+      std::fprintf(stderr, "ferry-perf: --reproducible runs on host buffers only (not with --gpu-ranks)\n");
+      return 2;
+    }
 #if FERRY_PERF_GPU
     return ferry::perf::runGpuSweep(*options, args, "ferry-perf");
 #else
@@ -110,6 +122,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-perf: %s\n", comm.status().toString().c_str());
     return 1;
   }
+  (*comm)->setReproducible(reproducible || (*comm)->reproducible());
+  if ((*comm)->reproducible() && (*comm)->rank() == 0) std::printf("# ferry reproducible mode: on\n");
   FerryBackend backend(std::move(*comm));
   return ferry::perf::runSweep(*options, backend, args, residentBeforeInit, "ferry-perf");
 }

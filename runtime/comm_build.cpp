@@ -307,6 +307,7 @@ std::unique_ptr<Comm::Impl> newImpl(int rank, int size, int device) {
   impl->rank = rank;
   impl->size = size;
   impl->device = device;
+  impl->reproducible = config().reproducible;
   log::setRank(rank);
   return impl;
 }
@@ -435,6 +436,7 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
     auto make = [parentWatchdog](Rendezvous& rv, int r, int n) -> Result<std::unique_ptr<Comm>> {
       auto sub = build(rv, r, n, -1);
       FERRY_TRY(sub);
+      (*sub)->reproducible = false;  // the parent's mode converts its calls before they reach a level
       (*sub)->watchdog->setParent(parentWatchdog);
       return std::unique_ptr<Comm>(new Comm(std::move(*sub)));
     };
@@ -570,6 +572,7 @@ Result<std::unique_ptr<Comm>> Comm::split(int color, int key) {
   auto impl = build(*rv, newRank, static_cast<int>(members.size()), impl_->device);
   log::setRank(rank());
   FERRY_TRY(impl);
+  (*impl)->reproducible = impl_->reproducible;  // every member's parent has the same setting
   return finish(std::move(*impl));
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "collectives/reproducible.hpp"
 #include "collectives/table.hpp"
 #include "ferry/comm.hpp"
 #include "base/call_check.hpp"
@@ -70,6 +71,8 @@ struct Comm::Impl {
   HostLayout layout;                        ///< which ranks share a host
   std::unique_ptr<Hierarchy> hier;          ///< the two levels, when the ranks span hosts
   uint64_t measuredCalls = 0;               ///< calls the tuner measured (Comm::measuredCalls)
+  bool reproducible = false;                ///< Comm::setReproducible (FERRY_REPRODUCIBLE by default)
+  coll::ReproScratch repro;                 ///< the reproducible mode's buffers
   /// Where this rank listens for shrink(), and where every rank does (runtime/shrink.hpp).
   std::unique_ptr<ShrinkListener> shrinkListener;
   std::vector<ShrinkContact> shrinkContacts;
@@ -145,8 +148,17 @@ struct Comm::Impl {
     return st.isOk() ? st : fail(ex, st);
   }
 
-  /// Run a validated collective call through the row of the algorithm its plan chose.
+  /// Run a validated collective call: in the reproducible mode, the calls it changes through
+  /// integer collectives (collectives/reproducible.hpp); the others as planned.
   Status runCollective(const Call& call) {
+    if (reproducible && coll::reproducibleApplies(call)) {
+      return coll::runReproducible(call, rank, size, repro, [this](const Call& c) { return runPlanned(c); });
+    }
+    return runPlanned(call);
+  }
+
+  /// Run a validated collective call through the row of the algorithm its plan chose.
+  Status runPlanned(const Call& call) {
     const bool rooted = call.kind == CallKind::kBroadcast || call.kind == CallKind::kReduce;
     const OpDesc desc{call.kind, call.count, call.type, call.op, rooted ? call.root : -1};
     return run(desc, coll::TagClass::kCollective, [&](coll::Exec& ex, const Plan& p) -> Status {

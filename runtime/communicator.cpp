@@ -40,6 +40,8 @@ uint64_t Comm::measuredCalls() const {
 }
 Status Comm::error() const { return impl_->sticky(); }
 int Comm::device() const { return impl_->device; }
+void Comm::setReproducible(bool on) { impl_->reproducible = on; }
+bool Comm::reproducible() const { return impl_->reproducible; }
 size_t Comm::deviceMemoryBytes() const { return impl_->gpu ? impl_->gpu->memoryBytes() : 0; }
 
 void Comm::abort(const std::string& reason) {

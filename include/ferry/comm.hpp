@@ -108,6 +108,14 @@ class Comm {
   void abort(const std::string& reason = "aborted by the application");
   /// The CUDA device this rank drives, or -1.
   int device() const;
+  /// Reproducible mode (FERRY_REPRODUCIBLE sets the default): all-reduce, reduce-scatter and reduce
+  /// of float16, float32, float64 and bfloat16 with sum or avg give bits that depend only on each
+  /// element's values on the ranks, whatever the algorithm, protocol, message size, call split,
+  /// rank order and placement (docs/RELIABILITY.md, "Reproducible reductions"). Every rank sets
+  /// the same value between the same calls (a rank that differs is reported as a mismatch); split()
+  /// passes it on. Device buffers on the kernel path refuse calls it changes (kInvalidUsage).
+  void setReproducible(bool on);
+  bool reproducible() const;
   /// Device memory this communicator holds for its kernels (FIFOs, counters), in bytes.
   size_t deviceMemoryBytes() const;
 

@@ -175,6 +175,12 @@ void registerComm(py::module_& m) {
       .def_property_readonly(
           "device", [](const PyComm& self) { return self.get("device")->device(); },
           "The CUDA device this rank drives, or -1.")
+      .def_property(
+          "reproducible", [](const PyComm& self) { return self.get("reproducible")->reproducible(); },
+          [](const PyComm& self, bool on) { self.get("reproducible")->setReproducible(on); },
+          "Reproducible mode (FERRY_REPRODUCIBLE sets the default): sums and averages of float types give the "
+          "same bits whatever the algorithm, call split and rank order. Set it on every rank alike, with no "
+          "work in flight.")
       .def_property_readonly("closed", &PyComm::closed, "True after close().")
       .def(
           "error",

@@ -23,6 +23,11 @@ PYBIND11_MODULE(_c10d, m) {
            "Join the group: rank 0 publishes ferry's rendezvous id in `store`, every rank connects.")
       .def_property_readonly(
           "comm_id", [](ProcessGroupFerry& pg) { return pg.comm().id(); },
-          "The ferry communicator's 64-bit id (as in ferry's logs).");
+          "The ferry communicator's 64-bit id (as in ferry's logs).")
+      .def_property(
+          "reproducible", [](ProcessGroupFerry& pg) { return pg.comm().reproducible(); },
+          [](ProcessGroupFerry& pg, bool on) { pg.comm().setReproducible(on); },
+          "The reproducible mode of sums and averages (FERRY_REPRODUCIBLE sets the default): set it on every "
+          "rank before the collectives it should apply to, with no work in flight.");
   m.attr("torch_version") = FERRY_TORCH_VERSION;
 }

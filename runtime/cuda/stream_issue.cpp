@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "base/log.hpp"
+#include "collectives/reproducible.hpp"
 #include "runtime/cuda/staged_call.hpp"
 
 namespace ferry::gpu {
@@ -149,6 +150,15 @@ Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::
   for (const StreamCall& c : calls) {
     auto r = route(c.work, comm.rank(), ctx, c.stream);
     FERRY_TRY(r);
+    const DevWork& w = c.work;
+    if (*r == Route::kDevice && ctx->path() == DevicePath::kKernel && comm.reproducible() &&
+        coll::reproducibleApplies(Call{w.kind, w.send, w.recv, w.count, w.type, w.op, w.root, {}, nullptr})) {
+      // The kernels sum in floating point; the mode's integer steps run on the host only.
+      return Status(ErrorCode::kInvalidUsage,
+                    describe(w, false) + " on rank " + std::to_string(comm.rank()) +
+                        ": the reproducible mode (FERRY_REPRODUCIBLE=1 or Comm::setReproducible) does not run on "
+                        "device buffers yet; pass host buffers, or turn the mode off for this communicator");
+    }
     if (*r == Route::kSkip) continue;
     if (*r == Route::kHost) {
       out.hostWorks.push_back(c.work);

@@ -1,0 +1,105 @@
+// The reproducible mode's conversions (kernels/host/reproducible.hpp): the one rounding of an
+// integer sum equals a single rounding by the hardware of the exact value (held in long double,
+// whose 64-bit significand holds every lane), subnormal and overflowing results included; and a
+// lone rank's value comes back unchanged through the grid.
+#include <catch2/catch.hpp>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/host/reproducible.hpp"
+
+using namespace ferry;
+using namespace ferry::kernels;
+
+namespace {
+
+static_assert(LDBL_MANT_DIG >= 64, "the references need a 64-bit long double significand");
+
+// Lane sums of up to `magnitudeBits` bits with random codes; expected: the exact value
+// K * 2^(s - shift) rounded once by a cast from long double.
+template <typename T, typename Code>
+void checkRounding(DataType type, int ranks, bool avg, int bias, int maxCode, int magnitudeBits) {
+  const ReproLanes lanes = reproLanes(type, ranks);
+  std::mt19937_64 rng(42 + static_cast<int>(type) * 8 + ranks);
+  const size_t n = 200000;
+  std::vector<int64_t> k64(n);
+  std::vector<int32_t> k32(n);
+  std::vector<Code> codes(n);
+  std::vector<T> got(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int width = 1 + static_cast<int>(rng() % magnitudeBits);
+    int64_t k = static_cast<int64_t>(rng() >> (64 - width));
+    if (rng() & 1) k = -k;
+    k64[i] = k;
+    k32[i] = static_cast<int32_t>(k);
+    codes[i] = static_cast<Code>(1 + rng() % (maxCode - 1));  // 1 .. maxCode - 1: finite
+  }
+  const void* in = lanes.bits == 32 ? static_cast<const void*>(k32.data()) : k64.data();
+  reproFromLanes(type, lanes, in, codes.data(), n, ranks, avg, got.data());
+  // Dividing by 3 in long double is safe: the quotient's bits repeat 01, so no rounding to 64 bits
+  // lands on a midpoint of a narrower type.
+  const bool power = (ranks & (ranks - 1)) == 0;
+  const int shift = avg && power ? __builtin_ctz(static_cast<unsigned>(ranks)) : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int s = static_cast<int>(codes[i]) - bias + 1 + lanes.headroom - lanes.precision - shift;
+    long double exact = std::ldexp(static_cast<long double>(k64[i]), s);
+    if (avg && !power) exact /= ranks;
+    const T want = static_cast<T>(exact);
+    if (std::memcmp(&want, &got[i], sizeof(T)) != 0) {
+      INFO("lane " << k64[i] << ", code " << static_cast<int>(codes[i]) << ", 2^" << s << ": got " << got[i]
+                   << ", expected " << want);
+      REQUIRE(false);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reproducible: one rounding of the lane sum, as the hardware rounds the exact value", "[kernels]") {
+  SECTION("float32 sums, int64 lanes (2 ranks)") {
+    checkRounding<float, uint8_t>(DataType::kFloat32, 2, false, 127, 255, 51);
+  }
+  SECTION("float32 sums, int32 lanes (4 ranks)") {
+    checkRounding<float, uint8_t>(DataType::kFloat32, 4, false, 127, 255, 30);
+  }
+  SECTION("float32 averages of 4 ranks") { checkRounding<float, uint8_t>(DataType::kFloat32, 4, true, 127, 255, 30); }
+  SECTION("float32 averages of 3 ranks") { checkRounding<float, uint8_t>(DataType::kFloat32, 3, true, 127, 255, 29); }
+  SECTION("float64 averages of 3 ranks") {
+    checkRounding<double, int32_t>(DataType::kFloat64, 3, true, 1023, 2047, 60);
+  }
+  SECTION("float64 sums (3 ranks)") { checkRounding<double, int32_t>(DataType::kFloat64, 3, false, 1023, 2047, 60); }
+  SECTION("float64 averages of 8 ranks") {
+    checkRounding<double, int32_t>(DataType::kFloat64, 8, true, 1023, 2047, 58);
+  }
+}
+
+TEST_CASE("reproducible: a lone rank's finite values come back unchanged", "[kernels]") {
+  std::mt19937_64 rng(7);
+  const size_t n = 100000;
+  for (DataType type : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64}) {
+    INFO(dataTypeName(type));
+    const size_t size = dataTypeSize(type);
+    const int expBits = type == DataType::kFloat16 ? 5 : type == DataType::kFloat64 ? 11 : 8;
+    const int mantBits = static_cast<int>(size) * 8 - 1 - expBits;
+    std::vector<uint8_t> in(n * size), out(n * size), codes(n * 4);
+    std::vector<int64_t> lanes(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t bits = rng();
+      const uint64_t field = (bits >> mantBits) & ((uint64_t{1} << expBits) - 1);
+      if (field == (uint64_t{1} << expBits) - 1) bits ^= uint64_t{1} << mantBits;  // keep it finite
+      if ((bits & ((uint64_t{1} << (mantBits + expBits)) - 1)) == 0) bits = 1;     // zeros come back as +0
+      std::memcpy(in.data() + i * size, &bits, size);
+    }
+    const ReproLanes l = reproLanes(type, 1);
+    reproCodes(type, in.data(), n, codes.data());
+    reproToLanes(type, l, in.data(), codes.data(), n, lanes.data());
+    reproFromLanes(type, l, lanes.data(), codes.data(), n, 1, false, out.data());
+    size_t differing = 0;
+    for (size_t i = 0; i < n; ++i) differing += std::memcmp(in.data() + i * size, out.data() + i * size, size) != 0;
+    CHECK(differing == 0);
+  }
+}
