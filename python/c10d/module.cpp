@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "python/c10d/backend.hpp"
+#include "python/c10d/shared_allocator.hpp"
 
 namespace py = pybind11;
 using ferry::torch_c10d::BackendBase;
@@ -25,4 +26,5 @@ PYBIND11_MODULE(_c10d, m) {
           "comm_id", [](ProcessGroupFerry& pg) { return pg.comm().id(); },
           "The ferry communicator's 64-bit id (as in ferry's logs).");
   m.attr("torch_version") = FERRY_TORCH_VERSION;
+  ferry::torch_c10d::registerSharedAllocator(m);
 }
