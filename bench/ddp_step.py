@@ -8,11 +8,11 @@ Starts --ranks copies of itself on this host (torch's FileStore in a fresh folde
 stack of square Linear layers holding --mb MB of float32 parameters (so as many of gradients); the
 batch is small (--batch rows), so a step is mostly the gradients' all-reduce. Modes, in turn:
   plain        DDP as it comes (its buckets and the gradients in torch's memory)
-  shared       DDP made under shared_allocator(): its buckets are in shared memory; the gradients
-               are still copied into them every step
+  shared       ferry.torch.shared_ddp(gradient_as_bucket_view=False): the buckets are in shared
+               memory; the gradients are copied into them every step
   view         plain with gradient_as_bucket_view=True (the gradients are the buckets)
-  shared-view  view, made under shared_allocator()
-  shared-all   shared-view with the allocator on for the whole run (every temporary >= 64 KiB too)
+  shared-view  ferry.torch.shared_ddp(): the buckets in shared memory, the gradients views of them
+  shared-all   view, with shared_allocator() on for the whole run (every temporary >= 64 KiB too)
 Time per step is the median over --steps (forward, backward with DDP's all-reduces, SGD step;
 after a barrier). Then all_reduce of one tensor of each bucket size DDP uses (its first bucket,
 1 MiB, and bucket_cap_mb, 25 MiB), in torch's memory and in ferry.torch.empty's. Rank 0 prints.
@@ -53,10 +53,11 @@ def step_times(a, mode, rank, world, tmp, seq):
     torch.manual_seed(1)
     model = nn.Sequential(*[nn.Linear(width, width) for _ in range(layers)])
     view = mode in ("view", "shared-view", "shared-all")
-    handle = ft.shared_allocator() if mode.startswith("shared") else None
-    net = DDP(model, gradient_as_bucket_view=view)
-    if handle is not None and mode != "shared-all":
-        handle.close()
+    handle = ft.shared_allocator() if mode == "shared-all" else None
+    if mode in ("shared", "shared-view"):
+        net = ft.shared_ddp(model, gradient_as_bucket_view=view)
+    else:
+        net = DDP(model, gradient_as_bucket_view=view)
     opt = torch.optim.SGD(net.parameters(), lr=1e-6)
     x = torch.randn(a.batch, width)
     times = []

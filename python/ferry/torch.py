@@ -1,9 +1,9 @@
 """ferry.torch: CPU tensors in shared memory that the other ranks of this host map.
 
     import torch, ferry.torch
+    net = ferry.torch.shared_ddp(model)           # DistributedDataParallel, its buckets in shared memory
     with ferry.torch.shared_allocator():          # tensors of >= 64 KiB go to shared memory
-        model = DistributedDataParallel(model)    # DDP's gradient buckets among them
-    ...
+        ...
     t = ferry.torch.empty(1 << 20)                # one tensor in shared memory, whatever its size
 
 Collectives whose tensors are all in such memory read the peers' tensors in place instead of
@@ -64,6 +64,37 @@ def shared_allocator_enabled():
     return _c10d.shared_allocator_installed()
 
 
+def shared_ddp(module, *args, threshold=DEFAULT_THRESHOLD, **kwargs):
+    """torch.nn.parallel.DistributedDataParallel(module, *args, **kwargs) with its gradient buckets in
+    shared memory, and the gradients views of them (gradient_as_bucket_view=True unless given).
+
+    DDP makes its buckets when it is constructed and makes them again once, at its second step, in
+    the order the gradients became ready (in the forward pass, or in the backward with
+    static_graph=True). So the allocator is on from construction until the third forward call starts
+    (its handle is the module's ``ferry_shared_allocator``): the two first steps' temporaries are
+    shared as well, the later steps' are torch's."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    kwargs.setdefault("gradient_as_bucket_view", True)
+    handle = shared_allocator(threshold)
+    try:
+        ddp = DistributedDataParallel(module, *args, **kwargs)
+    except BaseException:
+        handle.close()
+        raise
+    ddp.ferry_shared_allocator = handle
+    calls = [0]
+
+    def pre_forward(mod, inputs):
+        calls[0] += 1
+        if calls[0] == 3:
+            handle.close()
+            hook.remove()
+
+    hook = ddp.register_forward_pre_hook(pre_forward)
+    return ddp
+
+
 def empty(*size, dtype=None):
     """A contiguous CPU tensor of `size` in shared memory, whatever its size (zero-filled)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list, _torch.Size)):
@@ -78,5 +109,5 @@ def empty(*size, dtype=None):
 
 zeros = empty
 
-__all__ = ["DEFAULT_THRESHOLD", "SharedAllocator", "shared_allocator", "shared_allocator_enabled", "empty",
-           "zeros"]
+__all__ = ["DEFAULT_THRESHOLD", "SharedAllocator", "shared_allocator", "shared_allocator_enabled", "shared_ddp",
+           "empty", "zeros"]

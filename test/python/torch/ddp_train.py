@@ -7,9 +7,10 @@ with backend="gloo", then with backend="ferry" (two process groups in turn, same
 averages the gradients through the backend (several buckets: bucket_cap_mb is tiny), so the
 final parameters depend only on the backend's all-reduce. Rank 0 gathers nothing: every rank
 checks that its own final parameters agree (max |ferry - gloo| <= 1e-6) and that they agree
-with rank 0's (DDP keeps replicas identical). A third run on "ferry" under
-ferry.torch.shared_allocator() (issue 36), with the gradients as views of DDP's buckets, must put
-those buckets in shared memory and give the same parameters.
+with rank 0's (DDP keeps replicas identical). A third run on "ferry" through
+ferry.torch.shared_ddp() (issue 36: shared_allocator() while DDP makes its buckets, the gradients
+views of them) must have its buckets in shared memory after the 20 steps (DDP rebuilt them at the
+second) and give the same parameters.
 """
 import os
 import sys
@@ -47,8 +48,7 @@ def train(backend, shared=False):
     dist.init_process_group(backend, init_method="file://" + store, rank=RANK, world_size=WORLD)
     if shared:
         # The buckets (~5 KB) are below the default threshold: share everything of 1 KiB and more.
-        with ferry.torch.shared_allocator(threshold=1024):
-            net = DDP(model(), bucket_cap_mb=0.005, gradient_as_bucket_view=True)
+        net = ferry.torch.shared_ddp(model(), bucket_cap_mb=0.005, threshold=1024)
     else:
         net = DDP(model(), bucket_cap_mb=0.005)  # ~5 KB buckets: several all-reduces per step
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
@@ -65,6 +65,7 @@ def train(backend, shared=False):
         opt.step()
         losses.append(loss.item())
     if shared:
+        assert not ferry.torch.shared_allocator_enabled(), "shared_ddp left the allocator on after 3 steps"
         big = [p for p in net.parameters() if p.numel() * 4 >= 1024]
         assert all(in_shared_memory(p.grad.data_ptr()) for p in big), \
             f"rank {RANK}: under shared_allocator() DDP's buckets (the gradients' memory) are not in shared memory"
