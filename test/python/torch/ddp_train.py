@@ -7,7 +7,7 @@ with backend="gloo", then with backend="ferry" (two process groups in turn, same
 averages the gradients through the backend (several buckets: bucket_cap_mb is tiny), so the
 final parameters depend only on the backend's all-reduce. Rank 0 gathers nothing: every rank
 checks that its own final parameters agree (max |ferry - gloo| <= 1e-6) and that they agree
-with rank 0's (DDP keeps replicas identical). A third run on "ferry" through
+with rank 0's (DDP keeps replicas identical). At 2 ranks, a third run on "ferry" through
 ferry.torch.shared_ddp() (issue 36: shared_allocator() while DDP makes its buckets, the gradients
 views of them) must have its buckets in shared memory after the 20 steps (DDP rebuilt them at the
 second) and give the same parameters.
@@ -80,11 +80,12 @@ def train(backend, shared=False):
 def main():
     gloo, gloo_ref, gloo_loss = train("gloo")
     fer, fer_ref, fer_loss = train("ferry")
-    sh, sh_ref, _ = train("ferry", shared=True)
-    sdiff = (sh - fer).abs().max().item()
-    print(f"rank {RANK}: shared_allocator: max |shared - plain| = {sdiff:.3g}")
-    assert torch.equal(sh, sh_ref), f"rank {RANK}: ferry replicas differ from rank 0's under shared_allocator()"
-    assert sdiff <= 1e-6, f"rank {RANK}: parameters with and without shared_allocator() differ by {sdiff}"
+    if WORLD == 2:  # one world size is enough for the allocator, and each run costs a second
+        sh, sh_ref, _ = train("ferry", shared=True)
+        sdiff = (sh - fer).abs().max().item()
+        print(f"rank {RANK}: shared_ddp: max |shared - plain| = {sdiff:.3g}")
+        assert torch.equal(sh, sh_ref), f"rank {RANK}: ferry replicas differ from rank 0's under shared_ddp()"
+        assert sdiff <= 1e-6, f"rank {RANK}: parameters with and without shared_ddp() differ by {sdiff}"
     diff = (fer - gloo).abs().max().item()
     print(f"rank {RANK}: {fer.numel()} parameters, {STEPS} steps; loss {fer_loss[0]:.4f} -> {fer_loss[-1]:.4f} "
           f"(gloo {gloo_loss[-1]:.4f}); max |ferry - gloo| = {diff:.3g}")
