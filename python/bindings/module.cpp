@@ -6,6 +6,7 @@
 #include "comm.hpp"
 #include "errors.hpp"
 #include "ferry/types.hpp"
+#include "host_array.hpp"
 #include "work.hpp"
 
 namespace py = pybind11;
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_ferry, m) {
   ferry::bindings::registerErrors(m);
   ferry::bindings::registerWork(m);
   ferry::bindings::registerComm(m);
+  ferry::bindings::registerHostArrays(m);
 }

@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "python/c10d/backend.hpp"
+#include "python/c10d/shared_allocator.hpp"
 
 namespace py = pybind11;
 using ferry::torch_c10d::BackendBase;
@@ -30,4 +31,5 @@ PYBIND11_MODULE(_c10d, m) {
           "The reproducible mode of sums and averages (FERRY_REPRODUCIBLE sets the default): set it on every "
           "rank before the collectives it should apply to, with no work in flight.");
   m.attr("torch_version") = FERRY_TORCH_VERSION;
+  ferry::torch_c10d::registerSharedAllocator(m);
 }

@@ -54,6 +54,18 @@ class Checks:
               f"{time.monotonic() - self.start:.2f} s", flush=True)
 
 
+def mapping_of(addr):
+    """The name of the mapping of this process that holds address `addr` ("" when anonymous, None when
+    unmapped), from /proc/self/maps: hostAlloc's memory shows as "/memfd:ferry-host-N (deleted)"."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= addr < hi:
+                return fields[5].strip() if len(fields) > 5 else ""
+    return None
+
+
 def skip(message):
     print(f"SKIP: {message}", flush=True)
     sys.exit(SKIP)

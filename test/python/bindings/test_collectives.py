@@ -279,6 +279,24 @@ def check_async(comm, lib, c):
     comm.barrier()
 
 
+def check_shared(comm, lib, c):
+    """all_reduce on arrays from ferry.empty (shared memory peers read in place), in and out of place,
+    at about 1 MiB (an odd count)."""
+    if not isinstance(lib, NumpyLib):
+        return
+    import numpy as np
+    import ferry
+    W, r, n = comm.size, comm.rank, (1 << 18) + 3
+    a = ferry.empty(n, np.float32)
+    a[:] = cf.fill(r, n, True)
+    out = ferry.empty(n, np.float32)
+    comm.all_reduce(a, out)
+    c.equal(out, np.asarray(cf.expected("sum", W, n, True, False), np.float32), "all_reduce, ferry.empty buffers")
+    comm.all_reduce(a)
+    c.equal(a, np.asarray(cf.expected("sum", W, n, True, False), np.float32), "in-place all_reduce, ferry.empty")
+    comm.barrier()
+
+
 def check_bitwise(comm, lib, c):
     """band, bor and bxor on every integer type: rank r sets bit r on top of bits 4..6, which every
     rank shares; band keeps the shared bits, bor adds every rank's bit, bxor keeps the shared bits
@@ -399,6 +417,7 @@ def main():
                 Sweep(comm, lib, c, dtype, n).run(ops if n < 1000 else ["sum", ops[1 + t % 4]])
             comm.barrier()
         check_async(comm, lib, c)
+        check_shared(comm, lib, c)
         check_bitwise(comm, lib, c)
         check_split(comm, lib, c)
         check_errors(comm, lib, c)

@@ -5,12 +5,14 @@ they raise, the DLPack capsule protocol, Work, and the life cycle of a Comm.
     PYTHONPATH=build/python python3 test_unit.py
 """
 import ctypes
+import gc
+import os
 import pickle
 import subprocess
 import sys
 import threading
 
-from harness import Checks, skip
+from harness import Checks, mapping_of, skip
 
 try:
     import numpy as np
@@ -319,8 +321,58 @@ def check_timeout():
            f"the timeout message does not name the missing rank: {out.stdout!r}")
 
 
+SHARED = "memfd:ferry-host-"
+
+
+def check_shared_arrays():
+    """ferry.empty / zeros / empty_like: numpy arrays over hostAlloc memory, which lives until the last
+    view of it is collected; hostAlloc's failure is an exception, not a crash."""
+    a = ferry.empty((3, 40000), np.float32)
+    c.true(a.shape == (3, 40000) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable,
+           f"ferry.empty((3, 40000), float32): shape {a.shape}, dtype {a.dtype}, flags {a.flags}")
+    c.true(SHARED in (mapping_of(a.ctypes.data) or ""), f"ferry.empty's data is in {mapping_of(a.ctypes.data)!r}, "
+           f"expected a {SHARED} mapping")
+    plain = np.empty((3, 40000), np.float32)
+    c.true(SHARED not in (mapping_of(plain.ctypes.data) or ""), "numpy.empty's data is in ferry's shared memory")
+    c.equal(a, np.zeros((3, 40000), np.float32), "ferry.empty's elements start at zero")
+    # A view outlives the array it came from: the memory stays mapped, with its bytes, until the view goes.
+    a[1] = 7.0
+    view = a[1]
+    addr = view.ctypes.data
+    del a
+    gc.collect()
+    c.true(SHARED in (mapping_of(addr) or ""), "the memory under a live view was unmapped when its array was collected")
+    c.equal(view, np.full(40000, 7.0, np.float32), "a view after its array was collected")
+    del view
+    gc.collect()
+    c.true(SHARED not in (mapping_of(addr) or ""), "ferry.empty's memory is still mapped after its last view went")
+    z = ferry.zeros(5, "int64")
+    c.true(z.shape == (5,) and z.dtype == np.int64 and not z.any(), f"ferry.zeros(5, int64): {z!r}")
+    like = ferry.empty_like(np.ones((4, 6), np.float64))
+    c.true(like.shape == (4, 6) and like.dtype == np.float64 and SHARED in mapping_of(like.ctypes.data),
+           f"ferry.empty_like: shape {like.shape}, dtype {like.dtype}")
+    c.raises(ValueError, lambda: ferry.empty((2, -1)), "shape", ">= 0", what="ferry.empty with a negative size")
+    # With no file descriptor left, hostAlloc fails: ferry.empty raises, and the process goes on.
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 256), hard))
+    fillers = []
+    try:
+        while True:
+            fillers.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        pass
+    try:
+        c.raises(ferry.Error, lambda: ferry.empty(1 << 16), "hostAlloc", what="ferry.empty without descriptors")
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def main():
     check_unique_id()
+    check_shared_arrays()
     comm = ferry.Comm.create(ferry.UniqueId.create(), 0, 1)
     check_size_one(comm)
     check_errors(comm)

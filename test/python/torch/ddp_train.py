@@ -7,7 +7,10 @@ with backend="gloo", then with backend="ferry" (two process groups in turn, same
 averages the gradients through the backend (several buckets: bucket_cap_mb is tiny), so the
 final parameters depend only on the backend's all-reduce. Rank 0 gathers nothing: every rank
 checks that its own final parameters agree (max |ferry - gloo| <= 1e-6) and that they agree
-with rank 0's (DDP keeps replicas identical).
+with rank 0's (DDP keeps replicas identical). At 2 ranks, a third run on "ferry" through
+ferry.torch.shared_ddp() (issue 36: shared_allocator() while DDP makes its buckets, the gradients
+views of them) must have its buckets in shared memory after the 20 steps (DDP rebuilt them at the
+second) and give the same parameters.
 """
 import os
 import sys
@@ -17,7 +20,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import ferry.torch_backend  # noqa: F401  registers "ferry"
+import ferry.torch  # noqa: F401  registers "ferry"; shared_allocator
 
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
@@ -29,10 +32,25 @@ def model():
     return nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
-def train(backend):
-    store = os.environ["FERRY_TEST_STORE"] + "." + backend
+def in_shared_memory(addr):
+    """Whether `addr` lies in hostAlloc's shared memory ("memfd:ferry-host-N" in /proc/self/maps)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= addr < hi:
+                return len(fields) > 5 and "memfd:ferry-host-" in fields[5]
+    return False
+
+
+def train(backend, shared=False):
+    store = os.environ["FERRY_TEST_STORE"] + "." + backend + (".shared" if shared else "")
     dist.init_process_group(backend, init_method="file://" + store, rank=RANK, world_size=WORLD)
-    net = DDP(model(), bucket_cap_mb=0.005)  # ~5 KB buckets: several all-reduces per step
+    if shared:
+        # The buckets (~5 KB) are below the default threshold: share everything of 1 KiB and more.
+        net = ferry.torch.shared_ddp(model(), bucket_cap_mb=0.005, threshold=1024)
+    else:
+        net = DDP(model(), bucket_cap_mb=0.005)  # ~5 KB buckets: several all-reduces per step
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     # A learnable task: labels from a fixed linear teacher, the same on every rank; inputs per rank.
     teacher = torch.randn(32, 10, generator=torch.Generator().manual_seed(7))
@@ -46,6 +64,11 @@ def train(backend):
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    if shared:
+        assert not ferry.torch.shared_allocator_enabled(), "shared_ddp left the allocator on after 3 steps"
+        big = [p for p in net.parameters() if p.numel() * 4 >= 1024]
+        assert all(in_shared_memory(p.grad.data_ptr()) for p in big), \
+            f"rank {RANK}: under shared_allocator() DDP's buckets (the gradients' memory) are not in shared memory"
     params = torch.cat([p.detach().reshape(-1).clone() for p in net.parameters()])
     # Every replica must hold the same parameters: compare with rank 0's through the backend.
     ref = params.clone()
@@ -57,6 +80,12 @@ def train(backend):
 def main():
     gloo, gloo_ref, gloo_loss = train("gloo")
     fer, fer_ref, fer_loss = train("ferry")
+    if WORLD == 2:  # one world size is enough for the allocator, and each run costs a second
+        sh, sh_ref, _ = train("ferry", shared=True)
+        sdiff = (sh - fer).abs().max().item()
+        print(f"rank {RANK}: shared_ddp: max |shared - plain| = {sdiff:.3g}")
+        assert torch.equal(sh, sh_ref), f"rank {RANK}: ferry replicas differ from rank 0's under shared_ddp()"
+        assert sdiff <= 1e-6, f"rank {RANK}: parameters with and without shared_ddp() differ by {sdiff}"
     diff = (fer - gloo).abs().max().item()
     print(f"rank {RANK}: {fer.numel()} parameters, {STEPS} steps; loss {fer_loss[0]:.4f} -> {fer_loss[-1]:.4f} "
           f"(gloo {gloo_loss[-1]:.4f}); max |ferry - gloo| = {diff:.3g}")
