@@ -53,13 +53,15 @@ double Pricing::doubleTree(double m, double b) const {
 double Pricing::rabenseifner(double m, double b) const {
   const double p = std::exp2(log2Floor(m));
   const double fold = p < m ? 2 * msg(b, 1) : 0.0;
-  return 2 * log2Floor(m) * in.net.alpha + 2 * (p - 1) / p * b * in.net.beta + fold;
+  return 2 * log2Floor(m) * in.net.alpha + 2 * (p - 1) / p * b * in.net.beta + (p - 1) / p * b * reduceRate() +
+         fold;
 }
 
-double Pricing::halvingBlocks(double m, double b) const {
+double Pricing::halvingBlocks(double m, double b, bool reduces) const {
   const double p = std::exp2(log2Floor(m));
   const double fold = p < m ? msg(m * b, 1) + msg(b, 1) : 0.0;
-  return log2Floor(m) * in.net.alpha + (p - 1) / p * m * b * in.net.beta + fold;
+  const double reduce = reduces ? (p - 1) / p * m * b * reduceRate() : 0.0;
+  return log2Floor(m) * in.net.alpha + (p - 1) / p * m * b * in.net.beta + reduce + fold;
 }
 
 double Pricing::bruckAllToAll(double m, double b) const {

@@ -134,15 +134,20 @@ class Pricing {
   double doubleTree(double m, double b) const;
   /// Rabenseifner all-reduce of b bytes on m ranks: 2 log2(p) exchanges moving 2 (p-1)/p b, and
   /// two whole-vector hand-overs where m is not a power of two (p: largest power of two <= m).
+  /// Its reductions of (p-1)/p b wait for whole halves, where the ring's overlap its transfers:
+  /// from a few hundred KiB the ring wins.
   double rabenseifner(double m, double b) const;
-  /// Reduce-scatter by recursive halving or all-gather by recursive doubling, blocks of b bytes on
-  /// m ranks: log2(p) exchanges moving (p-1)/p m b, plus the fold's m b and b.
-  double halvingBlocks(double m, double b) const;
+  /// Reduce-scatter by recursive halving (`reduces`: with its reductions, not overlapped) or
+  /// all-gather by recursive doubling, blocks of b bytes on m ranks: log2(p) exchanges moving
+  /// (p-1)/p m b, plus the fold's m b and b.
+  double halvingBlocks(double m, double b, bool reduces) const;
   /// Bruck all-to-all, blocks of b bytes on m ranks: ceil(log2 m) exchanges of about m/2 blocks
   /// through the host's link, and four copies of the m blocks.
   double bruckAllToAll(double m, double b) const;
   /// Seconds per byte of a memcpy on this host (the model's, else the intra-host level's).
   double copyRate() const { return in.model.copyBw > 0 ? 1.0 / in.model.copyBw : localCopy; }
+  /// Seconds per output byte of a reduction on this host (the model's, else a copy's).
+  double reduceRate() const { return in.model.reduceBw > 0 ? 1.0 / in.model.reduceBw : copyRate(); }
 
   // Two levels (hosts x ranks per host).
   double H;          ///< hosts

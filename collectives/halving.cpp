@@ -215,7 +215,12 @@ double rabenseifnerCost(const Pricing& p) {
   return !p.arena && p.modelled ? p.rabenseifner(p.n, p.B) : kUnmodelled;
 }
 // Reduce-scatter and all-gather: B is one rank's block.
-double halvingCost(const Pricing& p) { return !p.arena && p.modelled ? p.halvingBlocks(p.n, p.B) : kUnmodelled; }
+double halvingCost(const Pricing& p) {
+  return !p.arena && p.modelled ? p.halvingBlocks(p.n, p.B, true) : kUnmodelled;
+}
+double doublingGatherCost(const Pricing& p) {
+  return !p.arena && p.modelled ? p.halvingBlocks(p.n, p.B, false) : kUnmodelled;
+}
 }  // namespace
 
 extern const AlgorithmRow kRabenseifnerAllReduce{CallKind::kAllReduce,
@@ -242,7 +247,7 @@ extern const AlgorithmRow kDoublingAllGather{CallKind::kAllGather,
                                              Algorithm::kDoubling,
                                              Protocol::kMessages,
                                              [](const Pricing&) { return true; },
-                                             halvingCost,
+                                             doublingGatherCost,
                                              [](Exec& ex, const Plan&, const Call& c) {
                                                return doublingAllGather(ex, c.send, c.recv, c.count, c.type);
                                              }};
