@@ -16,15 +16,15 @@ namespace ferry::coll {
 
 /// How a collective moves its data. Values are announced to peers and compared, keep them stable.
 enum class Algorithm : uint8_t {
-  kRing = 1,          ///< ring over the transport (all-reduce, reduce-scatter, all-gather)
-  kChain = 2,         ///< pipelined chain over the transport (broadcast, reduce)
-  kPairwise = 3,      ///< pairwise exchange over the transport (all-to-all, barrier, empty calls)
-  kOneShot = 4,       ///< single host: every rank reduces the whole vector from every rank's copy
-  kTwoShot = 5,       ///< single host: rank r reduces segment r from every rank, then all gather
-  kDirect = 6,        ///< single host: every rank reads what it needs straight from its peers
-  kDoubling = 7,      ///< recursive doubling over the transport (all-reduce): log2(n) exchanges
-  kHierarchical = 8,  ///< several hosts: within each host, then across hosts (TwoLevels, table.hpp)
-  kBruck = 9,         ///< Bruck all-gather and all-to-all over the transport: log2(n) exchanges
+  kRing = 1,           ///< ring over the transport (all-reduce, reduce-scatter, all-gather)
+  kChain = 2,          ///< pipelined chain over the transport (broadcast, reduce)
+  kPairwise = 3,       ///< pairwise exchange over the transport (all-to-all, barrier, empty calls)
+  kOneShot = 4,        ///< single host: every rank reduces the whole vector from every rank's copy
+  kTwoShot = 5,        ///< single host: rank r reduces segment r from every rank, then all gather
+  kDirect = 6,         ///< single host: every rank reads what it needs straight from its peers
+  kDoubling = 7,       ///< recursive doubling over the transport (all-reduce, all-gather): log2(n) exchanges
+  kHierarchical = 8,   ///< several hosts: within each host, then across hosts (TwoLevels, table.hpp)
+  kBruck = 9,          ///< Bruck all-gather and all-to-all over the transport: log2(n) exchanges
   kTree = 10,          ///< double binary tree (all-reduce), pipelined binary tree (broadcast, reduce)
   kRabenseifner = 11,  ///< recursive halving then doubling (all-reduce): 2 log2(n) exchanges
   kHalving = 12,       ///< recursive halving reduce-scatter: log2(n) exchanges

@@ -115,13 +115,15 @@ extern const AlgorithmRow kBruckAllGather{
     },
     [](Exec& ex, const Plan&, const Call& c) { return bruckAllGather(ex, c.send, c.recv, c.count, c.type); }};
 
-
-extern const AlgorithmRow kBruckAllToAll{
-    CallKind::kAllToAll,
-    Algorithm::kBruck,
-    Protocol::kMessages,
-    [](const Pricing&) { return true; },
-    [](const Pricing& p) { return !p.arena && p.modelled ? p.bruckAllToAll(p.n, p.B) : kUnmodelled; },
-    [](Exec& ex, const Plan&, const Call& c) { return bruckAllToAll(ex, c.send, c.recv, c.count, c.type); }};
+extern const AlgorithmRow kBruckAllToAll{CallKind::kAllToAll,
+                                         Algorithm::kBruck,
+                                         Protocol::kMessages,
+                                         [](const Pricing&) { return true; },
+                                         [](const Pricing& p) {
+                                           return !p.arena && p.modelled ? p.bruckAllToAll(p.n, p.B) : kUnmodelled;
+                                         },
+                                         [](Exec& ex, const Plan&, const Call& c) {
+                                           return bruckAllToAll(ex, c.send, c.recv, c.count, c.type);
+                                         }};
 
 }  // namespace ferry::coll

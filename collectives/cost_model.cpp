@@ -53,8 +53,7 @@ double Pricing::doubleTree(double m, double b) const {
 double Pricing::rabenseifner(double m, double b) const {
   const double p = std::exp2(log2Floor(m));
   const double fold = p < m ? 2 * msg(b, 1) : 0.0;
-  return 2 * log2Floor(m) * in.net.alpha + 2 * (p - 1) / p * b * in.net.beta + (p - 1) / p * b * reduceRate() +
-         fold;
+  return 2 * log2Floor(m) * in.net.alpha + 2 * (p - 1) / p * b * in.net.beta + (p - 1) / p * b * reduceRate() + fold;
 }
 
 double Pricing::halvingBlocks(double m, double b, bool reduces) const {

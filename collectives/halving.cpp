@@ -200,7 +200,8 @@ Status doublingAllGather(Exec& ex, const void* in, void* out, size_t sendCount, 
     ex.setPhase("recursive doubling: fold", 0, 1);
     FERRY_TRY(recvFrom(ex, o + static_cast<size_t>(r - 1) * block, block, r - 1));
   }
-  FERRY_TRY(doubleUp(ex, f, v, [&](int i) { return f.firstBlock(i) * sendCount; }, o, type));
+  FERRY_TRY(doubleUp(
+      ex, f, v, [&](int i) { return f.firstBlock(i) * sendCount; }, o, type));
   if (r < 2 * f.extra) {
     ex.setPhase("recursive doubling: unfold", 0, 1);
     FERRY_TRY(sendTo(ex, o, total, r - 1));
@@ -211,13 +212,9 @@ Status doublingAllGather(Exec& ex, const void* in, void* out, size_t sendCount, 
 // Rows of the algorithm table (table.hpp): priced over a measured network only (one host has the
 // arena's rows; cost_model.hpp has the formulas).
 namespace {
-double rabenseifnerCost(const Pricing& p) {
-  return !p.arena && p.modelled ? p.rabenseifner(p.n, p.B) : kUnmodelled;
-}
+double rabenseifnerCost(const Pricing& p) { return !p.arena && p.modelled ? p.rabenseifner(p.n, p.B) : kUnmodelled; }
 // Reduce-scatter and all-gather: B is one rank's block.
-double halvingCost(const Pricing& p) {
-  return !p.arena && p.modelled ? p.halvingBlocks(p.n, p.B, true) : kUnmodelled;
-}
+double halvingCost(const Pricing& p) { return !p.arena && p.modelled ? p.halvingBlocks(p.n, p.B, true) : kUnmodelled; }
 double doublingGatherCost(const Pricing& p) {
   return !p.arena && p.modelled ? p.halvingBlocks(p.n, p.B, false) : kUnmodelled;
 }

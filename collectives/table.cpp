@@ -65,8 +65,8 @@ namespace {
 constexpr const AlgorithmRow* kTable[] = {FERRY_ALGORITHM_ROWS(FERRY_ROW_ADDRESS)};
 #undef FERRY_ROW_ADDRESS
 
-constexpr const char* kAlgorithmNames[] = {nullptr,   "ring",   "chain",    "pairwise",     "oneshot",
-                                           "twoshot", "direct", "doubling", "hierarchical", "bruck",
+constexpr const char* kAlgorithmNames[] = {nullptr,   "ring",         "chain",    "pairwise",     "oneshot",
+                                           "twoshot", "direct",       "doubling", "hierarchical", "bruck",
                                            "tree",    "rabenseifner", "halving"};
 constexpr const char* kProtocolNames[] = {nullptr, "messages", "mailbox", "cma"};
 

@@ -73,12 +73,15 @@ TreeNode inOrderNode(int r, int n, Label label, RankOf rankOf) {
 // Trees A and B of the double tree.
 TreeNode doubleTreeNode(int r, int n, int tree) {
   if (tree == 0) {
-    return inOrderNode(r, n, [](int x) { return x + 1; }, [](int l) { return l - 1; });
+    return inOrderNode(
+        r, n, [](int x) { return x + 1; }, [](int l) { return l - 1; });
   }
   if (n % 2 == 0) {
-    return inOrderNode(r, n, [n](int x) { return n - x; }, [n](int l) { return n - l; });
+    return inOrderNode(
+        r, n, [n](int x) { return n - x; }, [n](int l) { return n - l; });
   }
-  return inOrderNode(r, n, [n](int x) { return (x + 1) % n + 1; }, [n](int l) { return (l + n - 2) % n; });
+  return inOrderNode(
+      r, n, [n](int x) { return (x + 1) % n + 1; }, [n](int l) { return (l + n - 2) % n; });
 }
 
 int inOrderDepth(int n) {
@@ -118,8 +121,7 @@ class TreeAllReduce {
     const size_t slotBytes = (chunkElems_ * es_ + 63) & ~size_t{63};
     staging_ = static_cast<uint8_t*>(ex_.context().staging->get(slotBytes * 4 * window_));
     if (staging_ == nullptr) {
-      return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of staging memory",
-                       slotBytes * 4 * window_);
+      return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of staging memory", slotBytes * 4 * window_);
     }
     slotBytes_ = slotBytes;
     recvs_.assign(static_cast<size_t>(steps_) * 6, nullptr);
@@ -268,7 +270,8 @@ Status treeBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType
   for (size_t k = 0; k < ks; ++k) {
     if (node.parent >= 0) FERRY_TRY(ex.wait(recvs[k]));
     for (int c = 0; c < 2; ++c) {
-      if (node.child[c] >= 0) FERRY_TRY(ex.send(node.child[c], o + sliceBegin(k, se) * es, sliceLength(count, k, se) * es));
+      if (node.child[c] >= 0)
+        FERRY_TRY(ex.send(node.child[c], o + sliceBegin(k, se) * es, sliceLength(count, k, se) * es));
     }
   }
   if (ack && r == last) FERRY_TRY(ex.oweAck(root, count * es));
@@ -342,28 +345,31 @@ double doubleTreeCost(const Pricing& p) { return !p.arena && p.modelled ? p.doub
 double heapTreeCost(const Pricing& p) { return !p.arena && p.modelled ? p.heapTree(p.n, p.B) : kUnmodelled; }
 }  // namespace
 
-extern const AlgorithmRow kTreeAllReduce{
-    CallKind::kAllReduce,
-    Algorithm::kTree,
-    Protocol::kMessages,
-    [](const Pricing&) { return true; },
-    doubleTreeCost,
-    [](Exec& ex, const Plan&, const Call& c) { return treeAllReduce(ex, c.send, c.recv, c.count, c.type, c.op); }};
+extern const AlgorithmRow kTreeAllReduce{CallKind::kAllReduce,
+                                         Algorithm::kTree,
+                                         Protocol::kMessages,
+                                         [](const Pricing&) { return true; },
+                                         doubleTreeCost,
+                                         [](Exec& ex, const Plan&, const Call& c) {
+                                           return treeAllReduce(ex, c.send, c.recv, c.count, c.type, c.op);
+                                         }};
 
-extern const AlgorithmRow kTreeBroadcast{
-    CallKind::kBroadcast,
-    Algorithm::kTree,
-    Protocol::kMessages,
-    [](const Pricing&) { return true; },
-    heapTreeCost,
-    [](Exec& ex, const Plan&, const Call& c) { return treeBroadcast(ex, c.send, c.recv, c.count, c.type, c.root); }};
+extern const AlgorithmRow kTreeBroadcast{CallKind::kBroadcast,
+                                         Algorithm::kTree,
+                                         Protocol::kMessages,
+                                         [](const Pricing&) { return true; },
+                                         heapTreeCost,
+                                         [](Exec& ex, const Plan&, const Call& c) {
+                                           return treeBroadcast(ex, c.send, c.recv, c.count, c.type, c.root);
+                                         }};
 
-extern const AlgorithmRow kTreeReduce{
-    CallKind::kReduce,
-    Algorithm::kTree,
-    Protocol::kMessages,
-    [](const Pricing&) { return true; },
-    heapTreeCost,
-    [](Exec& ex, const Plan&, const Call& c) { return treeReduce(ex, c.send, c.recv, c.count, c.type, c.op, c.root); }};
+extern const AlgorithmRow kTreeReduce{CallKind::kReduce,
+                                      Algorithm::kTree,
+                                      Protocol::kMessages,
+                                      [](const Pricing&) { return true; },
+                                      heapTreeCost,
+                                      [](Exec& ex, const Plan&, const Call& c) {
+                                        return treeReduce(ex, c.send, c.recv, c.count, c.type, c.op, c.root);
+                                      }};
 
 }  // namespace ferry::coll

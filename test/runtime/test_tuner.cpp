@@ -392,8 +392,7 @@ TEST_CASE("over the network small all-reduces and all-gathers take log2(n) steps
   CHECK(plan(*forced, CallKind::kAllReduce, 2).algorithm == Algorithm::kDoubling);
 }
 
-TEST_CASE("over the network at 64 hosts the logarithmic algorithms take the calls latency bounds",
-          "[tuner][net]") {
+TEST_CASE("over the network at 64 hosts the logarithmic algorithms take the calls latency bounds", "[tuner][net]") {
   auto t = Tuner::create(networkInputs(64, 64, false), "", "", 0);
   REQUIRE(t.isOk());
   // All-reduce: doubling's 6 whole-vector exchanges for a few bytes, Rabenseifner's 12 halving
