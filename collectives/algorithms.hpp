@@ -16,15 +16,18 @@ namespace ferry::coll {
 
 /// How a collective moves its data. Values are announced to peers and compared, keep them stable.
 enum class Algorithm : uint8_t {
-  kRing = 1,          ///< ring over the transport (all-reduce, reduce-scatter, all-gather)
-  kChain = 2,         ///< pipelined chain over the transport (broadcast, reduce)
-  kPairwise = 3,      ///< pairwise exchange over the transport (all-to-all, barrier, empty calls)
-  kOneShot = 4,       ///< single host: every rank reduces the whole vector from every rank's copy
-  kTwoShot = 5,       ///< single host: rank r reduces segment r from every rank, then all gather
-  kDirect = 6,        ///< single host: every rank reads what it needs straight from its peers
-  kDoubling = 7,      ///< recursive doubling over the transport (all-reduce): log2(n) exchanges
-  kHierarchical = 8,  ///< several hosts: within each host, then across hosts (TwoLevels, table.hpp)
-  kBruck = 9,         ///< Bruck all-gather over the transport: log2(n) exchanges
+  kRing = 1,           ///< ring over the transport (all-reduce, reduce-scatter, all-gather)
+  kChain = 2,          ///< pipelined chain over the transport (broadcast, reduce)
+  kPairwise = 3,       ///< pairwise exchange over the transport (all-to-all, barrier, empty calls)
+  kOneShot = 4,        ///< single host: every rank reduces the whole vector from every rank's copy
+  kTwoShot = 5,        ///< single host: rank r reduces segment r from every rank, then all gather
+  kDirect = 6,         ///< single host: every rank reads what it needs straight from its peers
+  kDoubling = 7,       ///< recursive doubling over the transport (all-reduce, all-gather): log2(n) exchanges
+  kHierarchical = 8,   ///< several hosts: within each host, then across hosts (TwoLevels, table.hpp)
+  kBruck = 9,          ///< Bruck all-gather and all-to-all over the transport: log2(n) exchanges
+  kTree = 10,          ///< double binary tree (all-reduce), pipelined binary tree (broadcast, reduce)
+  kRabenseifner = 11,  ///< recursive halving then doubling (all-reduce): 2 log2(n) exchanges
+  kHalving = 12,       ///< recursive halving reduce-scatter: log2(n) exchanges
 };
 /// Where the data of a single-host algorithm passes (transport algorithms: kMessages).
 enum class Protocol : uint8_t {
@@ -63,6 +66,22 @@ Status ringAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType
 /// largest power of two <= n). Latency-bound calls: log2(n) messages against the ring's 2(n - 1).
 Status doublingAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
 
+/// Rabenseifner all-reduce: a reduce-scatter by recursive halving (each step halves the range a
+/// rank keeps and combines its partner's copy of it) then an all-gather by recursive doubling,
+/// 2 log2(p) messages and the ring's bytes; n not a power of two folds as doublingAllReduce
+/// (halving.cpp). Each segment is reduced on one rank, so all ranks end bit-identical.
+Status rabenseifnerAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
+
+/// Double binary tree all-reduce: half the vector climbs and descends one binary tree, half a
+/// second whose leaves are the first's interior ranks, in pipelined chunks (tree.cpp).
+Status treeAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
+
+/// Reduce-scatter by recursive halving over the ranks' blocks in log2(p) steps (halving.cpp).
+Status halvingReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, DataType type, RedOp op);
+
+/// All-gather by recursive doubling over the ranks' blocks in log2(p) steps (halving.cpp).
+Status doublingAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type);
+
 /// Ring reduce-scatter: rank r receives the reduction of every rank's r-th block of `recvCount`.
 Status ringReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, DataType type, RedOp op);
 
@@ -74,6 +93,16 @@ Status bruckAllGather(Exec& ex, const void* in, void* out, size_t sendCount, Dat
 
 /// Pairwise all-to-all: block j of rank i's input becomes block i of rank j's output.
 Status pairwiseAllToAll(Exec& ex, const void* in, void* out, size_t count, DataType type);
+
+/// Bruck all-to-all: as pairwiseAllToAll, in ceil(log2 n) exchanges of packed blocks (bruck.cpp).
+Status bruckAllToAll(Exec& ex, const void* in, void* out, size_t count, DataType type);
+
+/// Pipelined binary tree broadcast from `root`: depth log2(n) hops instead of the chain's n - 1
+/// (tree.cpp).
+Status treeBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType type, int root);
+
+/// Pipelined binary tree reduce toward `root` (tree.cpp).
+Status treeReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op, int root);
 
 /// Pipelined chain broadcast from `root`, sliced so every link is busy at once.
 Status chainBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType type, int root);

@@ -126,6 +126,28 @@ class Pricing {
   static double doublingSteps(double m);
   /// A pipelined chain of m ranks: m - 1 hops for the first slice, then one per further slice.
   double chain(double m, double b) const;
+  /// A pipelined binary (heap) tree broadcast or reduce of b bytes on m ranks: depth hops for the
+  /// first slice, one per further slice, each interior rank sending every slice twice.
+  double heapTree(double m, double b) const;
+  /// Double binary tree all-reduce of b bytes on m ranks: each half climbs and descends a tree of
+  /// depth floor(log2 m) in slices; a rank sends about 2b through its host's link.
+  double doubleTree(double m, double b) const;
+  /// Rabenseifner all-reduce of b bytes on m ranks: 2 log2(p) exchanges moving 2 (p-1)/p b, and
+  /// two whole-vector hand-overs where m is not a power of two (p: largest power of two <= m).
+  /// Its reductions of (p-1)/p b wait for whole halves, where the ring's overlap its transfers:
+  /// from a few hundred KiB the ring wins.
+  double rabenseifner(double m, double b) const;
+  /// Reduce-scatter by recursive halving (`reduces`: with its reductions, not overlapped) or
+  /// all-gather by recursive doubling, blocks of b bytes on m ranks: log2(p) exchanges moving
+  /// (p-1)/p m b, plus the fold's m b and b.
+  double halvingBlocks(double m, double b, bool reduces) const;
+  /// Bruck all-to-all, blocks of b bytes on m ranks: ceil(log2 m) exchanges of about m/2 blocks
+  /// through the host's link, and four copies of the m blocks.
+  double bruckAllToAll(double m, double b) const;
+  /// Seconds per byte of a memcpy on this host (the model's, else the intra-host level's).
+  double copyRate() const { return in.model.copyBw > 0 ? 1.0 / in.model.copyBw : localCopy; }
+  /// Seconds per output byte of a reduction on this host (the model's, else a copy's).
+  double reduceRate() const { return in.model.reduceBw > 0 ? 1.0 / in.model.reduceBw : copyRate(); }
 
   // Two levels (hosts x ranks per host).
   double H;          ///< hosts

@@ -14,33 +14,40 @@ namespace ferry::coll {
   X(kTwoShotCmaAllReduce)        \
   X(kRingAllReduce)              \
   X(kDoublingAllReduce)          \
+  X(kRabenseifnerAllReduce)      \
+  X(kTreeAllReduce)              \
   X(kTwoLevelAllReduce)          \
   /* reduceScatter */            \
   X(kDirectMailboxReduceScatter) \
   X(kDirectCmaReduceScatter)     \
   X(kRingReduceScatter)          \
+  X(kHalvingReduceScatter)       \
   X(kTwoLevelReduceScatter)      \
   /* allGather */                \
   X(kDirectMailboxAllGather)     \
   X(kDirectCmaAllGather)         \
   X(kRingAllGather)              \
   X(kBruckAllGather)             \
+  X(kDoublingAllGather)          \
   X(kTwoLevelAllGather)          \
   /* allToAll */                 \
   X(kDirectMailboxAllToAll)      \
   X(kDirectCmaAllToAll)          \
   X(kPairwiseAllToAll)           \
+  X(kBruckAllToAll)              \
   X(kTwoLevelAllToAll)           \
   /* broadcast */                \
   X(kDirectMailboxBroadcast)     \
   X(kDirectCmaBroadcast)         \
   X(kChainBroadcast)             \
+  X(kTreeBroadcast)              \
   X(kTwoLevelBroadcast)          \
   /* reduce */                   \
   X(kOneShotReduce)              \
   X(kDirectMailboxReduce)        \
   X(kDirectCmaReduce)            \
   X(kChainReduce)                \
+  X(kTreeReduce)                 \
   X(kTwoLevelReduce)             \
   /* barrier */                  \
   X(kArenaBarrier)               \
@@ -58,8 +65,9 @@ namespace {
 constexpr const AlgorithmRow* kTable[] = {FERRY_ALGORITHM_ROWS(FERRY_ROW_ADDRESS)};
 #undef FERRY_ROW_ADDRESS
 
-constexpr const char* kAlgorithmNames[] = {nullptr,   "ring",   "chain",    "pairwise",     "oneshot",
-                                           "twoshot", "direct", "doubling", "hierarchical", "bruck"};
+constexpr const char* kAlgorithmNames[] = {nullptr,   "ring",         "chain",    "pairwise",     "oneshot",
+                                           "twoshot", "direct",       "doubling", "hierarchical", "bruck",
+                                           "tree",    "rabenseifner", "halving"};
 constexpr const char* kProtocolNames[] = {nullptr, "messages", "mailbox", "cma"};
 
 }  // namespace

@@ -27,12 +27,30 @@ const RedOp kOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp
 
 // FERRY_TEST_SWEEP=quick: the variants that force one algorithm or transport (meson.build) run
 // fewer world sizes and types and a smaller largest count; the default variant runs everything.
+// FERRY_TEST_SWEEP=small: as quick, without the largest count (with a small FERRY_SLICE_BYTES the
+// pipelined algorithms still cut 1023 elements into several slices).
+bool small() {
+  const char* v = std::getenv("FERRY_TEST_SWEEP");
+  return v != nullptr && std::string(v) == "small";
+}
 bool quick() {
   const char* v = std::getenv("FERRY_TEST_SWEEP");
-  return v != nullptr && std::string(v) == "quick";
+  return v != nullptr && (std::string(v) == "quick" || small());
 }
+// FERRY_TEST_WORLDS=5,6,7: these world sizes instead (the logarithmic algorithms' non-powers of two).
 std::vector<int> worlds() {
   if (launchedWorldSize() > 0) return {launchedWorldSize()};  // a rank of a launched job (mp_harness.hpp)
+  if (const char* v = std::getenv("FERRY_TEST_WORLDS"); v != nullptr && *v != '\0') {
+    std::vector<int> out;
+    for (const char* p = v; *p != '\0';) {
+      char* end = nullptr;
+      const long n = std::strtol(p, &end, 10);
+      if (end == p || n < 1 || n > 64) return {};  // runSweep fails on no world: a bad value is not ignored
+      out.push_back(static_cast<int>(n));
+      p = *end == ',' ? end + 1 : end;
+    }
+    return out;
+  }
   if (quick()) return {2, 3, 4};
   return {1, 2, 3, 4, 8};
 }
@@ -55,7 +73,9 @@ using Sweep = std::function<std::string(Comm&, DataType, RedOp, size_t, bool)>;
 // all-to-all); the largest count is then divided by n so every world size moves about as many
 // bytes (still several chunks of every pipelined algorithm).
 void runSweep(const Sweep& sweep, bool withOps, bool perRankBlocks = false) {
-  for (int n : worlds()) {
+  const std::vector<int> ws = worlds();
+  REQUIRE_FALSE(ws.empty());
+  for (int n : ws) {
     INFO("world size " << n);
     auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
       for (DataType t : types()) {
@@ -64,6 +84,7 @@ void runSweep(const Sweep& sweep, bool withOps, bool perRankBlocks = false) {
           for (size_t count : kCounts) {
             // The quick variants' largest count is a quarter: still several chunks of every
             // pipelined algorithm (1 MiB of float32), at a quarter of the time.
+            if (small() && count == kCounts[std::size(kCounts) - 1]) continue;
             if (quick() && count == kCounts[std::size(kCounts) - 1]) count = kQuickLargest;
             if (perRankBlocks && count >= kQuickLargest) count = (count / c.size()) | 1;
             for (bool inPlace : {false, true}) {
