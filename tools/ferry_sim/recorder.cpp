@@ -4,8 +4,12 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <deque>
+#include <unordered_map>
 #include <limits>
+#include <thread>
 
 #include "collectives/context.hpp"
 
@@ -36,20 +40,19 @@ class RecordingTransport final : public transport::Transport {
     if (!req->pending()) return;
     req->state = transport::Request::State::kFailed;
     req->error = "cancelled";
-    pending_.erase(std::find(pending_.begin(), pending_.end(), req));
   }
   bool progress() override {
-    if (pending_.empty()) return false;
+    // The oldest pending receive from the awaited peer, else its oldest send, else the oldest of all.
     const int peer = trace_.peer.load(std::memory_order_relaxed);
-    auto pick = pending_.end();
-    for (int pass = 0; pass < 2 && pick == pending_.end(); ++pass) {
-      pick = std::find_if(pending_.begin(), pending_.end(), [&](const transport::Request* r) {
-        return r->peer == peer && (pass == 1 || !r->isSend);
-      });
+    transport::Request* r = nullptr;
+    if (auto it = byPeer_.find(peer); it != byPeer_.end()) {
+      for (int send = 0; send < 2 && r == nullptr; ++send) r = oldest(it->second[send]);
     }
-    if (pick == pending_.end()) pick = pending_.begin();
-    transport::Request* r = *pick;
-    pending_.erase(pick);
+    while (r == nullptr && !all_.empty()) {
+      if (all_.front()->pending()) r = all_.front();
+      all_.pop_front();
+    }
+    if (r == nullptr) return false;
     r->state = transport::Request::State::kDone;
     if (!r->isSend) {
       r->received = r->bytes;
@@ -68,12 +71,23 @@ class RecordingTransport final : public transport::Transport {
     const uint32_t id = program_.requests++;
     req->handle = reinterpret_cast<void*>(static_cast<uintptr_t>(id));
     program_.ops.push_back({send ? Op::Kind::kSend : Op::Kind::kRecv, peer, id, bytes});
-    pending_.push_back(req);
+    byPeer_[peer][send ? 1 : 0].items.push_back(req);
+    all_.push_back(req);
+  }
+  // The first request of `q` still pending; completed ones are dropped on the way.
+  struct Queue {
+    std::vector<transport::Request*> items;
+    size_t head = 0;
+  };
+  static transport::Request* oldest(Queue& q) {
+    while (q.head < q.items.size() && !q.items[q.head]->pending()) ++q.head;
+    return q.head < q.items.size() ? q.items[q.head] : nullptr;
   }
 
   Program& program_;
   const coll::CallTrace& trace_;
-  std::vector<transport::Request*> pending_;
+  std::unordered_map<int, std::array<Queue, 2>> byPeer_;  // [0]: receives, [1]: sends
+  std::deque<transport::Request*> all_;
 };
 
 // Address space for the call's buffers, reserved once and never touched (recorder.hpp).
@@ -215,11 +229,30 @@ Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec
                      "rank's ops (%zu x %d) exceed the recording limit of %zu",
                      coll::algorithmName(row.algorithm), callKindName(row.kind), n, perRank, n, maxOps);
   }
-  for (int r = 1; r < n; ++r) {
-    auto p = recordRank(row, spec, r);
-    FERRY_TRY(p);
-    rec.ops += p->ops.size();
-    rec.programs.push_back(std::move(*p));
+  // Ranks are recorded independently (each thread has its own buffers and recording): one
+  // thread per core.
+  rec.programs.resize(static_cast<size_t>(n));
+  const int threads = std::max(1, std::min<int>(static_cast<int>(std::thread::hardware_concurrency()), n / 64));
+  std::vector<Status> failed(static_cast<size_t>(threads));
+  std::vector<size_t> ops(static_cast<size_t>(threads), 0);
+  auto work = [&](int t) {
+    for (int r = 1 + t; r < n; r += threads) {
+      auto p = recordRank(row, spec, r);
+      if (!p.isOk()) {
+        failed[static_cast<size_t>(t)] = p.status();
+        return;
+      }
+      ops[static_cast<size_t>(t)] += p->ops.size();
+      rec.programs[static_cast<size_t>(r)] = std::move(*p);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) {
+    FERRY_TRY(failed[static_cast<size_t>(t)]);
+    rec.ops += ops[static_cast<size_t>(t)];
   }
   rec.period = n;
   return rec;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <queue>
 #include <unordered_map>
@@ -36,7 +35,8 @@ struct Slot {
 };
 
 struct KeyState {
-  std::deque<Slot> slots;  // slots[i] is message base + i
+  std::vector<Slot> slots;  // slots[i - head] is message base + i
+  size_t head = 0;
   uint64_t base = 0;
   uint64_t sends = 0;
   uint64_t recvs = 0;
@@ -68,7 +68,13 @@ class Replayer {
     for (int l = 0; l < links; ++l) capacity_[static_cast<size_t>(l)] = fabric.capacity(l);
     count_.assign(static_cast<size_t>(links), 0);
     rem_.assign(static_cast<size_t>(links), 0);
-    for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].done.assign(programs[r].requests, 0);
+    size_t requests = 0;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ranks_[r].done.assign(programs[r].requests, 0);
+      requests += programs[r].requests;
+    }
+    keys_.reserve(requests / 2 + 16);
+    flows_.reserve(requests / 2 + 16);
   }
 
   /// Post every rank's first ops and return the flows' rates (maxMinRates).
@@ -173,14 +179,19 @@ class Replayer {
     dirty_ = true;
   }
 
+  // Messages of a key are mostly matched as they come: the vector stays short and allocates once.
   Slot& slot(KeyState& ks, uint64_t index) {
-    while (ks.base + ks.slots.size() <= index) ks.slots.emplace_back();
-    return ks.slots[index - ks.base];
+    while (ks.base + (ks.slots.size() - ks.head) <= index) ks.slots.emplace_back();
+    return ks.slots[ks.head + (index - ks.base)];
   }
   void retire(KeyState& ks) {
-    while (!ks.slots.empty() && ks.slots.front().arrived && ks.slots.front().posted) {
-      ks.slots.pop_front();
+    while (ks.head < ks.slots.size() && ks.slots[ks.head].arrived && ks.slots[ks.head].posted) {
+      ++ks.head;
       ++ks.base;
+    }
+    if (ks.head == ks.slots.size()) {
+      ks.slots.clear();
+      ks.head = 0;
     }
   }
 

@@ -134,7 +134,7 @@ Result<Topology> Topology::parse(const std::string& text) {
     else if (key == "tiers") t.tiers = iv;
     else if (key.size() == 11 && key.starts_with("tier") && key.ends_with("_hosts") && key[4] >= '1' && key[4] <= '3')
       t.tierHosts[key[4] - '1'] = iv;
-    else if (key.size() == 12 && key.starts_with("tier") && key.ends_with("_oversub") && key[4] >= '1' &&
+    else if (key.size() == 13 && key.starts_with("tier") && key.ends_with("_oversub") && key[4] >= '1' &&
              key[4] <= '3')
       t.tierOversub[key[4] - '1'] = std::max(1.0, v);
     else if (key == "fabric_bw") t.fabricBw = v;
