@@ -15,10 +15,12 @@ grep -q "^# algorithm: choice" "$dir/table.txt"
 # 1 MiB on 8 ranks, alpha 10 us, 10 GB/s: 14 x (10 us + 131072 B / 10 GB/s) = 323.50 us.
 awk '$1 == 1048576 && $5 == "ring" { found = 1; if ($6 < 323.4 || $6 > 323.6) { print "ring 1 MiB: " $6 " us, expected 323.50"; exit 1 } }
      END { if (!found) { print "no ring row of 1 MiB"; exit 1 } }' "$dir/table.txt"
-for a in ring doubling choice; do
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['schema'].startswith('ferry-perf/') and d['results'], d" \
-    "$dir/out-$a.json"
-done
+python3 -c "
+import json, sys
+for p in sys.argv[1:]:
+    d = json.load(open(p))
+    assert d['schema'].startswith('ferry-perf/') and d['results'], p
+" "$dir/out-ring.json" "$dir/out-doubling.json" "$dir/out-choice.json"
 # Bad input names the argument.
 if "$sim" --topology "$topo" --ranks 0 all_reduce 2>"$dir/err.txt"; then echo "--ranks 0 accepted"; exit 1; fi
 grep -q -- "--ranks 0" "$dir/err.txt"
