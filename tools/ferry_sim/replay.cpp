@@ -40,6 +40,11 @@ struct KeyState {
   uint64_t base = 0;
   uint64_t sends = 0;
   uint64_t recvs = 0;
+  // Messages of one pair leave one after another, as over one connection: the one on the wire,
+  // and those queued behind it.
+  int draining = -1;
+  std::vector<int> queued;
+  size_t queuedHead = 0;
 };
 
 struct Event {
@@ -175,8 +180,28 @@ class Replayer {
     f.latency = fabric_.route(r, op.peer, pool_);
     f.pathLen = static_cast<uint32_t>(pool_.size() - before);
     flows_.push_back(f);
-    active_.push_back(static_cast<int>(flows_.size() - 1));
-    dirty_ = true;
+    const int id = static_cast<int>(flows_.size() - 1);
+    if (ks.draining >= 0) {
+      ks.queued.push_back(id);
+    } else {
+      ks.draining = id;
+      active_.push_back(id);
+      dirty_ = true;
+    }
+  }
+
+  // The pair's next message goes on the wire once the previous one left.
+  void nextOnWire(uint64_t key) {
+    KeyState& ks = keys_[key];
+    ks.draining = -1;
+    if (ks.queuedHead < ks.queued.size()) {
+      ks.draining = ks.queued[ks.queuedHead++];
+      active_.push_back(ks.draining);
+      if (ks.queuedHead == ks.queued.size()) {
+        ks.queued.clear();
+        ks.queuedHead = 0;
+      }
+    }
   }
 
   // Messages of a key are mostly matched as they come: the vector stays short and allocates once.
@@ -221,18 +246,24 @@ class Replayer {
   void advance(double next) {
     const double dt = next - now_;
     now_ = next;
+    drained_.clear();
     for (size_t i = 0; i < active_.size();) {
       Flow& f = flows_[static_cast<size_t>(active_[i])];
       if (f.rate != kInf) f.remaining -= f.rate * dt;
       if (f.rate == kInf || f.remaining <= f.rate * kTimeEps + 1e-6) {
-        complete(f.src, f.req);
-        events_.push({now_ + f.latency, 0, active_[i]});
+        drained_.push_back(active_[i]);
         active_[i] = active_.back();
         active_.pop_back();
         dirty_ = true;
       } else {
         ++i;
       }
+    }
+    for (int id : drained_) {
+      const Flow& f = flows_[static_cast<size_t>(id)];
+      complete(f.src, f.req);
+      events_.push({now_ + f.latency, 0, id});
+      nextOnWire(f.key);
     }
     while (!events_.empty() && events_.top().time <= now_ + kTimeEps) {
       const Event e = events_.top();
@@ -320,6 +351,7 @@ class Replayer {
   std::vector<Flow> flows_;
   std::vector<int> pool_;
   std::vector<int> active_;
+  std::vector<int> drained_;
   std::vector<int> runnable_;
   std::unordered_map<uint64_t, KeyState> keys_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
