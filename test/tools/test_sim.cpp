@@ -129,6 +129,19 @@ TEST_CASE("sim: a folded replay matches the replay of every rank", "[sim]") {
   REQUIRE(a.complete);
   REQUIRE(b.complete);
   CHECK(a.seconds == Approx(b.seconds).epsilon(0.02));
+  // Recursive doubling folds by XOR, not by shifting.
+  const coll::AlgorithmRow* doubling =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kDoubling, coll::Protocol::kMessages);
+  auto dFolded = recordCall(*doubling, spec, 4, 1 << 24);
+  auto dEvery = recordCall(*doubling, spec, 16, 1 << 24);
+  REQUIRE(dFolded.isOk());
+  REQUIRE(dEvery.isOk());
+  CHECK(dFolded->period == 4);
+  CHECK(dFolded->fold == Fold::kXor);
+  const ReplayResult c = replay(*t.fabric(16, 4), dFolded->programs, 16, t.compute, dFolded->fold);
+  const ReplayResult d = replay(*t.fabric(16, 16), dEvery->programs, 16, t.compute);
+  REQUIRE(c.complete);
+  CHECK(c.seconds == Approx(d.seconds).epsilon(0.02));
 }
 
 TEST_CASE("sim: recording runs the row's own schedule", "[sim]") {

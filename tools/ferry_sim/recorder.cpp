@@ -129,12 +129,16 @@ Call inPlaceCall(const CallSpec& s, int rank, uint8_t* buf) {
   }
 }
 
-bool samePrograms(const Program& a, int ra, const Program& b, int rb, int n) {
+// Whether rank rb runs rank ra's program with every peer moved (kShift) or XORed (kXor) alike.
+bool samePrograms(const Program& a, int ra, const Program& b, int rb, int n, Fold fold) {
   if (a.ops.size() != b.ops.size() || a.requests != b.requests) return false;
   for (size_t i = 0; i < a.ops.size(); ++i) {
     const Op &x = a.ops[i], &y = b.ops[i];
     if (x.kind != y.kind || x.req != y.req || x.bytes != y.bytes) return false;
-    if (x.peer >= 0 && ((x.peer - ra) % n + n) % n != ((y.peer - rb) % n + n) % n) return false;
+    if (x.peer < 0) continue;
+    const bool same = fold == Fold::kXor ? (x.peer ^ ra) == (y.peer ^ rb)
+                                         : ((x.peer - ra) % n + n) % n == ((y.peer - rb) % n + n) % n;
+    if (!same) return false;
   }
   return true;
 }
@@ -198,16 +202,21 @@ Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec
       rec.programs.push_back(std::move(*p));
     }
     const int half = n / 2 - (n / 2) % period;
+    bool shift = true, xorFold = (n & (n - 1)) == 0;  // XOR keeps ranks below n when n is a power of two
     for (int q : {period, half, n - period}) {
       if (q < period || q >= n) continue;
       auto p = recordRank(row, spec, q);
       FERRY_TRY(p);
       rec.ops += p->ops.size();
-      if (!samePrograms(rec.programs[static_cast<size_t>(q % period)], q % period, *p, q, n)) {
+      const Program& base = rec.programs[static_cast<size_t>(q % period)];
+      shift = shift && samePrograms(base, q % period, *p, q, n, Fold::kShift);
+      xorFold = xorFold && samePrograms(base, q % period, *p, q, n, Fold::kXor);
+      if (!shift && !xorFold) {
         period = n;
         break;
       }
     }
+    rec.fold = shift ? Fold::kShift : Fold::kXor;
     if (period < n) {
       rec.period = period;
       return rec;
@@ -255,6 +264,7 @@ Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec
     rec.ops += ops[static_cast<size_t>(t)];
   }
   rec.period = n;
+  rec.fold = Fold::kShift;
   return rec;
 }
 

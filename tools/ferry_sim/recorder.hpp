@@ -17,6 +17,7 @@
 #include "collectives/table.hpp"
 #include "ferry/status.hpp"
 #include "tools/ferry_sim/program.hpp"
+#include "tools/ferry_sim/replay.hpp"
 
 namespace ferry::sim {
 
@@ -42,13 +43,15 @@ Result<Program> recordRank(const coll::AlgorithmRow& row, const CallSpec& spec, 
 struct Recording {
   std::vector<Program> programs;
   int period = 1;
+  Fold fold = Fold::kShift;
   size_t ops = 0;  ///< ops recorded in all, symmetry checks included
 };
 
 /// Record `spec` with the smallest period the schedule allows: `hostRanks` (ranks per host) when
-/// rank r + hostRanks * k runs rank r's program with every peer moved by hostRanks * k (checked on
-/// three ranks spread over the call), else every rank, when n times rank 0's ops stay within
-/// `maxOps`; an error naming the row otherwise.
+/// rank r + hostRanks * k runs rank r's program with every peer moved by hostRanks * k, or with
+/// every peer XORed with hostRanks * k (recursive doubling's symmetry; checked on three ranks spread
+/// over the call), else every rank, when n times rank 0's ops stay within `maxOps`; an error naming
+/// the row otherwise.
 Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec, int hostRanks, size_t maxOps);
 
 /// Where the kernel stand-ins note reductions and copies (the program being recorded, or null).

@@ -65,8 +65,8 @@ struct RankState {
 
 class Replayer {
  public:
-  Replayer(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates)
-      : fabric_(fabric), programs_(programs), n_(n), p_(static_cast<int>(programs.size())), rates_(rates),
+  Replayer(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates, Fold fold)
+      : fabric_(fabric), programs_(programs), n_(n), p_(static_cast<int>(programs.size())), fold_(fold), rates_(rates),
         ranks_(programs.size()) {
     const int links = fabric.links();
     capacity_.resize(static_cast<size_t>(links));
@@ -127,7 +127,11 @@ class Replayer {
                static_cast<uint64_t>(n_) +
            static_cast<uint64_t>(delta);
   }
-  int mod(int64_t v, int m) const { return static_cast<int>(((v % m) + m) % m); }
+  // The key's third part: where the receiver sits relative to the sender.
+  int delta(int sender, int receiver) const {
+    if (fold_ == Fold::kXor) return sender ^ receiver;
+    return static_cast<int>(((static_cast<int64_t>(receiver) - sender) % n_ + n_) % n_);
+  }
 
   // Run rank r's ops until it blocks or ends.
   void step(int r) {
@@ -173,7 +177,7 @@ class Replayer {
 
   void send(int r, const Op& op) {
     const int dstSim = op.peer % p_;
-    const uint64_t k = key(r, dstSim, mod(static_cast<int64_t>(op.peer) - r, n_));
+    const uint64_t k = key(r, dstSim, delta(r, op.peer));
     KeyState& ks = keys_[k];
     Flow f{r, op.req, k, ks.sends++, static_cast<double>(op.bytes), 0, 0, static_cast<uint32_t>(pool_.size()), 0};
     const size_t before = pool_.size();
@@ -221,7 +225,7 @@ class Replayer {
   }
 
   void recv(int r, const Op& op) {
-    const uint64_t k = key(op.peer % p_, r, mod(static_cast<int64_t>(r) - op.peer, n_));
+    const uint64_t k = key(op.peer % p_, r, delta(op.peer, r));
     KeyState& ks = keys_[k];
     Slot& sl = slot(ks, ks.recvs++);
     sl.posted = true;
@@ -338,6 +342,7 @@ class Replayer {
   const std::vector<Program>& programs_;
   int n_;
   int p_;
+  Fold fold_;
   ComputeRates rates_;
   std::vector<RankState> ranks_;
   std::vector<double> capacity_;
@@ -362,8 +367,9 @@ class Replayer {
 
 }  // namespace
 
-ReplayResult replay(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates) {
-  return Replayer(fabric, programs, n, rates).run();
+ReplayResult replay(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates,
+                    Fold fold) {
+  return Replayer(fabric, programs, n, rates, fold).run();
 }
 
 std::vector<double> maxMinRates(const std::vector<std::vector<int>>& paths, const std::vector<double>& capacity) {
@@ -387,7 +393,7 @@ std::vector<double> maxMinRates(const std::vector<std::vector<int>>& paths, cons
     programs[static_cast<size_t>(i)].ops.push_back({Op::Kind::kSend, i, 0, uint64_t{1} << 40});
     programs[static_cast<size_t>(i)].requests = 1;
   }
-  Replayer r(fabric, programs, n, {});
+  Replayer r(fabric, programs, n, {}, Fold::kShift);
   return r.firstRates();
 }
 

@@ -14,18 +14,23 @@
 //
 // Symmetry: with `period` p < n, only ranks 0..p-1 run; real rank r stands for simulated rank
 // r mod p shifted by r - r mod p, so a message is matched by (sender mod p, receiver mod p,
-// receiver - sender mod n). This is exact when rank r + p's program is rank r's with every peer
+// receiver - sender mod n); under the XOR fold, receiver XOR sender instead. This is exact when rank r + p's program is rank r's with every peer
 // moved by p and the machine looks the same from every block of p ranks (ferry-sim checks the
 // first; topology.hpp folds hosts for the second).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "tools/ferry_sim/fabric.hpp"
 #include "tools/ferry_sim/program.hpp"
 
 namespace ferry::sim {
+
+/// How a real rank stands for a simulated one (ferry-sim checks which holds): real rank r acts as
+/// simulated rank r mod p with every peer moved by r - r mod p (kShift), or XORed with it (kXor).
+enum class Fold : uint8_t { kShift, kXor };
 
 /// Compute rates of a rank, bytes per second (0: free).
 struct ComputeRates {
@@ -42,7 +47,8 @@ struct ReplayResult {
 };
 
 /// Replay `programs` (one per simulated rank: programs.size() is the period) of an n-rank call.
-ReplayResult replay(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates);
+ReplayResult replay(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates,
+                    Fold fold = Fold::kShift);
 
 /// Max-min fair rates of flows over links: `paths[f]` lists flow f's links, `capacity` each link's
 /// bytes per second. A flow with no link gets +infinity. Exposed for the unit tests.

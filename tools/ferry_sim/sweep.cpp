@@ -79,7 +79,7 @@ SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind 
   }
   pt.period = rec->period;
   std::unique_ptr<Fabric> fabric = topo.fabric(n, rec->period);
-  const ReplayResult r = replay(*fabric, rec->programs, n, topo.compute);
+  const ReplayResult r = replay(*fabric, rec->programs, n, topo.compute, rec->fold);
   if (!r.complete) {
     pt.error = "the replay deadlocked (a receive no send matched)";
     return pt;
