@@ -96,7 +96,8 @@ TEST_CASE("sim: computations occupy their rank at the modelled rate", "[sim]") {
 
 TEST_CASE("sim: ring all-reduce on a uniform machine takes 2(p-1)(alpha + n/(p beta))", "[sim]") {
   const Topology t = parsed("gpus_per_host = 1\nintra_bw = 1e9\nnic_bw = 1e9\nnic_latency = 10e-6\n");
-  const coll::AlgorithmRow* ring = coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
   REQUIRE(ring != nullptr);
   for (int p : {2, 5, 8}) {
     const size_t bytes = size_t{40960} * static_cast<size_t>(p);  // segments of 40 KiB: one slice each
@@ -114,7 +115,8 @@ TEST_CASE("sim: a folded replay matches the replay of every rank", "[sim]") {
       "gpus_per_host = 4\nintra_bw = 20e9\nintra_latency = 1e-6\nnics_per_host = 2\nnic_bw = 5e9\n"
       "nic_latency = 5e-6\nhop_latency = 1e-6\ntiers = 2\ntier1_hosts = 2\ntier2_oversub = 2\n"
       "reduce_bw = 50e9\n");
-  const coll::AlgorithmRow* ring = coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
   CallSpec spec;
   spec.count = size_t{1} << 20;
   spec.n = 16;

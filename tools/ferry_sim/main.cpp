@@ -93,7 +93,8 @@ bool parseArgs(int argc, char** argv, Args& a, std::string& why) {
     } else if (k == "-d" && next(v)) {
       bool known = false;
       for (int t = 0; t < 64 && !known; ++t) {
-        if (isValidDataType(t) && v == dataTypeName(static_cast<DataType>(t))) a.type = static_cast<DataType>(t), known = true;
+        if (isValidDataType(t) && v == dataTypeName(static_cast<DataType>(t)))
+          a.type = static_cast<DataType>(t), known = true;
       }
       if (!known) return why = "-d " + v + ": expected a type name (" + dataTypeList() + ")", false;
     } else if (k == "-J" && next(v)) {
@@ -158,7 +159,8 @@ bool writeJson(const std::string& path, const Series& s, const Args& a, const To
                   p.seconds * 1e6, p.algBw, p.busBw);
     f << (first ? "" : ", ") << "{\"collective\": \"" << collectiveName(a.kind) << "\", \"size\": " << p.bytes
       << ", \"count\": " << p.count << ", \"type\": \"" << dataTypeName(a.type) << "\", \"redop\": \""
-      << (reduces ? "sum" : "none") << "\", \"root\": " << (a.kind == CallKind::kBroadcast || a.kind == CallKind::kReduce ? 0 : -1)
+      << (reduces ? "sum" : "none")
+      << "\", \"root\": " << (a.kind == CallKind::kBroadcast || a.kind == CallKind::kReduce ? 0 : -1)
       << ", \"algorithm\": \"" << p.row << "\", \"simulated_ranks\": " << p.period << ", \"out_of_place\": " << m
       << ", \"in_place\": " << m << "}";
     first = false;
@@ -253,8 +255,8 @@ int main(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("#\n# simulated in %.1f s of wall time\n", wall);
   if (!a.json.empty()) {
-    const std::string stem = a.json.size() > 5 && a.json.ends_with(".json") ? a.json.substr(0, a.json.size() - 5)
-                                                                              : a.json;
+    const std::string stem =
+        a.json.size() > 5 && a.json.ends_with(".json") ? a.json.substr(0, a.json.size() - 5) : a.json;
     for (const Series& s : all) {
       const std::string path = stem + "-" + s.name + ".json";
       if (!writeJson(path, s, a, *topo)) {

@@ -59,7 +59,8 @@ class RecordingTransport final : public transport::Transport {
       r->peerTag = r->tag;
       r->source = r->peer;
     }
-    program_.ops.push_back({Op::Kind::kWait, r->peer, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(r->handle)), 0});
+    program_.ops.push_back(
+        {Op::Kind::kWait, r->peer, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(r->handle)), 0});
     return true;
   }
   Status peerError(int) const override { return Status::ok(); }
@@ -121,8 +122,7 @@ Call inPlaceCall(const CallSpec& s, int rank, uint8_t* buf) {
   switch (s.kind) {
     case CallKind::kReduceScatter: return Call::reduceScatter(buf, mine, s.count, s.type, s.op);
     case CallKind::kAllGather: return Call::allGather(mine, buf, s.count, s.type);
-    case CallKind::kAllToAll:
-      return Call::allToAll(buf, buf + block * static_cast<size_t>(s.n), s.count, s.type);
+    case CallKind::kAllToAll: return Call::allToAll(buf, buf + block * static_cast<size_t>(s.n), s.count, s.type);
     case CallKind::kBroadcast: return Call::broadcast(buf, buf, s.count, s.type, s.root);
     case CallKind::kReduce: return Call::reduce(buf, buf, s.count, s.type, s.op, s.root);
     default: return Call::allReduce(buf, buf, s.count, s.type, s.op);
@@ -169,8 +169,8 @@ Result<Program> recordRank(const coll::AlgorithmRow& row, const CallSpec& spec, 
   ctx.checkMismatch = false;
   ctx.trace = &trace;
   const size_t es = dataTypeSize(spec.type);
-  const bool perRank = spec.kind == CallKind::kAllGather || spec.kind == CallKind::kReduceScatter ||
-                       spec.kind == CallKind::kAllToAll;
+  const bool perRank =
+      spec.kind == CallKind::kAllGather || spec.kind == CallKind::kReduceScatter || spec.kind == CallKind::kAllToAll;
   const size_t total = spec.count * es * (perRank ? static_cast<size_t>(spec.n) : 1) * 2;
   uint8_t* buf = tBuffers.get(total);
   if (buf == nullptr) return makeError(ErrorCode::kSystemError, "cannot reserve %zu bytes of address space", total);

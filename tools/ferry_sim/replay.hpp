@@ -14,8 +14,8 @@
 //
 // Symmetry: with `period` p < n, only ranks 0..p-1 run; real rank r stands for simulated rank
 // r mod p shifted by r - r mod p, so a message is matched by (sender mod p, receiver mod p,
-// receiver - sender mod n); under the XOR fold, receiver XOR sender instead. This is exact when rank r + p's program is rank r's with every peer
-// moved by p and the machine looks the same from every block of p ranks (ferry-sim checks the
+// receiver - sender mod n); under the XOR fold, receiver XOR sender instead. This is exact when rank r + p's program is
+// rank r's with every peer moved by p and the machine looks the same from every block of p ranks (ferry-sim checks the
 // first; topology.hpp folds hosts for the second).
 #pragma once
 

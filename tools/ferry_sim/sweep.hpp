@@ -13,8 +13,8 @@ namespace ferry::sim {
 
 /// One simulated size.
 struct SimPoint {
-  size_t bytes = 0;   ///< ferry-perf's size: the vector, or every rank's blocks together
-  size_t count = 0;   ///< the call's count (per rank for all-gather, reduce-scatter, all-to-all)
+  size_t bytes = 0;  ///< ferry-perf's size: the vector, or every rank's blocks together
+  size_t count = 0;  ///< the call's count (per rank for all-gather, reduce-scatter, all-to-all)
   double seconds = 0;
   double algBw = 0;   ///< GB/s
   double busBw = 0;   ///< GB/s

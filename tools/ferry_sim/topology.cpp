@@ -48,8 +48,8 @@ class FatTree final : public Fabric {
   }
   double route(int src, int dst, std::vector<int>& path) const override {
     const int g = t_.ranksPerHost;
-    const int hs = src / g, hd = dst / g;           // real hosts
-    const int fs = hs, fd = (dst % period_) / g;    // simulated hosts (src is simulated)
+    const int hs = src / g, hd = dst / g;         // real hosts
+    const int fs = hs, fd = (dst % period_) / g;  // simulated hosts (src is simulated)
     const int ls = src % g, ld = dst % g;
     const int bs = fs * perHost_, bd = fd * perHost_;
     if (hs == hd) {
@@ -134,16 +134,14 @@ Result<Topology> Topology::parse(const std::string& text) {
     else if (key == "tiers") t.tiers = iv;
     else if (key.size() == 11 && key.starts_with("tier") && key.ends_with("_hosts") && key[4] >= '1' && key[4] <= '3')
       t.tierHosts[key[4] - '1'] = iv;
-    else if (key.size() == 13 && key.starts_with("tier") && key.ends_with("_oversub") && key[4] >= '1' &&
-             key[4] <= '3')
+    else if (key.size() == 13 && key.starts_with("tier") && key.ends_with("_oversub") && key[4] >= '1' && key[4] <= '3')
       t.tierOversub[key[4] - '1'] = std::max(1.0, v);
     else if (key == "fabric_bw") t.fabricBw = v;
     else if (key == "reduce_bw") t.compute.reduce = v;
     else if (key == "copy_bw") t.compute.copy = v;
     else if (key == "slice_bytes") t.sliceBytes = static_cast<size_t>(v);
     else if (key == "pipeline_depth") t.depth = iv;
-    else
-      return makeError(ErrorCode::kInvalidArgument, "topology line %d: unknown key '%s'", lineNo, key.c_str());
+    else return makeError(ErrorCode::kInvalidArgument, "topology line %d: unknown key '%s'", lineNo, key.c_str());
   }
   if (t.ranksPerHost < 1 || t.nics < 1 || t.tiers < 1 || t.tiers > 3 || t.intraBw <= 0 || t.nicBw <= 0 ||
       t.sliceBytes == 0 || t.depth < 1) {

@@ -26,22 +26,22 @@ namespace ferry::sim {
 
 struct Topology {
   std::string name;
-  int ranksPerHost = 1;      ///< gpus_per_host
-  double intraBw = 0;        ///< intra_bw: per rank, each direction
-  double intraLatency = 0;   ///< intra_latency
-  double hostMemBw = 0;      ///< host_mem_bw: shared by a host's intra-host messages (0: not a limit)
-  int nics = 1;              ///< nics_per_host
-  double nicBw = 0;          ///< nic_bw: per NIC, each direction
-  double nicLatency = 0;     ///< nic_latency: one message between hosts under one switch
-  double hopLatency = 0;     ///< hop_latency: each further switch a message crosses
-  bool rail = false;         ///< rail: rail-optimised wiring
-  int tiers = 1;             ///< tiers: switch levels (1: one switch joins every host)
-  int tierHosts[3] = {0, 0, 0};        ///< tierK_hosts: hosts under one tier-K switch group
-  double tierOversub[3] = {1, 1, 1};   ///< tierK_oversub: downlinks / uplinks of tier K
-  double fabricBw = 0;       ///< fabric_bw: one link every message between hosts crosses (0: none)
-  ComputeRates compute;      ///< reduce_bw, copy_bw
-  size_t sliceBytes = 256 * 1024;  ///< slice_bytes: FERRY_SLICE_BYTES of the modelled runs
-  int depth = 8;                   ///< pipeline_depth: FERRY_PIPELINE_DEPTH
+  int ranksPerHost = 1;               ///< gpus_per_host
+  double intraBw = 0;                 ///< intra_bw: per rank, each direction
+  double intraLatency = 0;            ///< intra_latency
+  double hostMemBw = 0;               ///< host_mem_bw: shared by a host's intra-host messages (0: not a limit)
+  int nics = 1;                       ///< nics_per_host
+  double nicBw = 0;                   ///< nic_bw: per NIC, each direction
+  double nicLatency = 0;              ///< nic_latency: one message between hosts under one switch
+  double hopLatency = 0;              ///< hop_latency: each further switch a message crosses
+  bool rail = false;                  ///< rail: rail-optimised wiring
+  int tiers = 1;                      ///< tiers: switch levels (1: one switch joins every host)
+  int tierHosts[3] = {0, 0, 0};       ///< tierK_hosts: hosts under one tier-K switch group
+  double tierOversub[3] = {1, 1, 1};  ///< tierK_oversub: downlinks / uplinks of tier K
+  double fabricBw = 0;                ///< fabric_bw: one link every message between hosts crosses (0: none)
+  ComputeRates compute;               ///< reduce_bw, copy_bw
+  size_t sliceBytes = 256 * 1024;     ///< slice_bytes: FERRY_SLICE_BYTES of the modelled runs
+  int depth = 8;                      ///< pipeline_depth: FERRY_PIPELINE_DEPTH
 
   /// Parse the text of a topology file; errors name the line and the key.
   static Result<Topology> parse(const std::string& text);
