@@ -1,0 +1,178 @@
+// ferry-sim's engine against answers computable by hand: one flow, shared links, max-min fairness,
+// the ring all-reduce's alpha-beta formula, and symmetry folding against a replay of every rank.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "collectives/table.hpp"
+#include "tools/ferry_sim/recorder.hpp"
+#include "tools/ferry_sim/replay.hpp"
+#include "tools/ferry_sim/sweep.hpp"
+#include "tools/ferry_sim/topology.hpp"
+
+using namespace ferry;
+using namespace ferry::sim;
+
+namespace {
+
+// Explicit links, and per sender the path of its messages (whoever receives them).
+class TestFabric final : public Fabric {
+ public:
+  TestFabric(std::vector<double> cap, std::vector<std::vector<int>> paths, double latency)
+      : cap_(std::move(cap)), paths_(std::move(paths)), latency_(latency) {}
+  int links() const override { return static_cast<int>(cap_.size()); }
+  double capacity(int link) const override { return cap_[static_cast<size_t>(link)]; }
+  double route(int src, int, std::vector<int>& path) const override {
+    const auto& p = paths_[static_cast<size_t>(src)];
+    path.insert(path.end(), p.begin(), p.end());
+    return latency_;
+  }
+
+ private:
+  std::vector<double> cap_;
+  std::vector<std::vector<int>> paths_;
+  double latency_;
+};
+
+// Rank `from` sends `bytes` to rank `to`, which receives and waits.
+void message(std::vector<Program>& progs, int from, int to, uint64_t bytes) {
+  Program& s = progs[static_cast<size_t>(from)];
+  s.ops.push_back({Op::Kind::kSend, to, s.requests++, bytes});
+  Program& r = progs[static_cast<size_t>(to)];
+  r.ops.push_back({Op::Kind::kRecv, from, r.requests, bytes});
+  r.ops.push_back({Op::Kind::kWait, from, r.requests++, 0});
+}
+
+Topology parsed(const std::string& text) {
+  auto t = Topology::parse(text);
+  REQUIRE(t.isOk());
+  return *t;
+}
+
+}  // namespace
+
+TEST_CASE("sim: one flow on one link takes latency plus bytes over bandwidth", "[sim]") {
+  TestFabric fabric({1e9}, {{0}, {}}, 5e-6);
+  std::vector<Program> progs(2);
+  message(progs, 0, 1, 1'000'000);
+  const ReplayResult r = replay(fabric, progs, 2, {});
+  REQUIRE(r.complete);
+  CHECK(r.seconds == Approx(5e-6 + 1e-3).epsilon(1e-9));
+}
+
+TEST_CASE("sim: two flows sharing a link get half its bandwidth each", "[sim]") {
+  // Ranks 0 and 1 both send 1 MB to rank 2 over link 0.
+  TestFabric fabric({1e9}, {{0}, {0}, {}}, 0);
+  std::vector<Program> progs(3);
+  message(progs, 0, 2, 1'000'000);
+  message(progs, 1, 2, 1'000'000);
+  const ReplayResult r = replay(fabric, progs, 3, {});
+  REQUIRE(r.complete);
+  CHECK(r.seconds == Approx(2e-3).epsilon(1e-9));
+  const std::vector<double> rates = maxMinRates({{0}, {0}}, {1e9});
+  CHECK(rates[0] == Approx(0.5e9));
+  CHECK(rates[1] == Approx(0.5e9));
+}
+
+TEST_CASE("sim: max-min fair rates over three links", "[sim]") {
+  // L0 = 6, L1 = 4, L2 = 10. f0 crosses L0 and L1, f1 L1 and L2, f2 L2, f3 L0. L1 is the
+  // bottleneck (4 / 2 = 2 each for f0, f1); then L0 has 6 - 2 = 4 for f3, L2 10 - 2 = 8 for f2.
+  const std::vector<double> rates = maxMinRates({{0, 1}, {1, 2}, {2}, {0}}, {6, 4, 10});
+  REQUIRE(rates.size() == 4);
+  CHECK(rates[0] == Approx(2));
+  CHECK(rates[1] == Approx(2));
+  CHECK(rates[2] == Approx(8));
+  CHECK(rates[3] == Approx(4));
+}
+
+TEST_CASE("sim: computations occupy their rank at the modelled rate", "[sim]") {
+  TestFabric fabric({1e9}, {{0}, {}}, 0);
+  std::vector<Program> progs(2);
+  progs[0].ops.push_back({Op::Kind::kReduce, -1, 0, 2'000'000});
+  message(progs, 0, 1, 1'000'000);
+  const ReplayResult r = replay(fabric, progs, 2, {1e9, 1e9});
+  CHECK(r.seconds == Approx(2e-3 + 1e-3).epsilon(1e-9));
+}
+
+TEST_CASE("sim: ring all-reduce on a uniform machine takes 2(p-1)(alpha + n/(p beta))", "[sim]") {
+  const Topology t = parsed("gpus_per_host = 1\nintra_bw = 1e9\nnic_bw = 1e9\nnic_latency = 10e-6\n");
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  REQUIRE(ring != nullptr);
+  for (int p : {2, 5, 8}) {
+    const size_t bytes = size_t{40960} * static_cast<size_t>(p);  // segments of 40 KiB: one slice each
+    const SimPoint pt = simulate(t, *ring, CallKind::kAllReduce, bytes, DataType::kFloat32, p, 1 << 20);
+    INFO("p = " << p << ": " << pt.error);
+    REQUIRE(pt.error.empty());
+    const double expected = 2.0 * (p - 1) * (10e-6 + static_cast<double>(bytes) / p / 1e9);
+    CHECK(pt.seconds == Approx(expected).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("sim: a folded replay matches the replay of every rank", "[sim]") {
+  // 4 hosts x 4 ranks, two tiers with an oversubscribed uplink: the ring folds to one host.
+  const Topology t = parsed(
+      "gpus_per_host = 4\nintra_bw = 20e9\nintra_latency = 1e-6\nnics_per_host = 2\nnic_bw = 5e9\n"
+      "nic_latency = 5e-6\nhop_latency = 1e-6\ntiers = 2\ntier1_hosts = 2\ntier2_oversub = 2\n"
+      "reduce_bw = 50e9\n");
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  CallSpec spec;
+  spec.count = size_t{1} << 20;
+  spec.n = 16;
+  auto folded = recordCall(*ring, spec, 4, 1 << 24);
+  auto every = recordCall(*ring, spec, 16, 1 << 24);
+  REQUIRE(folded.isOk());
+  REQUIRE(every.isOk());
+  CHECK(folded->period == 4);
+  CHECK(every->period == 16);
+  const ReplayResult a = replay(*t.fabric(16, 4), folded->programs, 16, t.compute);
+  const ReplayResult b = replay(*t.fabric(16, 16), every->programs, 16, t.compute);
+  REQUIRE(a.complete);
+  REQUIRE(b.complete);
+  CHECK(a.seconds == Approx(b.seconds).epsilon(0.02));
+  // Recursive doubling folds by XOR, not by shifting.
+  const coll::AlgorithmRow* doubling =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kDoubling, coll::Protocol::kMessages);
+  auto dFolded = recordCall(*doubling, spec, 4, 1 << 24);
+  auto dEvery = recordCall(*doubling, spec, 16, 1 << 24);
+  REQUIRE(dFolded.isOk());
+  REQUIRE(dEvery.isOk());
+  CHECK(dFolded->period == 4);
+  CHECK(dFolded->fold == Fold::kXor);
+  const ReplayResult c = replay(*t.fabric(16, 4), dFolded->programs, 16, t.compute, dFolded->fold);
+  const ReplayResult d = replay(*t.fabric(16, 16), dEvery->programs, 16, t.compute);
+  REQUIRE(c.complete);
+  CHECK(c.seconds == Approx(d.seconds).epsilon(0.02));
+}
+
+TEST_CASE("sim: recording runs the row's own schedule", "[sim]") {
+  // Recursive doubling on 8 ranks: 3 exchanges of the whole vector with rank ^ 1, ^ 2, ^ 4.
+  const coll::AlgorithmRow* row =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kDoubling, coll::Protocol::kMessages);
+  CallSpec spec;
+  spec.count = 256;
+  spec.n = 8;
+  auto p = recordRank(*row, spec, 5);
+  REQUIRE(p.isOk());
+  std::vector<int> sendPeers;
+  int reduces = 0;
+  for (const Op& op : p->ops) {
+    if (op.kind == Op::Kind::kSend) {
+      sendPeers.push_back(op.peer);
+      CHECK(op.bytes == 1024);
+    }
+    if (op.kind == Op::Kind::kReduce) ++reduces;
+  }
+  CHECK(sendPeers == std::vector<int>{4, 7, 1});
+  CHECK(reduces == 3);
+}
+
+TEST_CASE("sim: topology files name the line and key they cannot take", "[sim]") {
+  auto bad = Topology::parse("gpus_per_host = 8\nnic_speed = 1e9\n");
+  REQUIRE_FALSE(bad.isOk());
+  CHECK_THAT(bad.status().message(), Catch::Contains("line 2") && Catch::Contains("nic_speed"));
+  auto neg = Topology::parse("nic_bw = -3\n");
+  REQUIRE_FALSE(neg.isOk());
+  CHECK_THAT(neg.status().message(), Catch::Contains("nic_bw"));
+}

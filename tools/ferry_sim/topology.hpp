@@ -1,0 +1,59 @@
+// A modelled machine, read from a topology file (tools/ferry_sim/topologies/*.ini).
+//
+// The machine is hosts x ranks per host (one rank per GPU). Within a host every rank has a link
+// out and a link in (NVLink through NVSwitch, or a process's copies through shared memory), and
+// optionally the host's memory is one more link every intra-host message crosses. Between hosts
+// each rank leaves by NIC (local rank mod NICs) and crosses a fat tree of up to three tiers: a
+// message between hosts of one tier-t group climbs to tier t. Each tier's uplinks are modelled per
+// NIC, at the NIC's rate divided by the product of the oversubscriptions up to that tier: under
+// the symmetry ferry-sim relies on, a switch's uplinks carry the same load from each NIC below it.
+// Rail-optimised wiring: NIC k of every host sits on rail switch k, so ranks of different local
+// numbers meet only above the first tier. An optional fabric link (a shaped bridge, one machine's
+// loopback) is crossed by every message between hosts.
+//
+// File format: `key = value` lines, `#` comments; unknown keys are errors. Rates in bytes per
+// second, latencies in seconds (see any file in topologies/ for every key).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ferry/status.hpp"
+#include "tools/ferry_sim/fabric.hpp"
+#include "tools/ferry_sim/replay.hpp"
+
+namespace ferry::sim {
+
+struct Topology {
+  std::string name;
+  int ranksPerHost = 1;               ///< gpus_per_host
+  double intraBw = 0;                 ///< intra_bw: per rank, each direction
+  double intraLatency = 0;            ///< intra_latency
+  double hostMemBw = 0;               ///< host_mem_bw: shared by a host's intra-host messages (0: not a limit)
+  int nics = 1;                       ///< nics_per_host
+  double nicBw = 0;                   ///< nic_bw: per NIC, each direction
+  double nicLatency = 0;              ///< nic_latency: one message between hosts under one switch
+  double hopLatency = 0;              ///< hop_latency: each further switch a message crosses
+  bool rail = false;                  ///< rail: rail-optimised wiring
+  int tiers = 1;                      ///< tiers: switch levels (1: one switch joins every host)
+  int tierHosts[3] = {0, 0, 0};       ///< tierK_hosts: hosts under one tier-K switch group
+  double tierOversub[3] = {1, 1, 1};  ///< tierK_oversub: downlinks / uplinks of tier K
+  double fabricBw = 0;                ///< fabric_bw: one link every message between hosts crosses (0: none)
+  ComputeRates compute;               ///< reduce_bw, copy_bw
+  size_t sliceBytes = 256 * 1024;     ///< slice_bytes: FERRY_SLICE_BYTES of the modelled runs
+  int depth = 8;                      ///< pipeline_depth: FERRY_PIPELINE_DEPTH
+
+  /// Parse the text of a topology file; errors name the line and the key.
+  static Result<Topology> parse(const std::string& text);
+  static Result<Topology> load(const std::string& path);
+
+  /// The machine for an n-rank call of which ranks 0..period-1 are simulated (period a multiple
+  /// of ranksPerHost dividing n, or n).
+  std::unique_ptr<Fabric> fabric(int n, int period) const;
+  /// One message between ranks of different hosts under one switch, and the rate of one stream:
+  /// the alpha and beta the tuner's cost formulas take.
+  double alpha() const { return nicLatency; }
+  double streamBw() const;
+};
+
+}  // namespace ferry::sim
