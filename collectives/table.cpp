@@ -83,6 +83,21 @@ const AlgorithmRow* findRow(CallKind kind, Algorithm algorithm, Protocol protoco
 
 const AlgorithmRow& emptyCallRow(bool arena) { return arena ? kArenaBarrier : kRingPresence; }
 
+int reductionOrder(Algorithm a) {
+  switch (a) {
+    // reduceFromAll (arena_algorithms.cpp): ranks 0..n-1 left to right, whatever the chunking.
+    case Algorithm::kOneShot:
+    case Algorithm::kTwoShot:
+    case Algorithm::kDirect: return static_cast<int>(Algorithm::kOneShot);
+    default: return static_cast<int>(a);
+  }
+}
+
+bool orderSensitive(CallKind kind, DataType type, RedOp op) {
+  const bool reduces = kind == CallKind::kAllReduce || kind == CallKind::kReduceScatter || kind == CallKind::kReduce;
+  return reduces && isFloatingPoint(type) && (op == RedOp::kSum || op == RedOp::kProd || op == RedOp::kAvg);
+}
+
 const char* algorithmName(Algorithm a) {
   const auto v = static_cast<size_t>(a);
   return v < std::size(kAlgorithmNames) ? kAlgorithmNames[v] : nullptr;

@@ -36,6 +36,18 @@ const AlgorithmRow* findRow(CallKind kind, Algorithm algorithm, Protocol protoco
 /// collective learns of it at once instead of at its deadline.
 const AlgorithmRow& emptyCallRow(bool arena);
 
+/// Which order an algorithm combines the ranks' values in, for the reductions whose bits depend on
+/// it (floating-point sum, prod and avg): algorithms of one class give identical bits for the same
+/// call on the same communicator, whatever their protocol, chunk size or kind of store. The arena's
+/// one-shot, two-shot and direct rows share a class (each element: rank 0, then 1, ..., n-1, left
+/// to right); every other algorithm is a class of its own. The tuner measures only within the
+/// class a deterministic rule picked (runtime/tuner.hpp, docs/RELIABILITY.md).
+int reductionOrder(Algorithm a);
+/// Whether a call's result bits depend on the order its values are combined in: a reduction
+/// (all-reduce, reduce-scatter, reduce) of a floating-point type with sum, prod or avg. Min, max
+/// and integer types give the same bits in any order.
+bool orderSensitive(CallKind kind, DataType type, RedOp op);
+
 /// A communicator's two levels (runtime/hierarchy.hpp): the hierarchical rows run calls on them.
 class TwoLevels {
  public:

@@ -204,12 +204,10 @@ Status Hierarchy::allReduceTwoHosts(const uint8_t* in, uint8_t* out, size_t coun
     if (k == 0) continue;
     uint8_t* done = out + at(k - 1);
     if (leader) {
-      // Both leaders add the same two partial sums, in either order: the same bits.
-      if (op == RedOp::kAvg) {
-        kernels::sumDivide(type, done, done, theirs, len(k - 1), n);
-      } else {
-        kernels::reduce(type, sum, done, done, theirs, len(k - 1));
-      }
+      // Both leaders add the same two partial sums, in either order: the same bits. Avg rounds
+      // the sum, then divides, as allReduce's other schedules do: the same bits whichever runs.
+      kernels::reduce(type, sum, done, done, theirs, len(k - 1));
+      if (op == RedOp::kAvg) kernels::divide(type, done, done, len(k - 1), n);
     }
     FERRY_TRY(step(local_->broadcast(done, done, len(k - 1), type, 0), "allReduce", "intra-host broadcast", false));
   }

@@ -34,6 +34,28 @@ constexpr size_t kStoreTrialBytes = 256 * 1024;
 // Runs of each candidate: one on a host, two in turn across hosts (Tuner::settle).
 size_t trialRounds(const TunerInputs& in) { return in.arena ? 1 : 2; }
 
+// The constants stableOrder() prices with in place of the measured ones: fixed, so that every run
+// of a job picks the same order class for the same call. Their values only place the crossover
+// between the flat ring and recursive doubling over a network (a 25 us message, 1 GB/s a stream);
+// the arena's rows, which these host figures price, all share one class.
+constexpr double kNominalAlpha = 25e-6;
+constexpr double kNominalBeta = 1e-9;
+HostModel nominalHost(int cores) {
+  HostModel m;
+  m.syncSpin = 1e-6;
+  m.syncSleep = 10e-6;
+  m.copyBw = m.reduceBw = m.cmaBw = 10e9;
+  m.copyBwCache = m.reduceBwCache = 30e9;
+  m.cmaCall = 1e-6;
+  m.l2Bytes = 1 << 20;
+  m.cores = cores;
+  return m;
+}
+
+// The int keys of the plan caches: a call whose bits depend on the order is planned apart from
+// calls of the same shape that may take any class (min, max, integers).
+int sensitiveKey(int value, bool sensitive) { return value | (sensitive ? 0x100 : 0); }
+
 // "direct/cma", "direct/cma+nt" (streaming stores), "direct/cma+cached".
 std::string planName(const Plan& p) {
   std::string s = std::string(coll::algorithmName(p.algorithm)) + "/" + coll::protocolName(p.protocol);
@@ -183,9 +205,38 @@ std::vector<Tuner::Candidate> Tuner::candidates(CallKind kind, size_t bytes, boo
   return out;
 }
 
+int Tuner::stableOrder(CallKind kind, size_t bytes) const {
+  coll::ModelInputs nominal = in_;
+  nominal.model = nominalHost(in_.model.cores);
+  nominal.net.alpha = kNominalAlpha;
+  nominal.net.beta = kNominalBeta;
+  nominal.localCost = nullptr;
+  nominal.localCopyBw = 0;
+  const coll::Pricing p(nominal, chunk_, bytes, false);
+  // As choose(): FERRY_ALGO / FERRY_PROTO first, everything applicable where they leave nothing.
+  for (bool respect : {true, false}) {
+    const coll::AlgorithmRow* best = nullptr;
+    double bestSeconds = kInf;
+    for (const coll::AlgorithmRow* row : coll::algorithmTable()) {
+      if (row->kind != kind || (respect && !allowed(kind, row->algorithm, row->protocol)) || !row->applicable(p)) {
+        continue;
+      }
+      // Two levels wherever they apply: measured, they beat the flat plans from 64 KiB up
+      // (docs/ARCHITECTURE.md, "Several hosts"), and below that their order holds the bits of
+      // a job's small and large calls alike.
+      if (row->algorithm == Algorithm::kHierarchical) return coll::reductionOrder(row->algorithm);
+      const double s = row->cost(p);
+      if (best == nullptr || s < bestSeconds) best = row, bestSeconds = s;
+    }
+    if (best != nullptr) return coll::reductionOrder(best->algorithm);
+  }
+  return -1;
+}
+
 Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
   size_t bytes = d.count * dataTypeSize(d.type);
-  auto key = std::make_tuple(static_cast<int>(d.kind), bytes, shared);
+  const bool sensitive = coll::orderSensitive(d.kind, d.type, d.op);
+  auto key = std::make_tuple(sensitiveKey(static_cast<int>(d.kind), sensitive), bytes, shared);
   // Calls in a loop repeat their key: the last answer first, before the map.
   if (hasLast_ && key == lastKey_) return lastPlan_;
   if (auto it = cache_.find(key); it != cache_.end()) {
@@ -199,6 +250,13 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
       d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
   shared = shared && (perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes) >= in_.sharedMinBytes;
   auto cands = candidates(d.kind, bytes, shared);
+  // A call whose bits depend on the order runs a plan of the class stableOrder() picked.
+  const int order = sensitive ? stableOrder(d.kind, bytes) : -1;
+  if (order >= 0) {
+    for (Candidate& c : cands) {
+      if (coll::reductionOrder(c.plan.algorithm) != order) c.seconds = kInf;
+    }
+  }
   const Candidate* best = nullptr;
   for (const Candidate& c : cands) {
     if (c.allowed && c.seconds < kInf && (best == nullptr || c.seconds < best->seconds)) best = &c;
@@ -226,8 +284,9 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
       }
       why += why.empty() ? buf : std::string(", ") + buf;
     }
-    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s: %s/%s, chunk %zu B%s [predicted: %s]", callKindName(d.kind),
-               bytes, in_.ranks, shared ? " (buffers in shared memory)" : "", coll::algorithmName(plan.algorithm),
+    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s%s: %s/%s, chunk %zu B%s [predicted: %s]", callKindName(d.kind),
+               bytes, in_.ranks, shared ? " (buffers in shared memory)" : "",
+               order >= 0 ? " (order of reduction fixed)" : "", coll::algorithmName(plan.algorithm),
                coll::protocolName(plan.protocol), plan.chunkBytes,
                forcedOut ? " (FERRY_ALGO/FERRY_PROTO allow nothing that applies: ignored)" : "", why.c_str());
   }
@@ -242,6 +301,8 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
       d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
   const size_t moved = perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes;
   const size_t output = d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll ? moved : bytes;
+  const bool sensitive = coll::orderSensitive(d.kind, d.type, d.op);
+  const int planKey = sensitiveKey(static_cast<int>(d.kind), sensitive);
   Choice c;
   // Measured: single-host calls, and calls of communicators with two levels (the network's alpha
   // and beta cannot say how a flat ring of processes sharing cores compares with the two levels).
@@ -250,8 +311,10 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     // Beyond the measured sizes two-level communicators keep the algorithm the largest measured
     // call of the collective settled on.
     if (!in_.arena && measurable && in_.trials > 0 && moved > in_.measureMaxBytes) {
-      auto m = measuredPlans_.find(static_cast<int>(d.kind));
-      if (m != measuredPlans_.end()) {
+      auto m = measuredPlans_.find(planKey);
+      // A measured plan of another order class than this size's (stableOrder) would change bits.
+      if (m != measuredPlans_.end() &&
+          (!sensitive || coll::reductionOrder(m->second.second.algorithm) == stableOrder(d.kind, bytes))) {
         c.plan = m->second.second;
         return c;
       }
@@ -267,7 +330,8 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     }
     return c;
   }
-  auto key = std::make_tuple(static_cast<int>(d.kind), bytes, shared, static_cast<int>(d.type));
+  auto key =
+      std::make_tuple(static_cast<int>(d.kind), bytes, shared, sensitiveKey(static_cast<int>(d.type), sensitive));
   auto it = trials_.find(key);
   if (held_) {
     c.plan = it != trials_.end() && it->second.settled ? it->second.chosen : choose(d, shared);
@@ -277,8 +341,13 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     if (trials_.size() >= 4096) trials_.clear();
     Trials t;
     t.chosen = choose(d, shared);
-    // The model's candidates, as choose() weighs them, within kPrune of its best.
+    // The model's candidates, as choose() weighs them, within kPrune of its best; where the bits
+    // depend on the order, only those of the chosen plan's order class.
     auto cands = candidates(d.kind, bytes, shared && moved >= in_.sharedMinBytes);
+    if (sensitive) {
+      const int order = coll::reductionOrder(t.chosen.algorithm);
+      std::erase_if(cands, [order](const Candidate& x) { return coll::reductionOrder(x.plan.algorithm) != order; });
+    }
     double best = kInf;
     for (const Candidate& x : cands) {
       if (x.allowed && x.seconds < kUnmodelled) best = std::min(best, x.seconds);
@@ -295,6 +364,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     // is still cached when the call writes it depends on what the application does between
     // calls, which only a measurement sees.
     t.kind = static_cast<int>(d.kind);
+    t.planKey = planKey;
     t.moved = moved;
     if (in_.arena && output >= kStoreTrialBytes && !keep.empty()) {
       t.output = output;
@@ -392,7 +462,7 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
     if (t->output >= m.first) m = {t->output, t->chosen.stores};
   }
   if (!in_.arena) {
-    auto& m = measuredPlans_[t->kind];
+    auto& m = measuredPlans_[t->planKey];
     if (t->moved >= m.first) m = {t->moved, t->chosen};
   }
   if (log::enabled(log::Level::kInfo, log::kTune)) {

@@ -12,8 +12,14 @@
 // all-reduce of the calls' end times) and keep the fastest. A few constants cannot place a host's
 // crossovers between plans, so they are measured (docs/ARCHITECTURE.md, "The tuner"). Every rank
 // runs the same trials at the same calls and settles at the same call: there is no plan to
-// disagree on, and results do not depend on the plan (every reduction combines ranks in the same
-// order). Beyond the measured sizes the kind of store follows the largest measured call.
+// disagree on. Beyond the measured sizes the kind of store follows the largest measured call.
+//
+// Run-to-run stability: a floating-point sum, prod or avg gets different bits from plans that
+// combine the ranks in different orders (coll::reductionOrder). For those calls a deterministic
+// rule (stableOrder: the communicator's shape, the call's size and fixed constants, never a
+// timing) picks the order class first, and the model and the trials choose only among the plans of
+// that class, so two runs of a job give the same bits (docs/RELIABILITY.md, "Run-to-run
+// stability"). Min, max and integer types, and the data movers, may take any plan.
 #pragma once
 
 #include <cstddef>
@@ -94,6 +100,10 @@ class Tuner {
  private:
   Tuner() = default;
   bool allowed(CallKind kind, coll::Algorithm a, coll::Protocol p) const;
+  /// The order class (coll::reductionOrder) of every plan a call of (kind, bytes) whose bits
+  /// depend on the order may run: from the communicator's shape, the call's size, FERRY_ALGO and
+  /// fixed constants, never from a measurement; -1 where no row applies.
+  int stableOrder(CallKind kind, size_t bytes) const;
 
   TunerInputs in_;
   size_t chunk_ = 0;
@@ -108,8 +118,8 @@ class Tuner {
   bool held_ = false;  // holdTrials()
   // Per collective kind: the largest output whose store trials settled, and the stores that won.
   std::map<int, std::pair<size_t, coll::Stores>> measuredStores_;
-  // Communicators without an arena, per collective kind: the largest measured call (bytes moved)
-  // and the plan that won it.
+  // Communicators without an arena, per collective kind (sensitiveKey): the largest measured call
+  // (bytes moved) and the plan that won it.
   std::map<int, std::pair<size_t, coll::Plan>> measuredPlans_;
 };
 
@@ -123,6 +133,7 @@ struct Tuner::Trials {
   coll::Plan chosen;
   std::string what;   ///< "allReduce of 1048576 B on 4 ranks", for the log
   int kind = 0;       ///< the collective (CallKind)
+  int planKey = 0;    ///< measuredPlans_'s key: the collective, and whether the order of reduction is fixed
   size_t output = 0;  ///< each rank's output bytes where stores were tried; 0: not tried
   size_t moved = 0;   ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
 };

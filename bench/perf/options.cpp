@@ -80,11 +80,13 @@ struct Flag {
 };
 
 constexpr Flag kFlags[] = {
-    {'t', "nthreads"},     {'g', "ngpus"},      {'b', "minbytes"},    {'e', "maxbytes"},      {'i', "stepbytes"},
-    {'f', "stepfactor"},   {'n', "iters"},      {'m', "agg_iters"},   {'w', "warmup_iters"},  {'N', "run_cycles"},
-    {'c', "check"},        {'o', "op"},         {'d', "datatype"},    {'r', "root"},          {'z', "blocking"},
-    {'T', "timeout"},      {'a', "average"},    {'J', "output_file"}, {'M', "memory_report"}, {'R', "local_register"},
-    {'\0', "iter_budget"}, {'\0', "gpu-ranks"}, {'\0', "device"},
+    {'t', "nthreads"},          {'g', "ngpus"},       {'b', "minbytes"},      {'e', "maxbytes"},
+    {'i', "stepbytes"},         {'f', "stepfactor"},  {'n', "iters"},         {'m', "agg_iters"},
+    {'w', "warmup_iters"},      {'N', "run_cycles"},  {'c', "check"},         {'o', "op"},
+    {'d', "datatype"},          {'r', "root"},        {'z', "blocking"},      {'T', "timeout"},
+    {'a', "average"},           {'J', "output_file"}, {'M', "memory_report"}, {'R', "local_register"},
+    {'\0', "iter_budget"},      {'\0', "gpu-ranks"},  {'\0', "device"},       {'\0', "reference-run"},
+    {'\0', "reference-inputs"},
 };
 
 // Apply one flag with its value to `o`.
@@ -226,6 +228,20 @@ Status apply(Options& o, const Flag& f, const std::string& shown, const std::str
     o.gpuRanks = static_cast<int>(*v);
     return Status::ok();
   }
+  if (name == "reference-run") {
+    if (value.empty()) return usageError(shown + " needs a file name");
+    o.referenceRun = value;
+    return Status::ok();
+  }
+  if (name == "reference-inputs") {
+    if (value != "exact" && value != "spread") {
+      return usageError(shown + " " + value +
+                        ": expected exact (the -c check's values) or spread (magnitudes over "
+                        "many binades, whose sums depend on the order)");
+    }
+    o.spreadInputs = value == "spread";
+    return Status::ok();
+  }
   if (name == "device") {
     auto v = integer(0, 1023);
     FERRY_TRY(v);
@@ -245,6 +261,14 @@ Status validate(const Options& o) {
   }
   if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes < o.maxBytes) {
     return usageError("-i 0 without -f would never reach -e: give a step size or a step factor");
+  }
+  if (!o.referenceRun.empty() && o.gpuRanks > 0) {
+    return usageError("--reference-run is not supported with --gpu-ranks (the host sweep's outputs only)");
+  }
+  if (!o.referenceRun.empty() && o.check == 0) return usageError("--reference-run needs -c 1 or more");
+  if (o.referenceRun.empty() && (o.referenceRunFull || o.spreadInputs)) {
+    return usageError(std::string(o.spreadInputs ? "--reference-inputs" : "--reference-run-full") +
+                      " needs --reference-run FILE");
   }
   if (o.graph && o.gpuRanks == 0) return usageError("--graph needs --gpu-ranks: only GPU ranks run from a CUDA graph");
   if (o.rankThreads && o.gpuRanks == 0) return usageError("--rank-threads needs --gpu-ranks");
@@ -337,8 +361,8 @@ Result<Options> parseOptions(const std::vector<std::string>& args) {
       o.help = true;
       return o;
     }
-    if (a == "--graph" || a == "--rank-threads") {  // the extensions without a value
-      (a == "--graph" ? o.graph : o.rankThreads) = true;
+    if (a == "--graph" || a == "--rank-threads" || a == "--reference-run-full") {  // the extensions without a value
+      (a == "--graph" ? o.graph : a == "--rank-threads" ? o.rankThreads : o.referenceRunFull) = true;
       continue;
     }
     if (a.size() < 2 || a[0] != '-' || a == "--") {  // a positional argument: a collective
@@ -422,6 +446,11 @@ std::string usage(const std::string& program) {
          "  --device <id>               the CUDA device all of them use (default 0)\n"
          "  --graph                     with --gpu-ranks: time replays of a CUDA graph of -n operations\n"
          "  --rank-threads              with --gpu-ranks: one host thread per rank instead of one thread and groups\n"
+         "  --reference-run <file>      save a digest of every checked output to <file>.rank<R>, or compare with it\n"
+         "                              where it exists: a mismatch names the first differing element (or chunk)\n"
+         "  --reference-run-full        keep every output's bytes in the file, not only those up to 64 KiB\n"
+         "  --reference-inputs <exact/spread>  spread: reductions of floats get values over many binades, whose\n"
+         "                              result depends on the order of the ranks (checked by the digest only)\n"
          "  -h,--help                   this text\n"
          "Exit status: 0 when every checked value is right, 1 when one is wrong or an operation failed, 2 for bad "
          "usage.\n";

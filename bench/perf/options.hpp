@@ -34,13 +34,16 @@ struct Options {
   int timeoutSeconds = 0;  ///< -T: 0 = no limit beyond FERRY_TIMEOUT
   int average = 1;         ///< -a: time across ranks: 0 rank 0, 1 mean, 2 min, 3 max
   std::string jsonPath;    ///< -J
-  bool memoryReport = false;  ///< -M
-  size_t iterBudget = 0;      ///< --iter_budget: 0 = always -n and -w iterations
-  int gpuRanks = 0;           ///< --gpu-ranks: >0 runs that many ranks in this process on CUDA
-  int device = 0;             ///< --device: the CUDA device every GPU rank uses
-  bool graph = false;         ///< --graph: time replays of a CUDA graph of the -n operations
-  bool rankThreads = false;   ///< --rank-threads: one host thread per GPU rank instead of groups
-  bool help = false;          ///< -h: print usage and exit 0
+  bool memoryReport = false;      ///< -M
+  size_t iterBudget = 0;          ///< --iter_budget: 0 = always -n and -w iterations
+  int gpuRanks = 0;               ///< --gpu-ranks: >0 runs that many ranks in this process on CUDA
+  int device = 0;                 ///< --device: the CUDA device every GPU rank uses
+  bool graph = false;             ///< --graph: time replays of a CUDA graph of the -n operations
+  bool rankThreads = false;       ///< --rank-threads: one host thread per GPU rank instead of groups
+  std::string referenceRun;       ///< --reference-run: digests of the checked outputs (reference_run.hpp)
+  bool referenceRunFull = false;  ///< --reference-run-full: keep every output's bytes in the file
+  bool spreadInputs = false;      ///< --reference-inputs spread: order-dependent float reductions
+  bool help = false;              ///< -h: print usage and exit 0
 
   /// Timed iterations at a size of `bytes`: -n, or fewer so that iterations x -m x bytes stays
   /// within the budget, and at least 1.

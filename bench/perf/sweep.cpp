@@ -18,6 +18,7 @@
 #include "bench/perf/dtypes.hpp"
 #include "bench/perf/host_info.hpp"
 #include "bench/perf/progress.hpp"
+#include "bench/perf/reference_run.hpp"
 #include "bench/perf/report.hpp"
 
 namespace ferry::perf {
@@ -143,9 +144,11 @@ struct Buffer {
 
 class Runner {
  public:
-  Runner(const Options& o, Backend& be, Report& report, Progress& progress, Watchdog& watchdog)
-      : o_(o), be_(be), report_(report), progress_(progress), watchdog_(watchdog), n_(be.size()), rank_(be.rank()),
-        send_(o.maxBytes, be, o.localRegister), recv_(o.maxBytes, be, o.localRegister) {}
+  Runner(const Options& o, Backend& be, Report& report, Progress& progress, Watchdog& watchdog, ReferenceRun* ref,
+         const std::string& tool)
+      : o_(o), be_(be), report_(report), progress_(progress), watchdog_(watchdog), ref_(ref), tool_(tool),
+        n_(be.size()), rank_(be.rank()), send_(o.maxBytes, be, o.localRegister),
+        recv_(o.maxBytes, be, o.localRegister) {}
 
   bool allocated() const { return send_.data && recv_.data; }
   /// -R 2: seconds registering both buffers took on this rank.
@@ -162,12 +165,18 @@ class Runner {
   Status call(const Call& c);
   Status measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m);
   Status check(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m);
+  /// --reference-run: this rank's output of check run `seed`, recorded or compared; the differing
+  /// elements (or chunks), 0 when equal or recorded.
+  uint64_t compareReference(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
+                            const void* out, uint64_t seed);
 
   const Options& o_;
   Backend& be_;
   Report& report_;
   Progress& progress_;
   Watchdog& watchdog_;
+  ReferenceRun* ref_;  // null without --reference-run
+  std::string tool_;
   int n_;
   int rank_;
   Buffer send_;
@@ -273,15 +282,39 @@ Status Runner::check(Coll coll, DataType type, RedOp op, int root, const CollCou
     const CheckPlan plan(coll, type, op, n_, rank_, root, ++checkSeed_);
     const Pointers p = pointers(c, elt, inPlace, 0);
     CheckPlan::fillSentinel(p.base, c.recvCount * elt);
-    plan.fillInput(const_cast<void*>(p.send), c.sendCount);
+    // Spread inputs have no closed-form result: the reference's digest is their only check.
+    const bool spread = o_.spreadInputs && collInfo(coll).reduces && typeInfo(type).isFloat;
+    if (spread) {
+      fillSpreadInput(type, rank_, checkSeed_, const_cast<void*>(p.send), c.sendCount);
+    } else {
+      plan.fillInput(const_cast<void*>(p.send), c.sendCount);
+    }
     FERRY_TRY(call({coll, p.send, p.recv, c.paramCount, type, op, root}));
-    const uint64_t mine = plan.countWrong(p.recv, c, inPlace);
+    uint64_t mine = spread ? 0 : plan.countWrong(p.recv, c, inPlace);
+    if (ref_ != nullptr) mine += compareReference(coll, type, op, root, c, inPlace, p.recv, checkSeed_);
     FERRY_TRY(be_.allGatherBytes(&mine, m.wrongPerRank.data(), sizeof(mine)));
     m.wrong = 0;
     for (uint64_t w : m.wrongPerRank) m.wrong += w;
     if (m.wrong > 0) break;  // as nccl-tests: the first wrong run is the one reported
   }
   return Status::ok();
+}
+
+uint64_t Runner::compareReference(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace,
+                                  const void* out, uint64_t seed) {
+  const CollInfo& info = collInfo(coll);
+  if (coll == Coll::kReduce && rank_ != root) return 0;  // no output off the root
+  const std::string key =
+      std::string(info.name) + "/" + typeInfo(type).ferryName + "/" + (info.reduces ? opName(op) : "-") + "/root" +
+      std::to_string(root) + "/" + std::to_string(c.recvCount * typeInfo(type).size) + "B/" +
+      (inPlace ? "in-place" : "out-of-place") + "/check" + std::to_string(seed) + "/rank" + std::to_string(rank_);
+  std::string message;
+  const uint64_t differ = ref_->check(key, out, c.recvCount, typeInfo(type).size, message);
+  if (differ > 0) {
+    progress_.clear();
+    std::fprintf(stderr, "%s: rank %d: --reference-run mismatch, %s\n", tool_.c_str(), rank_, message.c_str());
+  }
+  return differ;
 }
 
 Status Runner::runAll() {
@@ -365,7 +398,16 @@ int runSweep(const Options& o, Backend& be, const std::vector<std::string>& args
   const int64_t residentBeforeBuffers = residentBytes();
   {
     Watchdog watchdog(be, o.timeoutSeconds);
-    Runner runner(o, be, report, progress, watchdog);
+    std::unique_ptr<ReferenceRun> ref;
+    if (s.isOk() && !o.referenceRun.empty()) {
+      auto r = ReferenceRun::open(o.referenceRun, be.rank(), o.referenceRunFull);
+      if (r.isOk()) {
+        ref = std::make_unique<ReferenceRun>(std::move(*r));
+      } else {
+        s = r.status();
+      }
+    }
+    Runner runner(o, be, report, progress, watchdog, ref.get(), tool);
     if (s.isOk() && !runner.allocated()) {
       s = Status(ErrorCode::kSystemError, "cannot allocate two buffers of " + formatBytes(o.maxBytes) + " (-e)");
     }
@@ -376,6 +418,7 @@ int runSweep(const Options& o, Backend& be, const std::vector<std::string>& args
       if (s.isOk()) report.registration(seconds, o.maxBytes);
     }
     if (s.isOk()) s = runner.runAll();
+    if (s.isOk() && ref) s = ref->finish();
     progress.clear();
     if (s.isOk() && o.memoryReport) {
       double use[3] = {static_cast<double>(residentAfterInit - residentBeforeInit), static_cast<double>(buffers),

@@ -42,8 +42,8 @@ inline constexpr int kNumDataTypes = 12;
 enum class RedOp : int {
   kSum = 0,
   kProd = 1,
-  kMax = 2,
-  kMin = 3,
+  kMax = 2,   ///< floats: a NaN wins (of two, the larger bits); max(-0, +0) = +0, in any order
+  kMin = 3,   ///< floats: a NaN wins (of two, the larger bits); min(-0, +0) = -0, in any order
   kAvg = 4,   ///< sum divided by the number of ranks, computed once at the end
   kBand = 5,  ///< bitwise and (integers only)
   kBor = 6,   ///< bitwise or (integers only)

@@ -9,9 +9,10 @@
 // - every step v = v op s is computed in Acc<T> (float32 for float16/bfloat16/float8, T otherwise)
 //   and rounded back to T before the next step, so an nSrcs-way reduction equals nSrcs - 1 host
 //   reduce() calls applied left to right;
-// - integers wrap (sum and prod run in the unsigned type); max/min propagate NaN with the host's
-//   formula (ordered choice, then a NaN in b wins, then a NaN in a wins), so even the choice of NaN
-//   payload and of +0/-0 matches; band/bor/bxor exist for the integer types only;
+// - integers wrap (sum and prod run in the unsigned type); max/min follow the host's rule for
+//   special values (NaN wins, of two NaNs the larger bit pattern; max(-0, +0) = +0, min = -0), so
+//   even the choice of NaN payload and of +0/-0 matches, in any order of the operands;
+//   band/bor/bxor exist for the integer types only;
 // - avg is a sum whose last step is fused with the division: v = (v + s_last) / divisor in Acc,
 //   rounded once (host sumDivide), or v = s_0 / divisor for one source (host divide). Integers
 //   truncate toward zero after wrapping, as C does.
@@ -75,12 +76,43 @@ FERRY_HOST_DEVICE A wrapMul(A a, A b) {
     return a * b;
   }
 }
-/// The host kernels' NaN rule on top of an ordered selection r: a NaN in b, then in a, wins.
-template <typename A>
-FERRY_HOST_DEVICE A propagateNan(A r, A a, A b) {
-  if constexpr (std::is_floating_point_v<A>) {
-    r = b != b ? b : r;
-    r = a != a ? a : r;
+/// The bits of a double (CUDA's intrinsic in device code, memcpy on the host).
+FERRY_HOST_DEVICE uint64_t doubleToBits(double d) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint64_t>(__double_as_longlong(d));
+#else
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+#endif
+}
+FERRY_HOST_DEVICE double bitsToDouble(uint64_t u) {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(u));
+#else
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+#endif
+}
+/// The host kernels' special values' rule on top of an ordered selection r (kernels/host/reduce.hpp):
+/// equal operands give max the AND of their bits and min the OR (+0 and -0: max +0, min -0); a NaN
+/// wins, and of two NaNs the larger bit pattern. Symmetric in a and b: the order of the ranks does
+/// not change the bits.
+template <bool kMax, typename A>
+FERRY_HOST_DEVICE A applySpecials(A r, A a, A b) {
+  if constexpr (std::is_same_v<A, float>) {
+    const uint32_t ua = floatToBits(a), ub = floatToBits(b);
+    if (a == b) r = bitsToFloat(kMax ? ua & ub : ua | ub);
+    if (b != b) r = b;
+    if (a != a) r = a;
+    if (a != a && b != b) r = ua > ub ? a : b;
+  } else if constexpr (std::is_same_v<A, double>) {
+    const uint64_t ua = doubleToBits(a), ub = doubleToBits(b);
+    if (a == b) r = bitsToDouble(kMax ? ua & ub : ua | ub);
+    if (b != b) r = b;
+    if (a != a) r = a;
+    if (a != a && b != b) r = ua > ub ? a : b;
   }
   return r;
 }
@@ -100,18 +132,18 @@ struct OpProd {
     return op_detail::wrapMul(a, b);
   }
 };
-/// max(a, b); NaN if either is NaN (a's NaN if both).
+/// max(a, b); NaN if either is NaN; max(-0, +0) = +0 (op_detail::applySpecials).
 struct OpMax {
   template <typename A>
   FERRY_HOST_DEVICE A operator()(A a, A b) const {
-    return op_detail::propagateNan(a > b ? a : b, a, b);
+    return op_detail::applySpecials<true>(a > b ? a : b, a, b);
   }
 };
-/// min(a, b); NaN if either is NaN (a's NaN if both).
+/// min(a, b); NaN if either is NaN; min(-0, +0) = -0 (op_detail::applySpecials).
 struct OpMin {
   template <typename A>
   FERRY_HOST_DEVICE A operator()(A a, A b) const {
-    return op_detail::propagateNan(a < b ? a : b, a, b);
+    return op_detail::applySpecials<false>(a < b ? a : b, a, b);
   }
 };
 /// a & b, integers only (dispatchTypeOp never pairs the bitwise functors with a floating type).

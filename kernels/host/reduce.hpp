@@ -4,7 +4,10 @@
 // - dst may alias a or b exactly (in-place accumulate); partial overlap is not allowed.
 // - Integers wrap around (two's complement) for sum and prod; no undefined behaviour on overflow.
 // - float16 and bfloat16 are computed in float32 and rounded back with round-to-nearest-even.
-// - max/min propagate NaN: if either input is NaN the result is NaN. max(+0,-0) may return either zero.
+// - max/min, floating types (PyTorch's rule, made independent of the operands' order): if either
+//   input is NaN the result is NaN (the NaN itself; of two NaNs, the one whose bits read as an
+//   unsigned integer are larger); max(-0, +0) = max(+0, -0) = +0 and min(-0, +0) = min(+0, -0) = -0;
+//   infinities order as usual. float16/bfloat16/float8 apply it in float32 lanes, like every op.
 // - band/bor/bxor are defined on the integer types only (bitwise on the two's complement bits).
 // - avg is not an op here: collectives sum, then apply sumDivide/divide once at the end.
 // The implementation is chosen at run time from the widest instruction set the CPU has (AVX-512,

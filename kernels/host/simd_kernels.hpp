@@ -17,8 +17,9 @@
 //
 // Arithmetic rules (the contract in reduce.hpp):
 // - integer sum/prod run in unsigned lanes (wrap-around, no undefined behaviour);
-// - max/min: (a > b ? a : b), then a NaN in b wins, then a NaN in a wins. All instruction sets use
-//   this one formula, so even the choice between +0 and -0 and between two NaN payloads agrees;
+// - max/min: (a > b ? a : b); equal operands (+0, -0) give max +0 and min -0; a NaN wins, and of
+//   two NaNs the larger bit pattern (applySpecials). No case depends on which operand is a, so a
+//   reduction's bits do not depend on the order of the ranks, and all instruction sets agree;
 // - band/bor/bxor: &, |, ^ on integer lanes (no floating-point entries);
 // - division: floats divide in their own precision (float32 for the half types) and round once;
 //   integers truncate toward zero. 8-bit sums are divided in float32 and 32-bit sums in float64,
@@ -150,25 +151,32 @@ struct SimdKernels {
       }
     }
   };
-  /// Applies the NaN rule on top of an ordered selection r: NaN in b, then NaN in a, wins.
-  template <typename T>
-  static Vec<T> propagateNan(Vec<T> r, Vec<T> a, Vec<T> b) {
+  /// The special values' rule (reduce.hpp) on top of an ordered selection r: operands that compare
+  /// equal give max the AND of their bits and min the OR (so +0 and -0 give max +0, min -0);
+  /// a NaN operand wins, and of two NaNs the larger bit pattern. Every case is symmetric in a and
+  /// b, so a reduction's result does not depend on the order of its operands.
+  template <typename T, bool kMax>
+  static Vec<T> applySpecials(Vec<T> r, Vec<T> a, Vec<T> b) {
     if constexpr (std::is_floating_point_v<T>) {
+      using UV = Vec<std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+      const UV ua = reinterpret_cast<UV>(a), ub = reinterpret_cast<UV>(b);
+      r = a == b ? reinterpret_cast<Vec<T>>(kMax ? ua & ub : ua | ub) : r;
       r = b != b ? b : r;
       r = a != a ? a : r;
+      r = (a != a) & (b != b) ? (ua > ub ? a : b) : r;
     }
     return r;
   }
   struct Max {
     template <typename T>
     static Vec<T> apply(Vec<T> a, Vec<T> b) {
-      return propagateNan<T>(a > b ? a : b, a, b);
+      return applySpecials<T, true>(a > b ? a : b, a, b);
     }
   };
   struct Min {
     template <typename T>
     static Vec<T> apply(Vec<T> a, Vec<T> b) {
-      return propagateNan<T>(a < b ? a : b, a, b);
+      return applySpecials<T, false>(a < b ? a : b, a, b);
     }
   };
 

@@ -3,6 +3,7 @@
 // exactly with closed-form values.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -352,6 +353,143 @@ TEST_CASE("bitwise allReduce and reduce", "[mp]") {
                 err = r == root ? comparePattern(t, dst, count, want, 0, what) : "";
                 if (!err.empty()) return err;
               }
+            }
+          }
+        }
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
+
+namespace {
+
+// Min and max over special values (docs/RELIABILITY.md, "Special values in min and max"): NaN,
+// -0, +0, infinities and two ordinary values, each with its bits per floating type and its order.
+struct Special {
+  uint64_t bits[4];  // float32, float64, float16, bfloat16
+  double value;      // the order of the non-NaN values; NaN for the NaNs
+};
+const Special kSpecials[] = {
+    {{0x7FC00001, 0x7FF8000000000001, 0x7E01, 0x7FC1}, NAN},
+    {{0xFFC00002, 0xFFF8000000000002, 0xFE02, 0xFFC2}, NAN},
+    {{0x00000000, 0x0000000000000000, 0x0000, 0x0000}, 0.0},
+    {{0x80000000, 0x8000000000000000, 0x8000, 0x8000}, -0.0},
+    {{0x7F800000, 0x7FF0000000000000, 0x7C00, 0x7F80}, INFINITY},
+    {{0xFF800000, 0xFFF0000000000000, 0xFC00, 0xFF80}, -INFINITY},
+    {{0x3F800000, 0x3FF0000000000000, 0x3C00, 0x3F80}, 1.0},
+    {{0xBF800000, 0xBFF0000000000000, 0xBC00, 0xBF80}, -1.0},
+};
+constexpr size_t kNumSpecials = std::size(kSpecials);
+const DataType kSpecialTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBfloat16};
+
+// Rank r's special at element i: every combination of specials over up to four ranks occurs.
+size_t specialAt(int r, size_t i) {
+  size_t k = i;
+  for (int j = 0; j < r; ++j) k /= kNumSpecials;
+  return k % kNumSpecials;
+}
+
+// The rule on two specials' bits (type index ti): a NaN wins, of two NaNs the larger bits;
+// max(-0, +0) = +0, min = -0; else the ordered choice. Symmetric, so any fold order gives it.
+uint64_t specialRule(bool isMax, size_t ti, size_t a, size_t b) {
+  const uint64_t ba = kSpecials[a].bits[ti], bb = kSpecials[b].bits[ti];
+  const double va = kSpecials[a].value, vb = kSpecials[b].value;
+  if (va != va && vb != vb) return ba > bb ? ba : bb;
+  if (va != va) return ba;
+  if (vb != vb) return bb;
+  if (va == vb) return isMax ? (ba & bb) : (ba | bb);
+  return isMax == (va > vb) ? ba : bb;
+}
+
+size_t specialIndex(size_t ti, uint64_t bits) {
+  for (size_t k = 0; k < kNumSpecials; ++k) {
+    if (kSpecials[k].bits[ti] == bits) return k;
+  }
+  return kNumSpecials;
+}
+
+// Element i of the reduction over n ranks (ranks folded from the last: the rule makes it irrelevant).
+uint64_t specialExpected(bool isMax, size_t ti, int n, size_t i) {
+  uint64_t acc = kSpecials[specialAt(n - 1, i)].bits[ti];
+  for (int r = n - 2; r >= 0; --r) acc = specialRule(isMax, ti, specialIndex(ti, acc), specialAt(r, i));
+  return acc;
+}
+
+std::string compareSpecials(const uint8_t* got, size_t es, size_t count, size_t first, const std::string& what,
+                            const std::function<uint64_t(size_t)>& want) {
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t g = 0;
+    std::memcpy(&g, got + i * es, es);
+    if (g != want(first + i)) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "%s: element %zu is 0x%llx, expected 0x%llx", what.c_str(), i,
+                    static_cast<unsigned long long>(g), static_cast<unsigned long long>(want(first + i)));
+      return buf;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+// Every combination of NaN, -0, +0, +-Inf, 1 and -1 over the ranks, in allReduce, reduce and
+// reduceScatter with min and max: the documented rule, whatever plan runs (meson.build runs it
+// under each algorithm).
+TEST_CASE("min and max special values", "[mp]") {
+  // Quick: four ranks only (every combination of the specials over them).
+  const std::vector<int> sizes = launchedWorldSize() > 0 ? std::vector<int>{launchedWorldSize()}
+                                 : quick()               ? std::vector<int>{4}
+                                                         : std::vector<int>{2, 3, 4};
+  for (int n : sizes) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [&](Comm& c) -> std::string {
+      const int r = c.rank();
+      size_t combos = 1;
+      for (int j = 0; j < n; ++j) combos *= kNumSpecials;
+      for (size_t ti = 0; ti < std::size(kSpecialTypes); ++ti) {
+        const DataType t = kSpecialTypes[ti];
+        const size_t es = dataTypeSize(t);
+        for (RedOp op : {RedOp::kMax, RedOp::kMin}) {
+          const bool isMax = op == RedOp::kMax;
+          auto want = [&](size_t i) { return specialExpected(isMax, ti, n, i % combos); };
+          // Every combination once, then enough of them for the pipelined and chunked plans.
+          for (size_t count : {combos, size_t{65539}}) {
+            for (bool inPlace : {false, true}) {
+              const size_t total = count * static_cast<size_t>(n);
+              Buffer in(c, total * es + 1), out(c, total * es + 1);
+              for (size_t i = 0; i < total; ++i) {
+                std::memcpy(in.data() + i * es, &kSpecials[specialAt(r, i % combos)].bits[ti], es);
+              }
+              void* dst = inPlace ? in.data() : out.data();
+              std::string what = label("allReduce", t, op, count, inPlace);
+              Status s = c.allReduce(in.data(), dst, count, t, op);
+              if (!s.isOk()) return failed(s, what);
+              std::string err = compareSpecials(static_cast<uint8_t*>(dst), es, count, 0, what, want);
+              if (!err.empty()) return err;
+              for (int root : {0, n - 1}) {
+                for (size_t i = 0; i < count; ++i) {
+                  std::memcpy(in.data() + i * es, &kSpecials[specialAt(r, i % combos)].bits[ti], es);
+                }
+                what = label("reduce", t, op, count, inPlace, root);
+                s = c.reduce(in.data(), dst, count, t, op, root);
+                if (!s.isOk()) return failed(s, what);
+                err = r == root ? compareSpecials(static_cast<uint8_t*>(dst), es, count, 0, what, want) : "";
+                if (!err.empty()) return err;
+              }
+              // Reduce-scatter: block r of every rank's n blocks; element i of the whole is index i.
+              for (size_t i = 0; i < total; ++i) {
+                std::memcpy(in.data() + i * es, &kSpecials[specialAt(r, i % combos)].bits[ti], es);
+              }
+              const size_t block = count;
+              void* rsOut = inPlace ? in.data() + static_cast<size_t>(r) * block * es : out.data();
+              what = label("reduceScatter", t, op, block, inPlace);
+              s = c.reduceScatter(in.data(), rsOut, block, t, op);
+              if (!s.isOk()) return failed(s, what);
+              err =
+                  compareSpecials(static_cast<uint8_t*>(rsOut), es, block, static_cast<size_t>(r) * block, what, want);
+              if (!err.empty()) return err;
             }
           }
         }

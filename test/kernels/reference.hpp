@@ -153,20 +153,34 @@ T refInt(RedOp op, T a, T b) {
   }
 }
 
-/// a op b for float or double; max/min pick a's NaN, then b's, else the ordered choice.
+/// max/min of float or double as the contract states it: a NaN wins (of two, the larger bits);
+/// equal operands give max the AND of their bits, min the OR (+0 and -0: max +0, min -0).
+template <typename F>
+F refMinMax(bool isMax, F a, F b) {
+  using U = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  U ua, ub;
+  std::memcpy(&ua, &a, sizeof a);
+  std::memcpy(&ub, &b, sizeof b);
+  if (std::isnan(a) && std::isnan(b)) return ua > ub ? a : b;
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) {
+    const U ur = isMax ? (ua & ub) : (ua | ub);
+    F r;
+    std::memcpy(&r, &ur, sizeof r);
+    return r;
+  }
+  return isMax ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+/// a op b for float or double.
 template <typename F>
 F refFloat(RedOp op, F a, F b) {
   switch (op) {
     case RedOp::kSum: return a + b;
     case RedOp::kProd: return a * b;
-    case RedOp::kMax:
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-      return a > b ? a : b;
-    case RedOp::kMin:
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-      return a < b ? a : b;
+    case RedOp::kMax: return refMinMax(true, a, b);
+    case RedOp::kMin: return refMinMax(false, a, b);
     default: return 0;
   }
 }

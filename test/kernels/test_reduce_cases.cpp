@@ -106,11 +106,13 @@ TEST_CASE("integer max and min respect signedness") {
 TEST_CASE("max and min propagate NaN from either side and order infinities") {
   const uint32_t nanA = 0x7FC00001, nanB = 0xFFC00002, snan = 0x7F800001, inf = 0x7F800000, ninf = 0xFF800000;
   const uint32_t one = f32(1.0f), five = f32(5.0f);
-  // NaN in a wins over everything, then NaN in b; sNaN passes through unchanged (no arithmetic).
+  // A NaN wins over everything, of two NaNs the larger bits in either order; sNaN passes through
+  // unchanged (no arithmetic).
   expectKernel<uint32_t>(DataType::kFloat32, RedOp::kMax,
                          {{nanA, one, nanA},
                           {one, nanB, nanB},
-                          {nanA, nanB, nanA},
+                          {nanA, nanB, nanB},
+                          {nanB, nanA, nanB},
                           {inf, nanB, nanB},
                           {snan, one, snan},
                           {ninf, one, one},
@@ -135,6 +137,23 @@ TEST_CASE("max and min propagate NaN from either side and order infinities") {
   expectKernel<uint16_t>(DataType::kBfloat16, RedOp::kMax,
                          {{0x7F81, 0x3F80, 0x7FC1}, {0x3F80, 0xFFC2, 0xFFC2}, {0xFF80, 0x3F80, 0x3F80}});
   expectKernel<uint16_t>(DataType::kBfloat16, RedOp::kMin, {{0x7F80, 0xFF80, 0xFF80}, {0x3F80, 0x7FC0, 0x7FC0}});
+}
+
+TEST_CASE("max and min order -0 below +0 and treat two NaNs alike in either order") {
+  const uint32_t pz = 0, nz = 0x80000000u, nanA = 0x7FC00001, nanB = 0x7FC00002, one = f32(1.0f);
+  // max(-0, +0) = +0 and min(-0, +0) = -0 whichever operand comes first: an order-independent
+  // reduction (docs/RELIABILITY.md, "Special values in min and max").
+  expectKernel<uint32_t>(DataType::kFloat32, RedOp::kMax,
+                         {{pz, nz, pz}, {nz, pz, pz}, {nz, nz, nz}, {nanA, nanB, nanB}, {nanB, nanA, nanB}});
+  expectKernel<uint32_t>(DataType::kFloat32, RedOp::kMin,
+                         {{pz, nz, nz}, {nz, pz, nz}, {pz, pz, pz}, {nanA, nanB, nanB}, {nanB, one, nanB}});
+  const uint64_t dpz = 0, dnz = uint64_t{1} << 63;
+  expectKernel<uint64_t>(DataType::kFloat64, RedOp::kMax, {{dpz, dnz, dpz}, {dnz, dpz, dpz}});
+  expectKernel<uint64_t>(DataType::kFloat64, RedOp::kMin, {{dpz, dnz, dnz}, {dnz, dpz, dnz}});
+  expectKernel<uint16_t>(DataType::kFloat16, RedOp::kMax, {{0x0000, 0x8000, 0x0000}, {0x8000, 0x0000, 0x0000}});
+  expectKernel<uint16_t>(DataType::kFloat16, RedOp::kMin, {{0x0000, 0x8000, 0x8000}, {0x8000, 0x0000, 0x8000}});
+  expectKernel<uint16_t>(DataType::kBfloat16, RedOp::kMax, {{0x0000, 0x8000, 0x0000}, {0x8000, 0x0000, 0x0000}});
+  expectKernel<uint16_t>(DataType::kBfloat16, RedOp::kMin, {{0x0000, 0x8000, 0x8000}, {0x8000, 0x0000, 0x8000}});
 }
 
 TEST_CASE("float16 and bfloat16 round ties to even") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "collectives/table.hpp"
 #include "runtime/tuner.hpp"
 
 using namespace ferry;
@@ -423,12 +424,16 @@ TEST_CASE("with two levels every collective crosses hosts once where that moves 
   }
   // Broadcast and reduce: a few bytes cross once instead of passing every rank; a large vector
   // flows through the flat chain in slices, which hides its extra hops, where the two levels add
-  // a step that is not pipelined with the crossing.
+  // a step that is not pipelined with the crossing. (A float sum keeps the two levels' order of
+  // reduction whatever the size: see the run-to-run stability tests below.)
   for (CallKind k : {CallKind::kBroadcast, CallKind::kReduce}) {
     INFO(callKindName(k));
-    CHECK(plan(*t, k, 4).algorithm == Algorithm::kHierarchical);
-    CHECK(plan(*t, k, 16 << 20).algorithm == Algorithm::kChain);
+    const OpDesc small{k, 4, DataType::kFloat32, RedOp::kMax, 0},
+        large{k, 16 << 20, DataType::kFloat32, RedOp::kMax, 0};
+    CHECK(t->choose(small).algorithm == Algorithm::kHierarchical);
+    CHECK(t->choose(large).algorithm == Algorithm::kChain);
   }
+  CHECK(plan(*t, CallKind::kReduce, 16 << 20).algorithm == Algorithm::kHierarchical);
   // All-to-all: as many bytes cross either way; the two levels send H - 1 messages, not n - 1.
   CHECK(plan(*t, CallKind::kAllToAll, 4).algorithm == Algorithm::kHierarchical);
   // FERRY_ALGO=ring keeps the flat ring.
@@ -483,9 +488,10 @@ TEST_CASE(
   auto t = Tuner::create(in, "", "", 0);
   REQUIRE(t.isOk());
   const size_t floats = 1 << 20;
-  REQUIRE(plan(*t, CallKind::kAllReduce, floats).algorithm == Algorithm::kRing);
+  // (A max: its bits do not depend on the plan, so every class may be measured.)
+  OpDesc d{CallKind::kAllReduce, floats, DataType::kFloat32, RedOp::kMax, -1};
+  REQUIRE(t->choose(d).algorithm == Algorithm::kRing);
   // ...but the two levels run faster. Each rank's clock is its own: settle() takes intervals.
-  OpDesc d{CallKind::kAllReduce, floats, DataType::kFloat32, RedOp::kSum, -1};
   int64_t clock = 5'000'000;
   std::vector<Algorithm> ran;
   bool settled = false;
@@ -515,7 +521,7 @@ TEST_CASE(
   CHECK(ran[0] != ran[3]);
   CHECK(t->select(d).plan.algorithm == Algorithm::kHierarchical);
   // Larger than anything measured: the largest measured call's winner.
-  OpDesc big{CallKind::kAllReduce, size_t{64} << 20, DataType::kFloat32, RedOp::kSum, -1};
+  OpDesc big{CallKind::kAllReduce, size_t{64} << 20, DataType::kFloat32, RedOp::kMax, -1};
   CHECK(t->select(big).plan.algorithm == Algorithm::kHierarchical);
   // Without two levels nothing is measured: the model decides.
   TunerInputs flat = in;
@@ -589,4 +595,109 @@ TEST_CASE("across hosts each plan keeps the better of its two runs", "[tuner][ne
   });
   REQUIRE(ran.size() == 52);
   CHECK(kept == first);
+}
+
+// Run-to-run stability (docs/RELIABILITY.md): a float sum, prod or avg runs a plan of the order
+// class a deterministic rule picks, whatever the measured constants and the trials say.
+namespace {
+
+// Every plan select() runs for `d` until its trials settle (each call taking `ns(plan)`), then the
+// plan it keeps.
+template <typename Ns>
+std::vector<Algorithm> measuredPlans(Tuner& t, const OpDesc& d, Ns ns) {
+  std::vector<Algorithm> ran;
+  int64_t clock = 1'000'000;
+  for (int call = 0; call < 200; ++call) {
+    Tuner::Choice c = t.select(d);
+    if (c.settle) {
+      t.settle(c, Tuner::intervals(t.callEnds(c), t.inputs().trials), !t.inputs().arena);
+      break;
+    }
+    ran.push_back(c.plan.algorithm);
+    if (c.trial < 0) break;  // nothing measured: the model's plan
+    clock += ns(c.plan.algorithm);
+    t.record(c, clock);
+  }
+  ran.push_back(t.select(d).plan.algorithm);
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("a float sum across hosts measures only plans of one order class, the same on every network",
+          "[tuner][net]") {
+  // Two networks and two intra-host costs: the model prefers the flat ring on the fast one.
+  TunerInputs slow = networkInputs(4, 2, true), fast = slow;
+  fast.net.alpha = 10e-6;
+  fast.net.beta = 1.0 / 3e9;
+  fast.localCost = [](CallKind, size_t b) { return 20e-6 + static_cast<double>(b) / 1e9; };
+  for (TunerInputs in : {slow, fast}) {
+    in.trials = 2;
+    in.measureMaxBytes = 32 << 20;
+    for (CallKind k : {CallKind::kAllReduce, CallKind::kReduceScatter, CallKind::kReduce}) {
+      for (DataType type : {DataType::kFloat32, DataType::kBfloat16}) {
+        for (RedOp op : {RedOp::kSum, RedOp::kAvg, RedOp::kProd}) {
+          for (size_t count : {size_t{4}, size_t{1} << 18, size_t{1} << 22}) {
+            INFO(callKindName(k) << " of " << count << " on the " << (in.net.alpha < 20e-6 ? "fast" : "slow")
+                                 << " network, op " << static_cast<int>(op));
+            auto t = Tuner::create(in, "", "", 0);
+            REQUIRE(t.isOk());
+            const OpDesc d{k, count, type, op, k == CallKind::kReduce ? 1 : -1};
+            // Whichever plan the clock favours, flat or two levels: every run and the kept plan
+            // reduce in the two levels' order.
+            for (Algorithm faster : {Algorithm::kRing, Algorithm::kHierarchical, Algorithm::kChain}) {
+              auto u = Tuner::create(in, "", "", 0);
+              REQUIRE(u.isOk());
+              for (Algorithm a : measuredPlans(*u, d, [&](Algorithm x) { return x == faster ? 100'000 : 900'000; })) {
+                CHECK(coll::reductionOrder(a) == coll::reductionOrder(Algorithm::kHierarchical));
+              }
+            }
+            CHECK(t->choose(d).algorithm == Algorithm::kHierarchical);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a float sum over a flat network picks ring or doubling by size and rank count alone", "[tuner][net]") {
+  // Two measured networks whose alpha-beta crossover between doubling and the ring differs by 40x.
+  TunerInputs a = networkInputs(4, 4, false), b = a;
+  b.net.alpha = 10e-6;
+  b.net.beta = 1.0 / 10e9;
+  auto ta = Tuner::create(a, "", "", 0), tb = Tuner::create(b, "", "", 0);
+  REQUIRE(ta.isOk());
+  REQUIRE(tb.isOk());
+  for (size_t count = 1; count <= (size_t{1} << 24); count *= 2) {
+    INFO(count << " floats");
+    const OpDesc sum{CallKind::kAllReduce, count, DataType::kFloat32, RedOp::kSum, -1};
+    CHECK(ta->choose(sum).algorithm == tb->choose(sum).algorithm);
+  }
+  // Min and max give the same bits in any order: the measured network decides.
+  const OpDesc max{CallKind::kAllReduce, 1 << 16, DataType::kFloat32, RedOp::kMax, -1};
+  CHECK(ta->choose(max).algorithm == Algorithm::kRing);
+  CHECK(tb->choose(max).algorithm == Algorithm::kDoubling);
+}
+
+TEST_CASE("FERRY_ALGO may pick another order class: the user's choice", "[tuner][net]") {
+  auto t = Tuner::create(networkInputs(4, 2, true), "allreduce:ring", "", 0);
+  REQUIRE(t.isOk());
+  CHECK(plan(*t, CallKind::kAllReduce, 1 << 20).algorithm == Algorithm::kRing);
+  // Where the restriction leaves nothing that applies it is ignored, as for any call.
+  auto u = Tuner::create(networkInputs(4, 2, true), "reducescatter:doubling", "", 0);
+  REQUIRE(u.isOk());
+  CHECK(plan(*u, CallKind::kReduceScatter, 1 << 20).algorithm == Algorithm::kHierarchical);
+}
+
+TEST_CASE("order classes: the arena's rows share one, every other algorithm is its own", "[tuner]") {
+  CHECK(coll::reductionOrder(Algorithm::kOneShot) == coll::reductionOrder(Algorithm::kTwoShot));
+  CHECK(coll::reductionOrder(Algorithm::kOneShot) == coll::reductionOrder(Algorithm::kDirect));
+  CHECK(coll::reductionOrder(Algorithm::kRing) != coll::reductionOrder(Algorithm::kDoubling));
+  CHECK(coll::reductionOrder(Algorithm::kRing) != coll::reductionOrder(Algorithm::kOneShot));
+  CHECK(coll::reductionOrder(Algorithm::kHierarchical) != coll::reductionOrder(Algorithm::kChain));
+  CHECK(coll::orderSensitive(CallKind::kAllReduce, DataType::kFloat16, RedOp::kAvg));
+  CHECK(coll::orderSensitive(CallKind::kReduce, DataType::kFloat64, RedOp::kProd));
+  CHECK_FALSE(coll::orderSensitive(CallKind::kAllReduce, DataType::kFloat32, RedOp::kMax));
+  CHECK_FALSE(coll::orderSensitive(CallKind::kAllReduce, DataType::kInt32, RedOp::kSum));
+  CHECK_FALSE(coll::orderSensitive(CallKind::kAllGather, DataType::kFloat32, RedOp::kSum));
 }
