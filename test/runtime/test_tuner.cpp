@@ -673,9 +673,11 @@ TEST_CASE("a float sum over a flat network picks ring or doubling by size and ra
     const OpDesc sum{CallKind::kAllReduce, count, DataType::kFloat32, RedOp::kSum, -1};
     CHECK(ta->choose(sum).algorithm == tb->choose(sum).algorithm);
   }
-  // Min and max give the same bits in any order: the measured network decides.
+  // Min and max give the same bits in any order: the measured network decides (a bandwidth-bound
+  // plan on the slow-start network, doubling where latency is cheap).
   const OpDesc max{CallKind::kAllReduce, 1 << 16, DataType::kFloat32, RedOp::kMax, -1};
-  CHECK(ta->choose(max).algorithm == Algorithm::kRing);
+  const Algorithm onA = ta->choose(max).algorithm;
+  CHECK((onA == Algorithm::kRing || onA == Algorithm::kRabenseifner));
   CHECK(tb->choose(max).algorithm == Algorithm::kDoubling);
 }
 
