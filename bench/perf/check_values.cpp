@@ -15,14 +15,7 @@ constexpr uint8_t kSentinelByte = 0xA5;
 constexpr uint64_t kMaxExpectedEntries = 65536;
 constexpr uint64_t kMaxOffset = 1023;
 
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer: every input bit affects every output bit
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
+uint64_t mix(uint64_t x) { return mixBits(x); }
 
 // What countWrongT compares against.
 enum Kind { kReduced, kOwnInput, kSentinel, kMoved };
@@ -260,6 +253,15 @@ uint64_t CheckPlan::countWrong(const void* out, const CollCounts& c, bool inPlac
     case Coll::kRecv: break;  // not in the sweep
   }
   return 0;
+}
+
+uint64_t mixBits(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
 }
 
 }  // namespace ferry::perf

@@ -30,6 +30,10 @@
 
 namespace ferry::perf {
 
+/// splitmix64's finalizer: every input bit affects every output bit (the checks' fills, the
+/// reference run's digests).
+uint64_t mixBits(uint64_t x);
+
 /// Inputs and expected outputs of one checked run of a collective on one rank.
 class CheckPlan {
  public:

@@ -10,19 +10,13 @@
 #include <sstream>
 #include <vector>
 
+#include "bench/perf/check_values.hpp"
 #include "bench/perf/dtypes.hpp"
 
 namespace ferry::perf {
 namespace {
 
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer: every input bit affects every output bit
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBull;
-  x ^= x >> 31;
-  return x;
-}
+uint64_t mix(uint64_t x) { return mixBits(x); }
 
 // 64 bits over `bytes` bytes, eight at a time; the length enters first, so chunks of different
 // lengths never collide by their padding.
