@@ -6,6 +6,10 @@
       run `ptxas -v` over that PTX for every architecture of `all` (sm_80, sm_90, sm_100), and
       write collectives/cuda/kernel_figures.json: the figures of every kernel entry, the PTX's
       hash and the toolkit. Run it after changing any kernel (a few minutes: ptxas is slow).
+  launch_fit.py check [--nvcc NVCC]
+      Exit 1 when kernel_figures.json's PTX hash is not that of the sources now (the figures are
+      older than the kernels: run update). What CI runs where the build leaves the hash out
+      (-Dlaunch-fit-check=false, ./run test's build/).
   launch_fit.py header --json FILE --out FILE [--nvcc NVCC]
       Write the C++ header the build uses (kernel_figures.hpp): the figures, the hash they were
       made from and, when nvcc is given, the hash of the PTX the sources give now. The unit test
@@ -165,6 +169,18 @@ def update(args):
     print_table(doc)
 
 
+def check(args):
+    nvcc = find_nvcc(args.nvcc)
+    with open(JSON) as f:
+        doc = json.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        now = ptx_hash([ptx_of(nvcc, src, os.path.join(tmp, f"{i}.ptx")) for i, src in enumerate(SOURCES)])
+    if now != doc["ptx_hash"]:
+        sys.exit(f"launch_fit.py: the kernels changed since kernel_figures.json was made (PTX hash {now}, figures of "
+                 f"{doc['ptx_hash']}): run `python3 collectives/cuda/launch_fit.py update`, commit the JSON")
+    print(f"launch_fit.py: kernel_figures.json is that of the kernels (PTX hash {now})")
+
+
 def header(args):
     with open(args.json) as f:
         doc = json.load(f)
@@ -215,6 +231,8 @@ def main():
     u = sub.add_parser("update")
     u.add_argument("--nvcc")
     u.add_argument("--jobs", type=int, default=0)
+    c = sub.add_parser("check")
+    c.add_argument("--nvcc")
     h = sub.add_parser("header")
     h.add_argument("--json", required=True)
     h.add_argument("--out", required=True)
@@ -224,6 +242,8 @@ def main():
     args = ap.parse_args()
     if args.cmd == "update":
         update(args)
+    elif args.cmd == "check":
+        check(args)
     elif args.cmd == "header":
         header(args)
     else:
