@@ -630,9 +630,9 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
 }
 
 // Broadcast: the root's buffer reaches every rank.
-//   direct/shm: up to one chunk, the root fills its mailbox (a ring slot up to ringSlotBytes(), a
-//     line slot up to lineBytes()) and posts 1, the others copy it out when they see it: no
-//     barrier; larger, pipelined through the root's mailbox after the entry barrier
+//   direct/shm: up to one chunk, the root fills its mailbox (a line slot up to lineBytes(), a
+//     ring slot up to ringSlotBytes(), a wide slot up to wideSlotBytes()) and posts 1, the others
+//     copy it out when they see it: no barrier; larger, pipelined through the root's mailbox after the entry barrier
 //     (pipelinedBroadcast).
 //   direct/cma: every other rank reads the root's buffer; they post 2 when done and the root
 //     waits for all of them before returning.
@@ -645,18 +645,18 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
                       bytes <= (plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes);
   if (single) {
     // No barrier: the root only needs every peer past the call that last used the slot, the
-    // others only need the root's data. Small ones go through the root's ring of slots, so the
-    // root may run up to ringDepth() calls ahead of its slowest reader (as an eager send would).
-    // The smallest go in line slots: data and flag together, one wait and one read per reader.
+    // others only need the root's data. Up to a wide slot they go through the root's rings, so
+    // the root may run up to ringDepth() (wideDepth()) calls ahead of its slowest reader, as an
+    // eager send would. The smallest go in line slots: data and flag together, one wait and one
+    // read per reader.
     ex.setPhase("copy", 0, 1);
     const bool line = bytes <= ex.lineBytes();
-    const bool ring = bytes <= ex.context().arena->ringSlotBytes();
     if (r == root) {
       if (line) {
         FERRY_TRY(ex.publishLine(in, bytes));
       } else {
-        FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());
-        std::memcpy(ring ? ex.ringSlot(r) : ex.slot(r), in, bytes);
+        FERRY_TRY(ex.claimEager(bytes));
+        std::memcpy(ex.eagerSlot(r, bytes), in, bytes);
         ex.post(1);
       }
       if (in != out) std::memcpy(out, in, bytes);
@@ -669,7 +669,7 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
       return Status::ok();
     }
     FERRY_TRY(ex.await(root, 1));
-    std::memcpy(out, ring ? ex.ringSlot(root) : ex.slot(root), bytes);
+    std::memcpy(out, ex.eagerSlot(root, bytes), bytes);
     return Status::ok();
   }
   FERRY_TRY(enter(ex));
@@ -689,8 +689,8 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
 }
 
 // Reduce to root.
-//   oneshot/shm: every rank copies its input to its mailbox (or, up to ringSlotBytes(), its ring
-//     slot; up to lineBytes(), its line slot) and returns; the root reduces them all.
+//   oneshot/shm: every rank copies its input to its mailbox (or its line, ring or wide slot where
+//     it fits: Exec::eagerSlot) and returns; the root reduces them all.
 // Otherwise rank r reduces segment r (as in all-reduce) and the root collects the segments.
 //   direct/shm: inputs in the mailboxes, mailbox = [input | reduced segment]; the root copies
 //     every segment once its owner posted 2.
@@ -705,9 +705,9 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   if (plan.algorithm == Algorithm::kOneShot) {
     // Every rank leaves its input in its mailbox and goes on; the root waits for all and reduces
     // the whole vector. No rank but the root waits for anyone (the claim keeps the next writer
-    // off a slot until the root has read it). Inputs that fit a ring slot go through the ring,
-    // so the others may run up to ringDepth() calls ahead of the root, as eager sends would;
-    // through the mailboxes they could run one call ahead.
+    // off a slot until the root has read it). Inputs that fit a ring or wide slot go through
+    // those rings, so the others may run up to ringDepth() (wideDepth()) calls ahead of the
+    // root, as eager sends would; through the mailboxes they could run one call ahead.
     announce(ex, plan, in, out);
     if (count * es <= ex.lineBytes()) {
       // A few bytes: the others' inputs in line slots (data and flag together); the root reduces
@@ -724,9 +724,8 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
           },
           static_cast<uint8_t*>(out), count, type, op);
     }
-    const bool ring = count * es <= ex.context().arena->ringSlotBytes();
-    auto slotOf = [&](int p) { return ring ? ex.ringSlot(p) : ex.slot(p); };
-    FERRY_TRY(ring ? ex.claimRing() : ex.claimMailbox());
+    auto slotOf = [&](int p) { return ex.eagerSlot(p, count * es); };
+    FERRY_TRY(ex.claimEager(count * es));
     std::memcpy(slotOf(r), in, count * es);
     ex.post(1);
     if (r != root) return Status::ok();

@@ -88,6 +88,11 @@ class Arena {
   /// starting with a LineHeader. Writers claim them as ring slots (same depth).
   virtual void* lineSlot(int r, uint64_t index) = 0;
   virtual size_t lineSlotBytes() const = 0;
+  /// Rank `r`'s ring of wide slots (wideDepth() of wideSlotBytes() each, wideDepth() < ringDepth()):
+  /// as ringSlot() for one-way calls too big for a ring slot; slot `index` mod wideDepth().
+  virtual void* wideSlot(int r, uint64_t index) = 0;
+  virtual size_t wideDepth() const = 0;
+  virtual size_t wideSlotBytes() const = 0;
   /// Rank `r`'s header for calls of parity `parity`.
   virtual CallHeader& header(int r, int parity) = 0;
 

@@ -3,12 +3,14 @@
 // exactly with closed-form values.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ferry/memory.hpp"
@@ -564,6 +566,64 @@ TEST_CASE("sendRecv batch in any order", "[mp]") {
                                          pattern(t, kMovePeriod, [&](size_t i) { return moveInput(t, p * 16 + r, i); }),
                                          0, "from rank " + std::to_string(p));
         if (!err.empty()) return err;
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
+
+// Broadcasts and one-shot reduces leave their data in the writers' slots (line, ring, wide or
+// mailbox: Exec::eagerSlot) and return, so writers run ahead of their readers until a slot's
+// claim stops them. A stream of such calls, whose readers start late, must still deliver every
+// call's own data: a claim that let a writer reuse a slot too early shows up as a later call's
+// values. Run with FERRY_PROTO=mailbox and one-shot reduces (meson.build).
+TEST_CASE("one-way calls run ahead", "[mp]") {
+  const DataType t = DataType::kFloat32;
+  for (int n : {2, 3}) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [t](Comm& c) -> std::string {
+      const int n = c.size(), r = c.rank();
+      constexpr int kCalls = 40;  // more than any ring's depth but the smallest's
+      for (size_t bytes : {size_t{8} << 10, size_t{64} << 10, size_t{256} << 10}) {
+        const size_t count = bytes / 4;
+        for (int root : {0, n - 1}) {
+          std::vector<std::vector<float>> got(kCalls, std::vector<float>(count, -1.0f));
+          std::vector<float> in(count);
+          // The readers (the root of the reduces) start late: the others run ahead meanwhile.
+          if (r != root) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          for (int k = 0; k < kCalls; ++k) {
+            for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((k * 131 + i) % 1021);
+            Status s = c.broadcast(in.data(), got[k].data(), count, t, root);
+            if (!s.isOk()) return failed(s, "broadcast of " + std::to_string(bytes) + " B, call " + std::to_string(k));
+          }
+          for (int k = 0; k < kCalls; ++k) {
+            for (size_t i = 0; i < count; ++i) {
+              if (got[k][i] != static_cast<float>((k * 131 + i) % 1021)) {
+                return "broadcast of " + std::to_string(bytes) + " B from root " + std::to_string(root) + ", call " +
+                       std::to_string(k) + ": element " + std::to_string(i) + " is " + std::to_string(got[k][i]);
+              }
+            }
+          }
+          if (r == root) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          for (int k = 0; k < kCalls; ++k) {
+            for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((k * 7 + r * 3 + i) % 509);
+            Status s = c.reduce(in.data(), got[k].data(), count, t, RedOp::kSum, root);
+            if (!s.isOk()) return failed(s, "reduce of " + std::to_string(bytes) + " B, call " + std::to_string(k));
+          }
+          if (r != root) continue;
+          for (int k = 0; k < kCalls; ++k) {
+            for (size_t i = 0; i < count; ++i) {
+              float want = 0;
+              for (int p = 0; p < n; ++p) want += static_cast<float>((k * 7 + p * 3 + i) % 509);
+              if (got[k][i] != want) {
+                return "reduce of " + std::to_string(bytes) + " B to root " + std::to_string(root) + ", call " +
+                       std::to_string(k) + ": element " + std::to_string(i) + " is " + std::to_string(got[k][i]) +
+                       ", expected " + std::to_string(want);
+              }
+            }
+          }
+        }
       }
       return "";
     });

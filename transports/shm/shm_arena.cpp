@@ -6,8 +6,8 @@
 //           the two call headers, each on its own cache line so a spinning reader of one does not
 //           slow the writer of another;
 //   then:   the call log (a few bits per call, by sequence number: noteCall), two mailboxes of
-//           slotBytes, page aligned, a ring of kRingDepth small slots and one of kRingDepth line
-//           slots (kLineSlotBytes each, packed: 4 per page).
+//           slotBytes, page aligned, a ring of kRingDepth small slots, one of kRingDepth line
+//           slots (kLineSlotBytes each, packed: 4 per page) and one of kWideDepth wide slots.
 //
 // Waking: a waiter that has spun long enough registers in `sleepers`, re-reads the counter and
 // sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter (release) and,
@@ -58,6 +58,12 @@ constexpr size_t kRingSlotBytes = 4096;
 // (evidence: docs/PERFORMANCE.md, "Line slots of 1 KiB"), and packs the ring into 128 pages, where
 // the 4 KiB ring slots take one page per call.
 constexpr size_t kLineSlotBytes = 1024;
+// Wide slots: one-way calls too big for a ring slot, up to the default chunk (collectives'
+// kDefaultChunk), keep running ahead of their readers, kWideDepth calls at most: through the
+// mailboxes a writer waits for its slowest reader every other call, which made an 8 KiB broadcast
+// 10-20x slower than a 4 KiB one (evidence: docs/PERFORMANCE.md, "Wide ring slots").
+constexpr size_t kWideDepth = 8;
+constexpr size_t kWideSlotBytes = 256 * 1024;
 // The call log: a few bits per call (Arena::noteCall), by sequence number mod kCallLog. A rank
 // can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
 // so an entry outlives every reader by a wide margin.
@@ -257,6 +263,12 @@ class ShmArena final : public Arena {
            (index % kRingDepth) * kLineSlotBytes;
   }
   size_t lineSlotBytes() const override { return kLineSlotBytes; }
+  void* wideSlot(int r, uint64_t index) override {
+    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * (kRingSlotBytes + kLineSlotBytes) +
+           (index % kWideDepth) * kWideSlotBytes;
+  }
+  size_t wideDepth() const override { return kWideDepth; }
+  size_t wideSlotBytes() const override { return kWideSlotBytes; }
 
   void post(uint64_t value) override {
     Control* c = control(rank_);
@@ -408,7 +420,8 @@ class ShmArena final : public Arena {
   }
 
  private:
-  size_t segmentBytes() const { return kHead + 2 * slotBytes_ + kRingDepth * (kRingSlotBytes + kLineSlotBytes); }
+  size_t ringsBytes() const { return kRingDepth * (kRingSlotBytes + kLineSlotBytes) + kWideDepth * kWideSlotBytes; }
+  size_t segmentBytes() const { return kHead + 2 * slotBytes_ + ringsBytes(); }
   std::atomic<uint64_t>* callLog(int r) const {
     return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(maps_[r]) + kPage);
   }
@@ -423,7 +436,7 @@ class ShmArena final : public Arena {
     char* base = static_cast<char*>(maps_[r]);
     const size_t from = write ? kPage : 0;
     touchPages(base + from, kHead - from, write);
-    touchPages(base + kHead + 2 * slotBytes_, kRingDepth * (kRingSlotBytes + kLineSlotBytes), write);
+    touchPages(base + kHead + 2 * slotBytes_, ringsBytes(), write);
   }
   Control* control(int r) const { return static_cast<Control*>(maps_[r]); }
 
