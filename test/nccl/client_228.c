@@ -306,8 +306,8 @@ static void test_host_windows(ncclComm_t* comms) {
   OK(ncclGroupEnd());
   for (int r = 0; r < kRanks; ++r) {
     for (int i = 0; i < kFloats; i += 997) {
-      EXPECT(buf[r][i] == (float)(kRanks * (i % 1000) + kRanks * (kRanks - 1) / 2), "host window all-reduce rank %d [%d]",
-             r, i);
+      EXPECT(buf[r][i] == (float)(kRanks * (i % 1000) + kRanks * (kRanks - 1) / 2),
+             "host window all-reduce rank %d [%d]", r, i);
     }
     OK(ncclCommWindowDeregister(comms[r], win[r]));
     EXPECT(!mapped_as(buf[r], "memfd:ferry-host-"), "rank %d's buffer is still shared after deregistration", r);
