@@ -596,6 +596,7 @@ Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
     auto impl = build(solo, 0, 1, impl_->device);
     log::setRank(me);
     FERRY_TRY(impl);
+    (*impl)->reproducible = impl_->reproducible;
     return finish(std::move(*impl));
   }
   if (!impl_->shrinkListener || impl_->shrinkContacts.size() != static_cast<size_t>(n)) {
@@ -617,6 +618,8 @@ Result<std::unique_ptr<Comm>> Comm::shrink(const std::vector<int>& exclude) {
   auto impl = build(*m->rendezvous, m->newRank, static_cast<int>(m->members.size()), impl_->device);
   log::setRank(me);
   FERRY_TRY(impl);
+  // The survivors keep their mode: a job that asked for reproducible sums keeps getting them.
+  (*impl)->reproducible = impl_->reproducible;
   return finish(std::move(*impl));
 }
 

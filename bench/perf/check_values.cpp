@@ -15,8 +15,6 @@ constexpr uint8_t kSentinelByte = 0xA5;
 constexpr uint64_t kMaxExpectedEntries = 65536;
 constexpr uint64_t kMaxOffset = 1023;
 
-uint64_t mix(uint64_t x) { return mixBits(x); }
-
 // What countWrongT compares against.
 enum Kind { kReduced, kOwnInput, kSentinel, kMoved };
 
@@ -48,7 +46,7 @@ auto withWidth(size_t size, Fn&& fn) {
 
 CheckPlan::CheckPlan(Coll coll, DataType type, RedOp op, int nranks, int rank, int root, uint64_t seed)
     : coll_(coll), type_(type), op_(op), nranks_(nranks), rank_(rank), root_(root),
-      seed_(mix(seed + 0x9E3779B97F4A7C15ull)), reduces_(collInfo(coll).reduces), eltSize_(typeInfo(type).size) {
+      seed_(mixBits(seed + 0x9E3779B97F4A7C15ull)), reduces_(collInfo(coll).reduces), eltSize_(typeInfo(type).size) {
   const TypeInfo& t = typeInfo(type);
   if (t.isFloat) {
     mantissaBits_ = t.mantissaBits;
@@ -154,7 +152,7 @@ int64_t CheckPlan::phase(uint64_t k, int r) const {
 }
 
 CheckPlan::Terms CheckPlan::terms(size_t g) const {
-  const uint64_t h = mix(seed_ ^ (static_cast<uint64_t>(g) * 0xD6E8FEB86659FD93ull));
+  const uint64_t h = mixBits(seed_ ^ (static_cast<uint64_t>(g) * 0xD6E8FEB86659FD93ull));
   // Each 32-bit half scaled into its range by a multiply (Lemire's reduction): no division.
   return {((h >> 32) * (aMax_ + 1)) >> 32, ((h & 0xffffffffu) * period_) >> 32};
 }
@@ -170,7 +168,7 @@ uint64_t CheckPlan::expectedBits(size_t g) const {
 }
 
 uint64_t CheckPlan::movementBits(int r, size_t g) const {
-  const uint64_t h = mix(seed_ ^ (static_cast<uint64_t>(g) * 0x9E3779B97F4A7C15ull) ^
+  const uint64_t h = mixBits(seed_ ^ (static_cast<uint64_t>(g) * 0x9E3779B97F4A7C15ull) ^
                          (static_cast<uint64_t>(r + 1) * 0xC2B2AE3D27D4EB4Full));
   if (mantissaBits_ == 0) return h;  // integers: any bits
   // sign | exponent within 4 binades of 1.0 | random mantissa: always finite and normal.

@@ -16,22 +16,20 @@
 namespace ferry::perf {
 namespace {
 
-uint64_t mix(uint64_t x) { return mixBits(x); }
-
 // 64 bits over `bytes` bytes, eight at a time; the length enters first, so chunks of different
 // lengths never collide by their padding.
 uint64_t chunkHash(const uint8_t* p, size_t bytes) {
-  uint64_t h = mix(0x9E3779B97F4A7C15ull ^ bytes);
+  uint64_t h = mixBits(0x9E3779B97F4A7C15ull ^ bytes);
   size_t i = 0;
   for (; i + 8 <= bytes; i += 8) {
     uint64_t w;
     std::memcpy(&w, p + i, 8);
-    h = mix(h ^ w);
+    h = mixBits(h ^ w);
   }
   if (i < bytes) {
     uint64_t w = 0;
     std::memcpy(&w, p + i, bytes - i);
-    h = mix(h ^ w ^ 0xFFull << 56);
+    h = mixBits(h ^ w ^ 0xFFull << 56);
   }
   return h;
 }
@@ -67,10 +65,10 @@ void fillSpreadInput(DataType type, int rank, uint64_t seed, void* data, size_t 
   // float32/64 and bfloat16: 2^-20 .. 2^20; float16 and float8: a third of the exponent range.
   const int binades = std::min(20, (1 << (t.exponentBits - 1)) / 3);
   const EncodeFn encode = encoder(type);
-  const uint64_t base = mix(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank) + 1);
+  const uint64_t base = mixBits(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank) + 1);
   auto* out = static_cast<uint8_t*>(data);
   for (size_t g = 0; g < count; ++g) {
-    const uint64_t h = mix(base ^ mix(g));
+    const uint64_t h = mixBits(base ^ mixBits(g));
     const int e = static_cast<int>(h % static_cast<uint64_t>(2 * binades + 1)) - binades;
     const double significand = 1.0 + static_cast<double>((h >> 16) & 0xFFFFFF) / 16777216.0;
     const uint64_t bits = encode(std::ldexp((h >> 63) != 0 ? -significand : significand, e));

@@ -17,19 +17,12 @@ import torch
 
 import ferry.torch as ft
 
+# The bindings' harness reads /proc/self/maps for us (mapping_of).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings"))
+from harness import mapping_of  # noqa: E402
+
 SHARED = "memfd:ferry-host-"
 count = 0
-
-
-def mapping_of(addr):
-    """The name of the mapping holding `addr` ("" anonymous, None unmapped)."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            fields = line.split(maxsplit=5)
-            lo, hi = (int(x, 16) for x in fields[0].split("-"))
-            if lo <= addr < hi:
-                return fields[5].strip() if len(fields) > 5 else ""
-    return None
 
 
 def shared(t):
