@@ -243,8 +243,6 @@ class Exec {
   Status claimMailbox() { return claimSlots(2); }
   /// Before writing ring slot `seq`: every peer entered call seq - depth + 1.
   Status claimRing() { return claimSlots(ctx_.arena->ringDepth()); }
-  /// Before writing wide slot `seq`: every peer entered call seq - wideDepth() + 1.
-  Status claimWide() { return claimSlots(ctx_.arena->wideDepth()); }
   /// Buffers used in turn by calls seq mod `depth`: wait until every peer entered call
   /// seq - depth + 1, so it finished the call that last used this one.
   Status claimSlots(uint64_t depth);
@@ -302,17 +300,26 @@ class Exec {
   uint8_t* slot(int r) { return static_cast<uint8_t*>(ctx_.arena->slot(r, static_cast<int>(seq_ & 1))); }
   /// Rank `r`'s ring slot for this call.
   uint8_t* ringSlot(int r) { return static_cast<uint8_t*>(ctx_.arena->ringSlot(r, seq_)); }
-  /// Rank `r`'s wide slot for this call.
-  uint8_t* wideSlot(int r) { return static_cast<uint8_t*>(ctx_.arena->wideSlot(r, seq_)); }
   /// Where a one-way call of `bytes` leaves rank `r`'s data (its writer claims it with
-  /// claimEager()): a ring slot, else a wide slot, else the mailbox of this call's parity.
+  /// claimEager()): a ring slot, else a slot of the first wide ring it fits, else the mailbox of
+  /// this call's parity.
   uint8_t* eagerSlot(int r, size_t bytes) {
     if (bytes <= ctx_.arena->ringSlotBytes()) return ringSlot(r);
-    return bytes <= ctx_.arena->wideSlotBytes() ? wideSlot(r) : slot(r);
+    const int w = wideRing(bytes);
+    return w >= 0 ? static_cast<uint8_t*>(ctx_.arena->wideSlot(r, w, seq_)) : slot(r);
   }
+  /// Before writing eagerSlot(rank, bytes): every peer finished the call that last used it.
   Status claimEager(size_t bytes) {
     if (bytes <= ctx_.arena->ringSlotBytes()) return claimRing();
-    return bytes <= ctx_.arena->wideSlotBytes() ? claimWide() : claimMailbox();
+    const int w = wideRing(bytes);
+    return w >= 0 ? claimSlots(ctx_.arena->wideDepth(w)) : claimMailbox();
+  }
+  /// The first wide ring whose slots hold `bytes`, -1 if none does.
+  int wideRing(size_t bytes) const {
+    for (int w = 0; w < ctx_.arena->wideRings(); ++w) {
+      if (bytes <= ctx_.arena->wideSlotBytes(w)) return w;
+    }
+    return -1;
   }
   /// Ok unless `peer` announced this call with different arguments, algorithm or protocol.
   Status checkPeerCall(int peer);

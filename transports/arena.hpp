@@ -88,11 +88,13 @@ class Arena {
   /// starting with a LineHeader. Writers claim them as ring slots (same depth).
   virtual void* lineSlot(int r, uint64_t index) = 0;
   virtual size_t lineSlotBytes() const = 0;
-  /// Rank `r`'s ring of wide slots (wideDepth() of wideSlotBytes() each, wideDepth() < ringDepth()):
-  /// as ringSlot() for one-way calls too big for a ring slot; slot `index` mod wideDepth().
-  virtual void* wideSlot(int r, uint64_t index) = 0;
-  virtual size_t wideDepth() const = 0;
-  virtual size_t wideSlotBytes() const = 0;
+  /// Rank `r`'s rings of wide slots, as ringSlot() for one-way calls too big for a ring slot:
+  /// wideRings() rings, ring i of wideDepth(i) slots of wideSlotBytes(i) each, slots growing and
+  /// depths shrinking with i; slot `index` mod wideDepth(ring).
+  virtual int wideRings() const = 0;
+  virtual size_t wideSlotBytes(int ring) const = 0;
+  virtual size_t wideDepth(int ring) const = 0;
+  virtual void* wideSlot(int r, int ring, uint64_t index) = 0;
   /// Rank `r`'s header for calls of parity `parity`.
   virtual CallHeader& header(int r, int parity) = 0;
 

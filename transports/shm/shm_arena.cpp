@@ -7,7 +7,7 @@
 //           slow the writer of another;
 //   then:   the call log (a few bits per call, by sequence number: noteCall), two mailboxes of
 //           slotBytes, page aligned, a ring of kRingDepth small slots, one of kRingDepth line
-//           slots (kLineSlotBytes each, packed: 4 per page) and one of kWideDepth wide slots.
+//           slots (kLineSlotBytes each, packed: 4 per page) and the rings of wide slots (kWide).
 //
 // Waking: a waiter that has spun long enough registers in `sleepers`, re-reads the counter and
 // sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter (release) and,
@@ -59,11 +59,20 @@ constexpr size_t kRingSlotBytes = 4096;
 // the 4 KiB ring slots take one page per call.
 constexpr size_t kLineSlotBytes = 1024;
 // Wide slots: one-way calls too big for a ring slot, up to the default chunk (collectives'
-// kDefaultChunk), keep running ahead of their readers, kWideDepth calls at most: through the
-// mailboxes a writer waits for its slowest reader every other call, which made an 8 KiB broadcast
-// 10-20x slower than a 4 KiB one (evidence: docs/PERFORMANCE.md, "Wide ring slots").
-constexpr size_t kWideDepth = 8;
-constexpr size_t kWideSlotBytes = 256 * 1024;
+// kDefaultChunk), keep running ahead of their readers, in rings of fewer, larger slots: through
+// the mailboxes a writer waits for its slowest reader every other call, which made an 8 KiB
+// broadcast 10-20x slower than a 4 KiB one, and a shallow ring makes the writer sleep and be woken
+// every few calls (evidence: docs/PERFORMANCE.md, "Wide ring slots").
+struct WideRing {
+  size_t slotBytes;
+  size_t depth;
+};
+constexpr WideRing kWide[] = {{32 * 1024, 64}, {256 * 1024, 16}};
+constexpr size_t kWideBytes = [] {
+  size_t b = 0;
+  for (const WideRing& w : kWide) b += w.slotBytes * w.depth;
+  return b;
+}();
 // The call log: a few bits per call (Arena::noteCall), by sequence number mod kCallLog. A rank
 // can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
 // so an entry outlives every reader by a wide margin.
@@ -263,12 +272,14 @@ class ShmArena final : public Arena {
            (index % kRingDepth) * kLineSlotBytes;
   }
   size_t lineSlotBytes() const override { return kLineSlotBytes; }
-  void* wideSlot(int r, uint64_t index) override {
-    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * (kRingSlotBytes + kLineSlotBytes) +
-           (index % kWideDepth) * kWideSlotBytes;
+  int wideRings() const override { return static_cast<int>(std::size(kWide)); }
+  size_t wideSlotBytes(int ring) const override { return kWide[ring].slotBytes; }
+  size_t wideDepth(int ring) const override { return kWide[ring].depth; }
+  void* wideSlot(int r, int ring, uint64_t index) override {
+    char* p = static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * (kRingSlotBytes + kLineSlotBytes);
+    for (int i = 0; i < ring; ++i) p += kWide[i].slotBytes * kWide[i].depth;
+    return p + (index % kWide[ring].depth) * kWide[ring].slotBytes;
   }
-  size_t wideDepth() const override { return kWideDepth; }
-  size_t wideSlotBytes() const override { return kWideSlotBytes; }
 
   void post(uint64_t value) override {
     Control* c = control(rank_);
@@ -420,7 +431,7 @@ class ShmArena final : public Arena {
   }
 
  private:
-  size_t ringsBytes() const { return kRingDepth * (kRingSlotBytes + kLineSlotBytes) + kWideDepth * kWideSlotBytes; }
+  size_t ringsBytes() const { return kRingDepth * (kRingSlotBytes + kLineSlotBytes) + kWideBytes; }
   size_t segmentBytes() const { return kHead + 2 * slotBytes_ + ringsBytes(); }
   std::atomic<uint64_t>* callLog(int r) const {
     return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(maps_[r]) + kPage);
