@@ -630,9 +630,9 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
 }
 
 // Broadcast: the root's buffer reaches every rank.
-//   direct/shm: up to one chunk, the root fills its mailbox (a line slot up to lineBytes(), a
-//     ring slot up to ringSlotBytes(), a wide slot up to wideSlotBytes()) and posts 1, the others
-//     copy it out when they see it: no barrier; larger, pipelined through the root's mailbox after the entry barrier
+//   direct/shm: up to one chunk, the root fills its mailbox (a line slot up to lineBytes(), its
+//     eager heap up to eagerMax()) and posts 1, the others copy it out when they see it: no
+//     barrier; larger, pipelined through the root's mailbox after the entry barrier
 //     (pipelinedBroadcast).
 //   direct/cma: every other rank reads the root's buffer; they post 2 when done and the root
 //     waits for all of them before returning.
@@ -645,31 +645,34 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
                       bytes <= (plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes);
   if (single) {
     // No barrier: the root only needs every peer past the call that last used the slot, the
-    // others only need the root's data. Up to a wide slot they go through the root's rings, so
-    // the root may run up to ringDepth() (wideDepth()) calls ahead of its slowest reader, as an
-    // eager send would. The smallest go in line slots: data and flag together, one wait and one
-    // read per reader.
+    // others only need the root's data. Up to eagerMax() they go through the root's line slots
+    // and eager heap, so the root may run many calls ahead of its slowest reader (as an eager
+    // send would); the smallest carry their data in the line slot itself: data and flag
+    // together, one wait and one read per reader.
     ex.setPhase("copy", 0, 1);
     const bool line = bytes <= ex.lineBytes();
+    const bool eager = bytes <= ex.eagerMax();
     if (r == root) {
       if (line) {
         FERRY_TRY(ex.publishLine(in, bytes));
+      } else if (eager) {
+        FERRY_TRY(ex.publishEager(in, bytes));
       } else {
-        FERRY_TRY(ex.claimEager(bytes));
-        std::memcpy(ex.eagerSlot(r, bytes), in, bytes);
+        FERRY_TRY(ex.claimMailbox());
+        std::memcpy(ex.slot(r), in, bytes);
         ex.post(1);
       }
       if (in != out) std::memcpy(out, in, bytes);
       return Status::ok();
     }
-    if (line) {
-      auto data = ex.awaitLine(root);
+    if (line || eager) {
+      auto data = line ? ex.awaitLine(root) : ex.awaitEager(root, bytes);
       FERRY_TRY(data);
       std::memcpy(out, *data, bytes);
       return Status::ok();
     }
     FERRY_TRY(ex.await(root, 1));
-    std::memcpy(out, ex.eagerSlot(root, bytes), bytes);
+    std::memcpy(out, ex.slot(root), bytes);
     return Status::ok();
   }
   FERRY_TRY(enter(ex));
@@ -689,8 +692,8 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
 }
 
 // Reduce to root.
-//   oneshot/shm: every rank copies its input to its mailbox (or its line, ring or wide slot where
-//     it fits: Exec::eagerSlot) and returns; the root reduces them all.
+//   oneshot/shm: every rank but the root copies its input to its mailbox (or, up to lineBytes(),
+//     its line slot; up to eagerMax(), its eager heap) and returns; the root reduces them all.
 // Otherwise rank r reduces segment r (as in all-reduce) and the root collects the segments.
 //   direct/shm: inputs in the mailboxes, mailbox = [input | reduced segment]; the root copies
 //     every segment once its owner posted 2.
@@ -705,9 +708,9 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   if (plan.algorithm == Algorithm::kOneShot) {
     // Every rank leaves its input in its mailbox and goes on; the root waits for all and reduces
     // the whole vector. No rank but the root waits for anyone (the claim keeps the next writer
-    // off a slot until the root has read it). Inputs that fit a ring or wide slot go through
-    // those rings, so the others may run up to ringDepth() (wideDepth()) calls ahead of the
-    // root, as eager sends would; through the mailboxes they could run one call ahead.
+    // off a slot until the root has read it). Inputs up to eagerMax() go through the line slots
+    // and eager heaps, so the others may run many calls ahead of the root, as eager sends would;
+    // through the mailboxes they could run one call ahead.
     announce(ex, plan, in, out);
     if (count * es <= ex.lineBytes()) {
       // A few bytes: the others' inputs in line slots (data and flag together); the root reduces
@@ -724,8 +727,21 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
           },
           static_cast<uint8_t*>(out), count, type, op);
     }
-    auto slotOf = [&](int p) { return ex.eagerSlot(p, count * es); };
-    FERRY_TRY(ex.claimEager(count * es));
+    if (count * es <= ex.eagerMax()) {
+      if (r != root) return ex.publishEager(in, count * es);
+      ex.post(1);
+      ex.setPhase("arrival", 0, 1);
+      FERRY_TRY(ex.awaitEagers(count * es));
+      ex.setPhase("reduce", 0, 1);
+      return reduceFromAll(
+          ex, plan,
+          [&](int p) {
+            return Source{p == r ? static_cast<const uint8_t*>(in) : ex.eagerData(p), 0};
+          },
+          static_cast<uint8_t*>(out), count, type, op);
+    }
+    auto slotOf = [&](int p) { return ex.slot(p); };
+    FERRY_TRY(ex.claimMailbox());
     std::memcpy(slotOf(r), in, count * es);
     ex.post(1);
     if (r != root) return Status::ok();

@@ -128,6 +128,15 @@ struct Context {
   /// in memory its peers map (ferry::hostAlloc). Every rank looks in the same calls at the same
   /// headers, so every rank holds the same value: the tuner may choose by it.
   bool peersShared = false;
+  /// This rank's eager heap (Exec::publishEager): where the next call's data goes, and the calls
+  /// whose data is still there, in heap order from `eagerNext` on (oldest first), so a writer
+  /// knows which call last used the bytes it is about to fill.
+  struct EagerUse {
+    uint64_t seq;
+    size_t begin;
+  };
+  size_t eagerNext = 0;
+  std::deque<EagerUse> eagerUses;
   /// Calls of this rank that no peer's call was compared with yet, per peer, oldest first, a run
   /// of the same call as one entry: a rank whose part waits on no peer (a small broadcast's root,
   /// a small reduce's senders) compares its call with each peer's call log once that peer noted
@@ -241,7 +250,7 @@ class Exec {
   /// Before writing this call's mailbox: wait until every peer entered the previous call (so it
   /// finished reading what this rank wrote there two calls ago). Usually costs n loads.
   Status claimMailbox() { return claimSlots(2); }
-  /// Before writing ring slot `seq`: every peer entered call seq - depth + 1.
+  /// Before writing line slot `seq`: every peer entered call seq - depth + 1.
   Status claimRing() { return claimSlots(ctx_.arena->ringDepth()); }
   /// Buffers used in turn by calls seq mod `depth`: wait until every peer entered call
   /// seq - depth + 1, so it finished the call that last used this one.
@@ -269,6 +278,20 @@ class Exec {
   const uint8_t* lineData(int r) {
     return static_cast<const uint8_t*>(ctx_.arena->lineSlot(r, seq_)) + sizeof(transport::LineHeader);
   }
+  /// One-way calls too big for a line slot and up to eagerMax() bytes go through the writer's
+  /// eager heap (Arena::eagerHeap), which they fill in turn: the data there, its offset and size
+  /// in the call's line slot. So the writer runs as many calls ahead of its readers as fit in the
+  /// heap (at least 16), and waits only for the readers of the calls it overwrites.
+  size_t eagerMax() const { return ctx_.arena != nullptr ? ctx_.arena->eagerBytes() / 16 : 0; }
+  /// As publishLine(), for `bytes` (<= eagerMax()) of `data` through this rank's eager heap.
+  Status publishEager(const void* data, size_t bytes);
+  /// As awaitLine(), for data publishEager() placed: where it is, valid until this rank enters
+  /// call seq + 1; kMismatch where the peer published another size.
+  Result<const uint8_t*> awaitEager(int peer, size_t bytes);
+  /// awaitEager() every other rank, starting with rank+1; eagerData() then finds their data.
+  Status awaitEagers(size_t bytes);
+  /// Rank `r`'s data of this call in its eager heap (after publishEager() or awaitEager()).
+  const uint8_t* eagerData(int r);
   /// After the call succeeded on this rank: where it compared its call with no peer's (it waited
   /// on none), compare it with the call log of every peer that has noted the same call, and keep
   /// the others for later calls; compare what earlier calls kept. kMismatch names both calls.
@@ -298,29 +321,6 @@ class Exec {
   uint64_t peerAddr(int peer, int which);
   /// Mailbox of rank `r` for this call's parity.
   uint8_t* slot(int r) { return static_cast<uint8_t*>(ctx_.arena->slot(r, static_cast<int>(seq_ & 1))); }
-  /// Rank `r`'s ring slot for this call.
-  uint8_t* ringSlot(int r) { return static_cast<uint8_t*>(ctx_.arena->ringSlot(r, seq_)); }
-  /// Where a one-way call of `bytes` leaves rank `r`'s data (its writer claims it with
-  /// claimEager()): a ring slot, else a slot of the first wide ring it fits, else the mailbox of
-  /// this call's parity.
-  uint8_t* eagerSlot(int r, size_t bytes) {
-    if (bytes <= ctx_.arena->ringSlotBytes()) return ringSlot(r);
-    const int w = wideRing(bytes);
-    return w >= 0 ? static_cast<uint8_t*>(ctx_.arena->wideSlot(r, w, seq_)) : slot(r);
-  }
-  /// Before writing eagerSlot(rank, bytes): every peer finished the call that last used it.
-  Status claimEager(size_t bytes) {
-    if (bytes <= ctx_.arena->ringSlotBytes()) return claimRing();
-    const int w = wideRing(bytes);
-    return w >= 0 ? claimSlots(ctx_.arena->wideDepth(w)) : claimMailbox();
-  }
-  /// The first wide ring whose slots hold `bytes`, -1 if none does.
-  int wideRing(size_t bytes) const {
-    for (int w = 0; w < ctx_.arena->wideRings(); ++w) {
-      if (bytes <= ctx_.arena->wideSlotBytes(w)) return w;
-    }
-    return -1;
-  }
   /// Ok unless `peer` announced this call with different arguments, algorithm or protocol.
   Status checkPeerCall(int peer);
   /// Ok unless `peer`'s call `theirs` (with that algorithm and protocol) differs from this one.

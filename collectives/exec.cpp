@@ -255,6 +255,77 @@ Status Exec::publishLine(const void* data, size_t bytes) {
   return Status::ok();
 }
 
+namespace {
+// The line slot of a call published through the eager heap: where its data is, and its size
+// (the line's packed count keeps only 12 bits).
+struct EagerLine {
+  uint64_t offset;
+  uint64_t bytes;
+};
+}  // namespace
+
+Status Exec::publishEager(const void* data, size_t bytes) {
+  const size_t heap = ctx_.arena->eagerBytes();
+  const size_t len = (bytes + 63) & ~size_t{63};  // whole cache lines: no two calls share one
+  size_t at = ctx_.eagerNext;
+  auto& uses = ctx_.eagerUses;
+  uint64_t lastUser = 0;  // the latest call whose data this one overwrites (0: none)
+  auto take = [&] {
+    lastUser = std::max(lastUser, uses.front().seq);
+    uses.pop_front();
+  };
+  if (at + len > heap) {
+    // Wrap: the heap's tail is left unused this lap; the calls there are the oldest.
+    while (!uses.empty() && uses.front().begin >= at) take();
+    at = 0;
+  }
+  while (!uses.empty() && uses.front().begin >= at && uses.front().begin < at + len) take();
+  if (lastUser != 0) FERRY_TRY(claimSlots(seq_ - lastUser));
+  FERRY_TRY(claimRing());
+  std::memcpy(ctx_.arena->eagerHeap(ctx_.rank) + at, data, bytes);
+  uses.push_back({seq_, at});
+  ctx_.eagerNext = at + len;
+  const EagerLine line{at, bytes};
+  auto* h = static_cast<transport::LineHeader*>(ctx_.arena->lineSlot(ctx_.rank, seq_));
+  std::memcpy(reinterpret_cast<uint8_t*>(h) + sizeof(*h), &line, sizeof(line));
+  h->call = packLineCall(desc_, algorithm_, protocol_);
+  h->root = desc_.root;
+  h->seq.store(seq_, std::memory_order_release);
+  post(1);
+  return Status::ok();
+}
+
+Result<const uint8_t*> Exec::awaitEager(int peer, size_t bytes) {
+  auto l = awaitLine(peer);
+  FERRY_TRY(l);
+  EagerLine line;
+  std::memcpy(&line, *l, sizeof(line));
+  if (line.bytes != bytes) {
+    return failure(peer, false,
+                   makeError(ErrorCode::kMismatch,
+                             "collective mismatch: rank %d's call #%llu passes %llu bytes, this rank's (%s) %zu", peer,
+                             static_cast<unsigned long long>(seq_), static_cast<unsigned long long>(line.bytes),
+                             describe(desc_).c_str(), bytes));
+  }
+  if (line.offset > ctx_.arena->eagerBytes() - bytes) {
+    return failure(peer, false,
+                   makeError(ErrorCode::kInternalError, "rank %d's eager data of call #%llu lies outside its heap",
+                             peer, static_cast<unsigned long long>(seq_)));
+  }
+  return ctx_.arena->eagerHeap(peer) + line.offset;
+}
+
+Status Exec::awaitEagers(size_t bytes) {
+  for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitEager((ctx_.rank + i) % ctx_.size, bytes));
+  return Status::ok();
+}
+
+const uint8_t* Exec::eagerData(int r) {
+  EagerLine line;
+  std::memcpy(&line, lineData(r), sizeof(line));
+  return ctx_.arena->eagerHeap(r) + line.offset;
+}
+
 Status Exec::awaitLines() {
   for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitLine((ctx_.rank + i) % ctx_.size));
   return Status::ok();
@@ -489,7 +560,19 @@ Status Exec::compareUnchecked() {
 
 Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
-  const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
+  uint64_t target = (seq_ - depth + 1) << kPhaseBits;
+  if (ctx_.seen.size() != static_cast<size_t>(ctx_.size)) ctx_.seen.assign(static_cast<size_t>(ctx_.size), 0);
+  bool free = true;
+  for (int p = 0; p < ctx_.size && free; ++p) {
+    uint64_t& seen = ctx_.seen[static_cast<size_t>(p)];
+    if (p != ctx_.rank && seen < target) seen = ctx_.arena->posted(p);
+    free = p == ctx_.rank || seen >= target;
+  }
+  // A writer that must wait waits until half the slots are free, not one: in a stream of calls
+  // it then writes depth / 2 calls before it waits again, where it would wait for every call,
+  // each wait a sleep and a wake-up where ranks outnumber cores. The peers can get there: it only
+  // asks them to enter calls up to this one.
+  if (!free && depth >= 8) target = (seq_ - depth / 2 + 1) << kPhaseBits;
   for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitCounter((ctx_.rank + i) % ctx_.size, target));
   return Status::ok();
 }

@@ -79,22 +79,16 @@ class Arena {
 
   /// Rank `r`'s mailbox for calls of parity `parity`: writable for its owner, readable by all.
   virtual void* slot(int r, int parity) = 0;
-  /// Rank `r`'s ring of small slots (ringDepth() of ringSlotBytes() each), for one-way calls whose
-  /// sender may run several calls ahead of its readers (small broadcasts): slot `index` mod depth.
-  virtual void* ringSlot(int r, uint64_t index) = 0;
-  virtual size_t ringDepth() const = 0;
-  virtual size_t ringSlotBytes() const = 0;
   /// Rank `r`'s line slot for call `index` (mod ringDepth()): lineSlotBytes(), 64-byte aligned,
-  /// starting with a LineHeader. Writers claim them as ring slots (same depth).
+  /// starting with a LineHeader, for one-way calls whose writer may run up to ringDepth() calls
+  /// ahead of its readers (small broadcasts).
   virtual void* lineSlot(int r, uint64_t index) = 0;
   virtual size_t lineSlotBytes() const = 0;
-  /// Rank `r`'s rings of wide slots, as ringSlot() for one-way calls too big for a ring slot:
-  /// wideRings() rings, ring i of wideDepth(i) slots of wideSlotBytes(i) each, slots growing and
-  /// depths shrinking with i; slot `index` mod wideDepth(ring).
-  virtual int wideRings() const = 0;
-  virtual size_t wideSlotBytes(int ring) const = 0;
-  virtual size_t wideDepth(int ring) const = 0;
-  virtual void* wideSlot(int r, int ring, uint64_t index) = 0;
+  virtual size_t ringDepth() const = 0;
+  /// Rank `r`'s eager heap (eagerBytes(), page aligned): the data of one-way calls too big for a
+  /// line slot, at offsets their writer chose and put in the call's line slot.
+  virtual uint8_t* eagerHeap(int r) = 0;
+  virtual size_t eagerBytes() const = 0;
   /// Rank `r`'s header for calls of parity `parity`.
   virtual CallHeader& header(int r, int parity) = 0;
 

@@ -573,18 +573,18 @@ TEST_CASE("sendRecv batch in any order", "[mp]") {
   }
 }
 
-// Broadcasts and one-shot reduces leave their data in the writers' slots (line, ring, wide or
-// mailbox: Exec::eagerSlot) and return, so writers run ahead of their readers until a slot's
-// claim stops them. A stream of such calls, whose readers start late, must still deliver every
-// call's own data: a claim that let a writer reuse a slot too early shows up as a later call's
-// values. Run with FERRY_PROTO=mailbox and one-shot reduces (meson.build).
+// Broadcasts and one-shot reduces leave their data in the writers' line slots, eager heaps or
+// mailboxes and return, so writers run ahead of their readers until a claim stops them (80 calls
+// of 64 and 256 KiB wrap the 4 MiB heap). A stream of such calls, whose readers start late, must
+// still deliver every call's own data: a claim that let a writer reuse memory too early shows up
+// as a later call's values. Run with FERRY_PROTO=mailbox and one-shot reduces (meson.build).
 TEST_CASE("one-way calls run ahead", "[mp]") {
   const DataType t = DataType::kFloat32;
   for (int n : {2, 3}) {
     INFO("world size " << n);
     auto outcomes = runRanks(n, [t](Comm& c) -> std::string {
       const int n = c.size(), r = c.rank();
-      constexpr int kCalls = 80;  // more than every wide ring's depth
+      constexpr int kCalls = 80;
       for (size_t bytes : {size_t{8} << 10, size_t{64} << 10, size_t{256} << 10}) {
         const size_t count = bytes / 4;
         for (int root : {0, n - 1}) {

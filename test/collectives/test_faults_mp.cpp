@@ -126,6 +126,17 @@ TEST_CASE("calls of a few bytes that disagree get a mismatch error", "[mp][fault
          return c.broadcast(b.data(), b.data(), c.rank() == 1 ? 5 : 4, DataType::kFloat32, 0);
        },
        "count", 0},
+      {"broadcast counts 2000 and 4000 (eager heap)", 2,
+       [](Comm& c, std::vector<float>& b) {
+         return c.broadcast(b.data(), b.data(), c.rank() == 1 ? 4000 : 2000, DataType::kFloat32, 0);
+       },
+       "count", 0},
+      // The line slot packs 12 bits of the count, which these share.
+      {"reduce counts 5000 and 9096 (eager heap, equal mod 4096)", 2,
+       [](Comm& c, std::vector<float>& b) {
+         return c.reduce(b.data(), b.data(), c.rank() == 1 ? 9096 : 5000, DataType::kFloat32, RedOp::kSum, 0);
+       },
+       "count=9096", 1},
       {"reduce roots 0 and 1", 2,
        [](Comm& c, std::vector<float>& b) {
          return c.reduce(b.data(), b.data(), 4, DataType::kFloat32, RedOp::kSum, c.rank());
@@ -136,7 +147,7 @@ TEST_CASE("calls of a few bytes that disagree get a mismatch error", "[mp][fault
     INFO(k.what);
     auto t0 = std::chrono::steady_clock::now();
     auto outcomes = runRanks(k.ranks, [&](Comm& c) -> std::string {
-      std::vector<float> buf(1000, 1.0f);
+      std::vector<float> buf(10000, 1.0f);
       Status s = k.call(c, buf);
       std::printf("%s\n", s.toString().c_str());
       if (s.isOk() && c.rank() == k.mayPass) return "";

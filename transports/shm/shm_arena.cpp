@@ -6,8 +6,8 @@
 //           the two call headers, each on its own cache line so a spinning reader of one does not
 //           slow the writer of another;
 //   then:   the call log (a few bits per call, by sequence number: noteCall), two mailboxes of
-//           slotBytes, page aligned, a ring of kRingDepth small slots, one of kRingDepth line
-//           slots (kLineSlotBytes each, packed: 4 per page) and the rings of wide slots (kWide).
+//           slotBytes, page aligned, a ring of kRingDepth line slots (kLineSlotBytes each,
+//           packed: 4 per page) and the eager heap (kEagerBytes).
 //
 // Waking: a waiter that has spun long enough registers in `sleepers`, re-reads the counter and
 // sleeps on `wake` (FUTEX_WAIT on the value it read). post() stores the counter (release) and,
@@ -49,30 +49,20 @@ namespace {
 
 constexpr uint32_t kMagic = 0x41525246;  // "FRRA"
 constexpr size_t kPage = 4096;
-// Ring slots: small one-way calls (broadcasts, one-shot reduces up to kRingSlotBytes) let their
-// writers run up to kRingDepth calls ahead of their readers, as eager sends would.
+// Line slots (and the eager heap's descriptors in them): one-way calls let their writers run up
+// to kRingDepth calls ahead of their readers, as eager sends would.
 constexpr size_t kRingDepth = 512;
-constexpr size_t kRingSlotBytes = 4096;
+// The eager heap: one-way calls too big for a line slot fill it in turn (Exec::publishEager), so
+// a writer runs ahead of its readers by as many calls as fit, kEagerBytes / size: no size at which
+// the depth drops at once. Fixed slots made one: through the mailboxes a writer waits for its
+// slowest reader every other call, and an 8 KiB broadcast took 10-20x a 4 KiB one (evidence:
+// docs/PERFORMANCE.md, "The eager heap").
+constexpr size_t kEagerBytes = 4 << 20;
 // Line slots: calls of a few bytes with their flag and call description (LineHeader) in the same
 // cache lines. 1 KiB holds up to 1008 B of data, up to where a line slot still beats the mailboxes
 // (evidence: docs/PERFORMANCE.md, "Line slots of 1 KiB"), and packs the ring into 128 pages, where
 // the 4 KiB ring slots take one page per call.
 constexpr size_t kLineSlotBytes = 1024;
-// Wide slots: one-way calls too big for a ring slot, up to the default chunk (collectives'
-// kDefaultChunk), keep running ahead of their readers, in rings of fewer, larger slots: through
-// the mailboxes a writer waits for its slowest reader every other call, which made an 8 KiB
-// broadcast 10-20x slower than a 4 KiB one, and a shallow ring makes the writer sleep and be woken
-// every few calls (evidence: docs/PERFORMANCE.md, "Wide ring slots").
-struct WideRing {
-  size_t slotBytes;
-  size_t depth;
-};
-constexpr WideRing kWide[] = {{32 * 1024, 64}, {256 * 1024, 16}};
-constexpr size_t kWideBytes = [] {
-  size_t b = 0;
-  for (const WideRing& w : kWide) b += w.slotBytes * w.depth;
-  return b;
-}();
 // The call log: a few bits per call (Arena::noteCall), by sequence number mod kCallLog. A rank
 // can announce at most kRingDepth calls ahead of the slowest peer (it then waits in claimRing),
 // so an entry outlives every reader by a wide margin.
@@ -262,24 +252,15 @@ class ShmArena final : public Arena {
     return static_cast<char*>(maps_[r]) + kHead + static_cast<size_t>(parity & 1) * slotBytes_;
   }
   CallHeader& header(int r, int parity) override { return control(r)->headers[parity & 1].h; }
-  void* ringSlot(int r, uint64_t index) override {
-    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + (index % kRingDepth) * kRingSlotBytes;
-  }
   size_t ringDepth() const override { return kRingDepth; }
-  size_t ringSlotBytes() const override { return kRingSlotBytes; }
   void* lineSlot(int r, uint64_t index) override {
-    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * kRingSlotBytes +
-           (index % kRingDepth) * kLineSlotBytes;
+    return static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + (index % kRingDepth) * kLineSlotBytes;
   }
   size_t lineSlotBytes() const override { return kLineSlotBytes; }
-  int wideRings() const override { return static_cast<int>(std::size(kWide)); }
-  size_t wideSlotBytes(int ring) const override { return kWide[ring].slotBytes; }
-  size_t wideDepth(int ring) const override { return kWide[ring].depth; }
-  void* wideSlot(int r, int ring, uint64_t index) override {
-    char* p = static_cast<char*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * (kRingSlotBytes + kLineSlotBytes);
-    for (int i = 0; i < ring; ++i) p += kWide[i].slotBytes * kWide[i].depth;
-    return p + (index % kWide[ring].depth) * kWide[ring].slotBytes;
+  uint8_t* eagerHeap(int r) override {
+    return static_cast<uint8_t*>(maps_[r]) + kHead + 2 * slotBytes_ + kRingDepth * kLineSlotBytes;
   }
+  size_t eagerBytes() const override { return kEagerBytes; }
 
   void post(uint64_t value) override {
     Control* c = control(rank_);
@@ -431,7 +412,7 @@ class ShmArena final : public Arena {
   }
 
  private:
-  size_t ringsBytes() const { return kRingDepth * (kRingSlotBytes + kLineSlotBytes) + kWideBytes; }
+  size_t ringsBytes() const { return kRingDepth * kLineSlotBytes + kEagerBytes; }
   size_t segmentBytes() const { return kHead + 2 * slotBytes_ + ringsBytes(); }
   std::atomic<uint64_t>* callLog(int r) const {
     return reinterpret_cast<std::atomic<uint64_t>*>(static_cast<char*>(maps_[r]) + kPage);
