@@ -169,7 +169,7 @@ uint64_t CheckPlan::expectedBits(size_t g) const {
 
 uint64_t CheckPlan::movementBits(int r, size_t g) const {
   const uint64_t h = mixBits(seed_ ^ (static_cast<uint64_t>(g) * 0x9E3779B97F4A7C15ull) ^
-                         (static_cast<uint64_t>(r + 1) * 0xC2B2AE3D27D4EB4Full));
+                             (static_cast<uint64_t>(r + 1) * 0xC2B2AE3D27D4EB4Full));
   if (mantissaBits_ == 0) return h;  // integers: any bits
   // sign | exponent within 4 binades of 1.0 | random mantissa: always finite and normal.
   const uint64_t exponent = exponentBase_ + ((h >> 56) & 7);
