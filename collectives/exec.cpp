@@ -560,19 +560,7 @@ Status Exec::compareUnchecked() {
 
 Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
-  uint64_t target = (seq_ - depth + 1) << kPhaseBits;
-  if (ctx_.seen.size() != static_cast<size_t>(ctx_.size)) ctx_.seen.assign(static_cast<size_t>(ctx_.size), 0);
-  bool free = true;
-  for (int p = 0; p < ctx_.size && free; ++p) {
-    uint64_t& seen = ctx_.seen[static_cast<size_t>(p)];
-    if (p != ctx_.rank && seen < target) seen = ctx_.arena->posted(p);
-    free = p == ctx_.rank || seen >= target;
-  }
-  // A writer that must wait waits until half the slots are free, not one: in a stream of calls
-  // it then writes depth / 2 calls before it waits again, where it would wait for every call,
-  // each wait a sleep and a wake-up where ranks outnumber cores. The peers can get there: it only
-  // asks them to enter calls up to this one.
-  if (!free && depth >= 8) target = (seq_ - depth / 2 + 1) << kPhaseBits;
+  const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
   for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitCounter((ctx_.rank + i) % ctx_.size, target));
   return Status::ok();
 }
