@@ -27,6 +27,7 @@ namespace ferry::coll {
 struct ReproScratch {
   std::vector<uint64_t> codes;
   std::vector<uint64_t> lanes;
+  std::vector<uint64_t> values;  ///< every rank's values of this rank's block (the exchanged form)
 };
 
 /// Whether the mode changes how `call` runs: sum or avg of a float16, float32, float64 or bfloat16
