@@ -84,7 +84,8 @@ Status runReproducible(const Call& call, int rank, int ranks, ReproScratch& scra
                        const std::function<Status(const Call&)>& inner) {
   if (call.kind == CallKind::kReduceScatter) return runExchanged(call, rank, ranks, call.count, scratch, inner);
   const size_t block = call.count / static_cast<size_t>(ranks);
-  if (call.kind != CallKind::kAllReduce || block < kMinExchangedBlock) return runIntegers(call, rank, ranks, scratch, inner);
+  if (call.kind != CallKind::kAllReduce || block < kMinExchangedBlock)
+    return runIntegers(call, rank, ranks, scratch, inner);
   FERRY_TRY(runExchanged(call, rank, ranks, block, scratch, inner));
   // The count % ranks elements left over (fewer than a block) through the integer form.
   const size_t done = block * static_cast<size_t>(ranks), size = dataTypeSize(call.type);

@@ -354,8 +354,8 @@ namespace {
 constexpr size_t kRowBlock = 1024;
 
 template <typename Lane, typename Code>
-void reduceRows(DataType type, const ReproLanes& l, const uint8_t* in, size_t stride, int rows, size_t count,
-                bool avg, uint8_t* out) {
+void reduceRows(DataType type, const ReproLanes& l, const uint8_t* in, size_t stride, int rows, size_t count, bool avg,
+                uint8_t* out) {
   const size_t size = dataTypeSize(type);
   Code codes[kRowBlock], rowCodes[kRowBlock];
   Lane sum[kRowBlock], rowLanes[kRowBlock];

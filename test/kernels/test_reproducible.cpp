@@ -158,7 +158,8 @@ TEST_CASE("reproducible: one rank's reduction of every row gives the integer for
         reproFromLanes(type, l, sums, codes.data(), n, ranks, avg, want.data());
         reproReduceRows(type, l, rows.data(), n, ranks, n, avg, got.data());
         size_t differing = 0;
-        for (size_t i = 0; i < n; ++i) differing += std::memcmp(want.data() + i * size, got.data() + i * size, size) != 0;
+        for (size_t i = 0; i < n; ++i)
+          differing += std::memcmp(want.data() + i * size, got.data() + i * size, size) != 0;
         CHECK(differing == 0);
       }
     }
