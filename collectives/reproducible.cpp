@@ -1,15 +1,21 @@
 // The reproducible mode's steps (reproducible.hpp).
 #include "collectives/reproducible.hpp"
 
+#include <algorithm>
+
 #include "kernels/host/reproducible.hpp"
 
 namespace ferry::coll {
 namespace {
 
-// Elements per rank below which an all-reduce takes the integer collectives: two small collectives
-// over codes and lanes cost less there than an all-to-all, an all-gather and the integer
-// collectives again for the count % ranks elements left over.
+// Elements per rank below which an all-reduce takes the integer form: two small collectives over
+// codes and lanes cost less there than an all-to-all and an all-gather.
 constexpr size_t kMinExchangedBlock = 256;
+
+// Bytes of every rank's values of one piece of an exchanged all-reduce: small enough that the
+// all-to-all's output is still in the cache when the reduction reads it, large enough that the
+// two collectives' fixed costs stay small (docs/PERFORMANCE.md, "Reproducible mode").
+constexpr size_t kPieceBytes = size_t{1} << 20;
 
 // `bytes` of 8-byte-aligned storage in v.
 void* storage(std::vector<uint64_t>& v, size_t bytes) {
@@ -83,12 +89,22 @@ bool reproducibleApplies(const Call& call) {
 Status runReproducible(const Call& call, int rank, int ranks, ReproScratch& scratch,
                        const std::function<Status(const Call&)>& inner) {
   if (call.kind == CallKind::kReduceScatter) return runExchanged(call, rank, ranks, call.count, scratch, inner);
-  const size_t block = call.count / static_cast<size_t>(ranks);
-  if (call.kind != CallKind::kAllReduce || block < kMinExchangedBlock)
+  const size_t n = static_cast<size_t>(ranks), size = dataTypeSize(call.type);
+  if (call.kind != CallKind::kAllReduce || call.count < n * kMinExchangedBlock) {
     return runIntegers(call, rank, ranks, scratch, inner);
-  FERRY_TRY(runExchanged(call, rank, ranks, block, scratch, inner));
-  // The count % ranks elements left over (fewer than a block) through the integer form.
-  const size_t done = block * static_cast<size_t>(ranks), size = dataTypeSize(call.type);
+  }
+  // Pieces of b elements per rank, each an all-reduce of its own.
+  const size_t pieceBlock = std::max(kPieceBytes / (n * size), kMinExchangedBlock);
+  size_t done = 0;
+  while (call.count - done >= n * kMinExchangedBlock) {
+    const size_t b = std::min(pieceBlock, (call.count - done) / n);
+    Call piece = call;
+    piece.send = static_cast<const uint8_t*>(call.send) + done * size;
+    piece.recv = static_cast<uint8_t*>(call.recv) + done * size;
+    FERRY_TRY(runExchanged(piece, rank, ranks, b, scratch, inner));
+    done += b * n;
+  }
+  // The elements left over (fewer than ranks * kMinExchangedBlock) through the integer form.
   if (done == call.count) return Status::ok();
   Call rest = call;
   rest.send = static_cast<const uint8_t*>(call.send) + done * size;

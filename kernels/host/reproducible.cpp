@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "kernels/host/half.hpp"
+#include "kernels/host/reduce.hpp"
+#include "kernels/host/repro_rows.hpp"
 
 namespace ferry::kernels {
 namespace {
@@ -386,6 +388,17 @@ void reproReduceRows(DataType type, const ReproLanes& lanes, const void* in, siz
                      bool avg, void* out) {
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
+  if (type == DataType::kFloat32 && !avg) {
+    const auto* values = static_cast<const float*>(in);
+#if defined(__x86_64__)
+    if (activeIsa() != Isa::kBaseline) {
+      reproFloat32SumRowsAvx2(lanes, values, stride, rows, count, static_cast<float*>(out));
+      return;
+    }
+#endif
+    float32SumRows(lanes, values, stride, rows, count, static_cast<float*>(out));
+    return;
+  }
   if (type == DataType::kFloat64) {
     reduceRows<int64_t, int32_t>(type, lanes, src, stride, rows, count, avg, dst);
   } else if (lanes.bits == 32) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/host/reduce.hpp"
 #include "kernels/host/reproducible.hpp"
 
 using namespace ferry;
@@ -156,11 +157,18 @@ TEST_CASE("reproducible: one rank's reduction of every row gives the integer for
         }
         const void* sums = l.bits == 32 ? static_cast<const void*>(sum32.data()) : sum64.data();
         reproFromLanes(type, l, sums, codes.data(), n, ranks, avg, want.data());
-        reproReduceRows(type, l, rows.data(), n, ranks, n, avg, got.data());
-        size_t differing = 0;
-        for (size_t i = 0; i < n; ++i)
-          differing += std::memcmp(want.data() + i * size, got.data() + i * size, size) != 0;
-        CHECK(differing == 0);
+        const Isa before = activeIsa();
+        for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
+          if (!setIsa(isa)) continue;
+          INFO(isaName(isa));
+          reproReduceRows(type, l, rows.data(), n, ranks, n, avg, got.data());
+          size_t differing = 0;
+          for (size_t i = 0; i < n; ++i) {
+            differing += std::memcmp(want.data() + i * size, got.data() + i * size, size) != 0;
+          }
+          CHECK(differing == 0);
+        }
+        setIsa(before);
       }
     }
   }
