@@ -106,7 +106,7 @@ TEST_CASE("reproducible: a lone rank's finite values come back unchanged", "[ker
 }
 
 TEST_CASE("reproducible: one rank's reduction of every row gives the integer form's bits", "[kernels]") {
-  // Random bits: every code, NaNs and infinities of both signs, subnormals, zeros of both signs;
+  // Random bits: every code and NaNs, with infinities, zeros and subnormals of both signs mixed in;
   // half the elements draw their exponents from a narrow band, so that sums cancel.
   std::mt19937_64 rng(11);
   const size_t n = 3000;  // not a multiple of reproReduceRows' block
@@ -123,6 +123,15 @@ TEST_CASE("reproducible: one rank's reduction of every row gives the integer for
           if ((e % n) % 2 == 0) {  // exponent field near the middle of the range
             const uint64_t mid = (uint64_t{1} << (expBits - 1)) + rng() % 3;
             bits = (bits & ~(((uint64_t{1} << expBits) - 1) << mantBits)) | (mid << mantBits);
+          }
+          const uint64_t field = ((uint64_t{1} << expBits) - 1) << mantBits;
+          const uint64_t sign = uint64_t{1} << (mantBits + expBits);
+          switch (rng() % 16) {  // infinities of both signs, zeros of both signs, subnormals
+            case 0: bits = field; break;
+            case 1: bits = field | sign; break;
+            case 2: bits &= sign; break;
+            case 3: bits &= ~field; break;
+            default: break;
           }
           std::memcpy(rows.data() + e * size, &bits, size);
         }
