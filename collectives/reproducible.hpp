@@ -1,17 +1,22 @@
 // The reproducible mode: sums whose bits depend only on each element's values on the ranks.
 //
 // A sum or average of float16, float32, float64 or bfloat16 in all-reduce, reduce-scatter or reduce
-// runs as three steps around two integer collectives (kernels/host/reproducible.hpp has the
-// conversions and the vocabulary):
-//   1. codes: every rank takes each element's exponent code; an all-reduce with max agrees on the
-//      largest per element (max is exact, so order-independent);
-//   2. lanes: every rank puts each element on its code's grid as an integer and the integers are
-//      summed by the same collective over int32 or int64 (exact: two's complement sums do not
-//      depend on order or grouping);
+// is defined by three steps (kernels/host/reproducible.hpp has the conversions and the vocabulary):
+//   1. codes: each element's exponent code on every rank; the largest per element (max is exact);
+//   2. lanes: every rank's value on that code's grid as an integer, the integers summed (exact:
+//      two's complement sums do not depend on order or grouping);
 //   3. the ranks that receive a result round its integer sum once to the float type.
-// The integer collectives run through whatever plan the tuner or FERRY_ALGO picks; every plan gives
-// the same integers, so the same bits. docs/RELIABILITY.md ("Reproducible reductions") states the
-// guarantee, the error bound and the cost.
+// Two forms compute them, with the same bits:
+// - integer form (reduce; all-reduces under 256 elements per rank; the count % ranks tail): an
+//   all-reduce with max over the codes, then the call's own collective over int32 or int64 lanes;
+// - exchanged form (reduce-scatter; all-reduce in pieces of 1 MiB of every rank's values): an
+//   all-to-all hands each rank every rank's values of its block, the rank runs all three steps on
+//   them alone (kernels::reproReduceRows), and an all-reduce's ranks all-gather the rounded
+//   blocks. The values cross as they are: what the default mode's reduce-scatter and all-gather
+//   move, with no codes and no wider lanes.
+// The collectives run through whatever plan the tuner or FERRY_ALGO picks; every plan moves or sums
+// the same integers and values, so the results keep their bits. docs/RELIABILITY.md ("Reproducible
+// reductions") states the guarantee, the error bound and the cost.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,7 @@ namespace ferry::coll {
 struct ReproScratch {
   std::vector<uint64_t> codes;
   std::vector<uint64_t> lanes;
+  std::vector<uint64_t> values;  ///< every rank's values of this rank's block (the exchanged form)
 };
 
 /// Whether the mode changes how `call` runs: sum or avg of a float16, float32, float64 or bfloat16

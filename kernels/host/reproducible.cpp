@@ -7,8 +7,11 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/host/half.hpp"
+#include "kernels/host/reduce.hpp"
+#include "kernels/host/repro_rows.hpp"
 
 namespace ferry::kernels {
 namespace {
@@ -344,6 +347,64 @@ void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, cons
     fromLanes(type, lanes, static_cast<const int32_t*>(in), static_cast<const uint8_t*>(codes), count, ranks, avg, out);
   } else {
     fromLanes(type, lanes, static_cast<const int64_t*>(in), static_cast<const uint8_t*>(codes), count, ranks, avg, out);
+  }
+}
+
+namespace {
+
+// Elements per block of reduceRows: a block's codes, lanes and one row stay in the first-level cache.
+constexpr size_t kRowBlock = 1024;
+
+template <typename Lane, typename Code>
+void reduceRows(DataType type, const ReproLanes& l, const uint8_t* in, size_t stride, int rows, size_t count, bool avg,
+                uint8_t* out) {
+  const size_t size = dataTypeSize(type);
+  Code codes[kRowBlock], rowCodes[kRowBlock];
+  Lane sum[kRowBlock], rowLanes[kRowBlock];
+  for (size_t first = 0; first < count; first += kRowBlock) {
+    const size_t k = std::min(kRowBlock, count - first);
+    // The largest code of each element over the rows, as the max all-reduce would agree on.
+    reproCodes(type, in + first * size, k, codes);
+    for (int j = 1; j < rows; ++j) {
+      reproCodes(type, in + (j * stride + first) * size, k, rowCodes);
+      for (size_t i = 0; i < k; ++i) codes[i] = std::max(codes[i], rowCodes[i]);
+    }
+    // The rows' lanes on that grid, summed (no lane sum overflows: ReproLanes::headroom).
+    reproToLanes(type, l, in + first * size, codes, k, sum);
+    for (int j = 1; j < rows; ++j) {
+      reproToLanes(type, l, in + (j * stride + first) * size, codes, k, rowLanes);
+      for (size_t i = 0; i < k; ++i) {
+        sum[i] = static_cast<Lane>(static_cast<std::make_unsigned_t<Lane>>(sum[i]) +
+                                   static_cast<std::make_unsigned_t<Lane>>(rowLanes[i]));
+      }
+    }
+    reproFromLanes(type, l, sum, codes, k, rows, avg, out + first * size);
+  }
+}
+
+}  // namespace
+
+void reproReduceRows(DataType type, const ReproLanes& lanes, const void* in, size_t stride, int rows, size_t count,
+                     bool avg, void* out) {
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  if (type == DataType::kFloat32 && !avg) {
+    const auto* values = static_cast<const float*>(in);
+#if defined(__x86_64__)
+    if (activeIsa() != Isa::kBaseline) {
+      reproFloat32SumRowsAvx2(lanes, values, stride, rows, count, static_cast<float*>(out));
+      return;
+    }
+#endif
+    float32SumRows(lanes, values, stride, rows, count, static_cast<float*>(out));
+    return;
+  }
+  if (type == DataType::kFloat64) {
+    reduceRows<int64_t, int32_t>(type, lanes, src, stride, rows, count, avg, dst);
+  } else if (lanes.bits == 32) {
+    reduceRows<int32_t, uint8_t>(type, lanes, src, stride, rows, count, avg, dst);
+  } else {
+    reduceRows<int64_t, uint8_t>(type, lanes, src, stride, rows, count, avg, dst);
   }
 }
 

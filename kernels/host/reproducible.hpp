@@ -56,4 +56,12 @@ void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const 
 void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count, int ranks,
                     bool avg, void* out);
 
+/// The whole reduction of `rows` ranks' values on one rank, for a layout where one rank holds every
+/// contribution of its elements (an all-to-all delivered them): element k of row j at
+/// in + (j * stride + k) elements. out[k] gets the bits reproCodes, a max over the rows,
+/// reproToLanes, an integer sum over the rows and reproFromLanes give, with `lanes` and `avg` as
+/// there (rows = the ranks). Works in cache-sized blocks, so each row is read from memory once.
+void reproReduceRows(DataType type, const ReproLanes& lanes, const void* in, size_t stride, int rows, size_t count,
+                     bool avg, void* out);
+
 }  // namespace ferry::kernels

@@ -4,7 +4,8 @@
 // - under every plan: each run below forces other algorithms, protocols, transports or simulated
 //   hosts, and rank 0 prints a digest of its results, which the parent compares across runs;
 // - for every call split: 1000 elements alone, at an offset, and within 4096- and 65536-element
-//   calls; reduce-scatter's and reduce's elements equal all-reduce's;
+//   calls (and a 600001-element float32 call in place); reduce-scatter's and reduce's elements
+//   equal all-reduce's;
 // - for a permuted rank order: a split with reversed keys sums the same contributions;
 // and each result must lie within the documented bound of the exact sum (docs/RELIABILITY.md,
 // "Reproducible reductions"), computed here with a compensated long double sum.
@@ -30,6 +31,7 @@ namespace {
 constexpr size_t kCount = 65536;
 constexpr size_t kSplit = 1000;
 constexpr size_t kMiddle = 4096;
+constexpr size_t kLarge = 600001;  // over two 1 MiB pieces of float32, and a tail
 
 struct TypeInfo {
   DataType type;
@@ -215,6 +217,22 @@ std::string runChecks(Comm& c, int j, bool reversedToo) {
         if (i % 4 == static_cast<size_t>(c.rank()) % 4) {  // the ranks share the exact checks
           std::string err = checkElement(t, n, op, i, want);
           if (!err.empty()) return err;
+        }
+      }
+      // A float32 call long enough for several pieces of the exchanged all-reduce and a tail of the
+      // integer form, in place: its first elements are the 65536-element call's.
+      if (t.type == DataType::kFloat32 && op == RedOp::kSum) {
+        std::vector<uint8_t> large = inputOf(t, n, j, kLarge);
+        st = c.allReduce(large.data(), large.data(), kLarge, t.type, op);
+        if (!st.isOk()) return failed(st, what + " allReduce in place");
+        for (size_t i = 0; i < kCount; ++i) {
+          if (load(t, large, i) != load(t, full, i)) {
+            return what + ": the in-place " + std::to_string(kLarge) + "-element call differs at " + std::to_string(i);
+          }
+        }
+        for (size_t i = kLarge - kSplit; i < kLarge; ++i) {  // the last piece and the tail, against the bound
+          std::string err = checkElement(t, n, op, i, load(t, large, i));
+          if (!err.empty()) return "in place: " + err;
         }
       }
       // Reduce-scatter's block and reduce's vector hold the same elements.

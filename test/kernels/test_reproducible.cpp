@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/host/reduce.hpp"
 #include "kernels/host/reproducible.hpp"
 
 using namespace ferry;
@@ -101,5 +102,83 @@ TEST_CASE("reproducible: a lone rank's finite values come back unchanged", "[ker
     size_t differing = 0;
     for (size_t i = 0; i < n; ++i) differing += std::memcmp(in.data() + i * size, out.data() + i * size, size) != 0;
     CHECK(differing == 0);
+  }
+}
+
+TEST_CASE("reproducible: one rank's reduction of every row gives the integer form's bits", "[kernels]") {
+  // Random bits: every code and NaNs, with infinities, zeros and subnormals of both signs mixed in;
+  // half the elements draw their exponents from a narrow band, so that sums cancel.
+  std::mt19937_64 rng(11);
+  const size_t n = 3000;  // not a multiple of reproReduceRows' block
+  for (DataType type : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32, DataType::kFloat64}) {
+    for (int ranks : {2, 3, 4, 5, 33}) {
+      for (bool avg : {false, true}) {
+        INFO(dataTypeName(type) << ", " << ranks << " ranks, " << (avg ? "avg" : "sum"));
+        const size_t size = dataTypeSize(type);
+        const int expBits = type == DataType::kFloat16 ? 5 : type == DataType::kFloat64 ? 11 : 8;
+        const int mantBits = static_cast<int>(size) * 8 - 1 - expBits;
+        std::vector<uint8_t> rows(ranks * n * size);
+        for (size_t e = 0; e < ranks * n; ++e) {
+          uint64_t bits = rng();
+          if ((e % n) % 2 == 0) {  // exponent field near the middle of the range
+            const uint64_t mid = (uint64_t{1} << (expBits - 1)) + rng() % 3;
+            bits = (bits & ~(((uint64_t{1} << expBits) - 1) << mantBits)) | (mid << mantBits);
+          }
+          const uint64_t field = ((uint64_t{1} << expBits) - 1) << mantBits;
+          const uint64_t sign = uint64_t{1} << (mantBits + expBits);
+          switch (rng() % 16) {  // infinities of both signs, zeros of both signs, subnormals
+            case 0: bits = field; break;
+            case 1: bits = field | sign; break;
+            case 2: bits &= sign; break;
+            case 3: bits &= ~field; break;
+            default: break;
+          }
+          std::memcpy(rows.data() + e * size, &bits, size);
+        }
+        // The integer form, as the collectives run it: codes per rank, max, lanes per rank, sum.
+        const ReproLanes l = reproLanes(type, ranks);
+        const size_t codeSize = type == DataType::kFloat64 ? 4 : 1;
+        std::vector<uint8_t> codes(n * codeSize), rowCodes(n * codeSize), want(n * size), got(n * size);
+        std::vector<int64_t> sum64(n), lane64(n);
+        std::vector<int32_t> sum32(n), lane32(n);
+        for (int j = 0; j < ranks; ++j) {
+          reproCodes(type, rows.data() + j * n * size, n, rowCodes.data());
+          for (size_t i = 0; i < n; ++i) {
+            if (codeSize == 4) {
+              int32_t a, b;
+              std::memcpy(&a, codes.data() + i * 4, 4);
+              std::memcpy(&b, rowCodes.data() + i * 4, 4);
+              a = std::max(a, b);
+              std::memcpy(codes.data() + i * 4, &a, 4);
+            } else {
+              codes[i] = std::max(codes[i], rowCodes[i]);
+            }
+          }
+        }
+        for (int j = 0; j < ranks; ++j) {
+          if (l.bits == 32) {
+            reproToLanes(type, l, rows.data() + j * n * size, codes.data(), n, lane32.data());
+            for (size_t i = 0; i < n; ++i) sum32[i] += lane32[i];
+          } else {
+            reproToLanes(type, l, rows.data() + j * n * size, codes.data(), n, lane64.data());
+            for (size_t i = 0; i < n; ++i) sum64[i] += lane64[i];
+          }
+        }
+        const void* sums = l.bits == 32 ? static_cast<const void*>(sum32.data()) : sum64.data();
+        reproFromLanes(type, l, sums, codes.data(), n, ranks, avg, want.data());
+        const Isa before = activeIsa();
+        for (Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) {
+          if (!setIsa(isa)) continue;
+          INFO(isaName(isa));
+          reproReduceRows(type, l, rows.data(), n, ranks, n, avg, got.data());
+          size_t differing = 0;
+          for (size_t i = 0; i < n; ++i) {
+            differing += std::memcmp(want.data() + i * size, got.data() + i * size, size) != 0;
+          }
+          CHECK(differing == 0);
+        }
+        setIsa(before);
+      }
+    }
   }
 }
