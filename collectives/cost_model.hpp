@@ -62,6 +62,8 @@ struct ModelInputs {
   HostModel model;
   int trials = 0;              ///< FERRY_TUNE_TRIALS: measured calls per candidate; 0: the model alone
   size_t measureMaxBytes = 0;  ///< FERRY_TUNE_MEASURE_BYTES: largest call (bytes moved) select() measures
+  /// FERRY_TUNE_MODEL_HOSTS: a communicator spanning more hosts runs no trials (the model alone).
+  int modelHosts = std::numeric_limits<int>::max();
   // Communicators over the network (no arena).
   NetLevel net;                    ///< measured between hosts; unmeasured: the transport algorithms are not modelled
   int ranksPerHost = 1;            ///< ranks sharing a host's link (the most on any host)

@@ -6,6 +6,7 @@
 // segment r. All-gather then circulates the finished segments for n-1 more steps. Each rank sends
 // and receives 2(n-1)/n of the vector, the bandwidth optimum. Segments are cut into slices so the
 // transfer of one slice overlaps the reduction of the previous one (pipeline.hpp).
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
@@ -17,13 +18,21 @@
 namespace ferry::coll {
 namespace {
 
-// Segment boundaries: equal blocks (reduce-scatter, all-gather) or a near-even split (all-reduce).
+// Segment boundaries: equal blocks (reduce-scatter, all-gather) or a near-even split (all-reduce),
+// as segmentBegin/segmentCount with the division done once: the loops below ask for every one of
+// the n segments, and at thousands of ranks the divisions were most of a small call's work.
 struct Segments {
+  Segments(size_t total, int ranks, size_t blockElems)
+      : count(total), n(ranks), block(blockElems), base(total / ranks), rem(total % ranks) {}
   size_t count;  // total elements
   int n;
   size_t block;  // > 0: every segment has exactly `block` elements
-  size_t begin(int i) const { return block > 0 ? block * i : segmentBegin(count, n, i); }
-  size_t length(int i) const { return block > 0 ? block : segmentCount(count, n, i); }
+  size_t base, rem;
+  size_t begin(int i) const {
+    const auto u = static_cast<size_t>(i);
+    return block > 0 ? block * u : base * u + std::min(u, rem);
+  }
+  size_t length(int i) const { return block > 0 ? block : base + (static_cast<size_t>(i) < rem ? 1 : 0); }
 };
 
 // Reduce-scatter over `seg`: partials of segment i go to acc + begin(i), the final segment of this
@@ -36,8 +45,8 @@ Status reduceScatterCore(Exec& ex, const Segments& seg, const uint8_t* in, uint8
   int first = rsSendSegment(r, n, 0);
   FERRY_TRY(sendSlices(ex, next, in + seg.begin(first) * es, seg.length(first), type));
   std::vector<ReduceTask> tasks;
-  for (int s = 0; s < n - 1; ++s) {
-    int g = rsRecvSegment(r, n, s);
+  // g: rsRecvSegment(r, n, s), one lower each step.
+  for (int s = 0, g = rsRecvSegment(r, n, 0); s < n - 1; ++s, g = g == 0 ? n - 1 : g - 1) {
     bool last = s == n - 2;
     size_t len = seg.length(g), base = seg.begin(g);
     for (size_t k = 0, ks = sliceCount(len, se); k < ks; ++k) {
@@ -55,8 +64,8 @@ Status allGatherCore(Exec& ex, const Segments& seg, uint8_t* out, DataType type)
   const int n = ex.size(), r = ex.rank(), prev = ringMod(r - 1, n), next = ringMod(r + 1, n);
   const size_t es = dataTypeSize(type), se = sliceElems(ex, type);
   std::vector<CopyTask> tasks;
-  for (int t = 0; t < n - 1; ++t) {
-    int g = agRecvSegment(r, n, t);
+  // g: agRecvSegment(r, n, t), one lower each step.
+  for (int t = 0, g = agRecvSegment(r, n, 0); t < n - 1; ++t, g = g == 0 ? n - 1 : g - 1) {
     size_t len = seg.length(g), base = seg.begin(g);
     for (size_t k = 0, ks = sliceCount(len, se); k < ks; ++k) {
       tasks.push_back({out + (base + sliceBegin(k, se)) * es, sliceLength(len, k, se), t < n - 2, t});

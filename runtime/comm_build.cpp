@@ -240,6 +240,7 @@ Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyR
   // Measured selection: single-host communicators, and those that get two levels (Comm::finish).
   ti.trials = resolveTuneTrials(ti.arena);
   ti.measureMaxBytes = static_cast<size_t>(std::max<int64_t>(config().tuneMeasureBytes, 0));
+  ti.modelHosts = static_cast<int>(std::clamp<int64_t>(config().tuneModelHosts, 0, 1 << 30));
   return ti;
 }
 

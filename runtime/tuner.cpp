@@ -284,9 +284,14 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
       }
       why += why.empty() ? buf : std::string(", ") + buf;
     }
-    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s%s: %s/%s, chunk %zu B%s [predicted: %s]", callKindName(d.kind),
+    char scale[96] = "";
+    if (modelOnly()) {
+      std::snprintf(scale, sizeof(scale), " (model only: %d hosts > FERRY_TUNE_MODEL_HOSTS %d)", in_.hosts,
+                    in_.modelHosts);
+    }
+    FERRY_INFO(log::kTune, "%s of %zu B on %d ranks%s%s%s: %s/%s, chunk %zu B%s [predicted: %s]", callKindName(d.kind),
                bytes, in_.ranks, shared ? " (buffers in shared memory)" : "",
-               order >= 0 ? " (order of reduction fixed)" : "", coll::algorithmName(plan.algorithm),
+               order >= 0 ? " (order of reduction fixed)" : "", scale, coll::algorithmName(plan.algorithm),
                coll::protocolName(plan.protocol), plan.chunkBytes,
                forcedOut ? " (FERRY_ALGO/FERRY_PROTO allow nothing that applies: ignored)" : "", why.c_str());
   }
@@ -305,8 +310,9 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const int planKey = sensitiveKey(static_cast<int>(d.kind), sensitive);
   Choice c;
   // Measured: single-host calls, and calls of communicators with two levels (the network's alpha
-  // and beta cannot say how a flat ring of processes sharing cores compares with the two levels).
-  const bool measurable = in_.arena || (in_.hierarchy && in_.net.measured);
+  // and beta cannot say how a flat ring of processes sharing cores compares with the two levels),
+  // up to FERRY_TUNE_MODEL_HOSTS hosts: beyond, the model alone (modelOnly()).
+  const bool measurable = in_.arena || (in_.hierarchy && in_.net.measured && !modelOnly());
   if (in_.trials <= 0 || !measurable || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
     // Beyond the measured sizes two-level communicators keep the algorithm the largest measured
     // call of the collective settled on.

@@ -14,6 +14,11 @@
 // runs the same trials at the same calls and settles at the same call: there is no plan to
 // disagree on. Beyond the measured sizes the kind of store follows the largest measured call.
 //
+// The tuner at scale: a communicator spanning more than FERRY_TUNE_MODEL_HOSTS hosts (modelOnly())
+// runs no trials: a trial's calls wait for the slowest of all ranks, each candidate runs 26 calls
+// per size, and the measured selection was only ever checked up to the namespace cluster's 16
+// hosts (docs/SCALE.md, "The tuner at scale"). Its plans are the model's first choice.
+//
 // Run-to-run stability: a floating-point sum, prod or avg gets different bits from plans that
 // combine the ranks in different orders (coll::reductionOrder). For those calls a deterministic
 // rule (stableOrder: the communicator's shape, the call's size and fixed constants, never a
@@ -94,6 +99,9 @@ class Tuner {
   /// Every rank must call it at the same point, with the same inputs.
   void update(const TunerInputs& in);
   const TunerInputs& inputs() const { return in_; }
+  /// A communicator spanning more hosts than FERRY_TUNE_MODEL_HOSTS: select() measures nothing and
+  /// every plan is the model's first (choose()), logged with each candidate's prediction.
+  bool modelOnly() const { return !in_.arena && in_.hosts > in_.modelHosts; }
   /// Whether FERRY_ALGO allows `a` for some collective.
   bool allowsSomewhere(coll::Algorithm a) const;
 

@@ -703,3 +703,71 @@ TEST_CASE("order classes: the arena's rows share one, every other algorithm is i
   CHECK_FALSE(coll::orderSensitive(CallKind::kAllReduce, DataType::kInt32, RedOp::kSum));
   CHECK_FALSE(coll::orderSensitive(CallKind::kAllGather, DataType::kFloat32, RedOp::kSum));
 }
+
+// The tuner at scale (docs/SCALE.md): beyond FERRY_TUNE_MODEL_HOSTS hosts nothing is measured.
+namespace {
+
+// Whether `p` is the candidate the model prices cheapest for `d` among the allowed ones of its
+// order class (every class where the call's bits do not depend on the order).
+bool modelsFirst(const Tuner& t, const OpDesc& d, const coll::Plan& p) {
+  const size_t bytes = d.count * dataTypeSize(d.type);
+  const bool sensitive = coll::orderSensitive(d.kind, d.type, d.op);
+  double best = coll::kInapplicable, mine = coll::kInapplicable;
+  for (const Tuner::Candidate& c : t.candidates(d.kind, bytes)) {
+    if (!c.allowed) continue;
+    if (sensitive && coll::reductionOrder(c.plan.algorithm) != coll::reductionOrder(p.algorithm)) continue;
+    best = std::min(best, c.seconds);
+    if (c.plan.algorithm == p.algorithm && c.plan.protocol == p.protocol) mine = c.seconds;
+  }
+  return mine < coll::kInapplicable && mine == best;
+}
+
+}  // namespace
+
+TEST_CASE("beyond FERRY_TUNE_MODEL_HOSTS hosts the tuner runs no trials and takes the model's first plan",
+          "[tuner][net][scale]") {
+  // 32 hosts of 2 ranks, two levels, trials on: measured up to 64 hosts, the model alone beyond 16.
+  TunerInputs in = networkInputs(64, 32, true);
+  in.trials = 12;
+  in.measureMaxBytes = 32 << 20;
+  in.modelHosts = 64;
+  TunerInputs scale = in;
+  scale.modelHosts = 16;
+  auto measured = Tuner::create(in, "", "", 0);
+  REQUIRE(measured.isOk());
+  CHECK_FALSE(measured->modelOnly());
+  // The same call within the limit is measured: the check below can see a trial.
+  const OpDesc mib{CallKind::kAllReduce, 1 << 18, DataType::kInt32, RedOp::kSum, -1};
+  CHECK(measured->select(mib).trial >= 0);
+
+  auto t = Tuner::create(scale, "", "", 0);
+  REQUIRE(t.isOk());
+  CHECK(t->modelOnly());
+  int calls = 0;
+  for (CallKind k : {CallKind::kAllReduce, CallKind::kReduceScatter, CallKind::kAllGather, CallKind::kAllToAll,
+                     CallKind::kBroadcast, CallKind::kReduce}) {
+    for (DataType type : {DataType::kInt32, DataType::kFloat32}) {
+      for (size_t count = 1; count <= (size_t{1} << 24); count *= 8) {
+        const OpDesc d{k, count, type, RedOp::kSum, k == CallKind::kBroadcast || k == CallKind::kReduce ? 3 : -1};
+        INFO(callKindName(k) << " of " << count << " elements of type " << static_cast<int>(type));
+        // As many calls as trials of four plans would take, twice in turn: none measured.
+        for (int call = 0; call < 4 * 13 * 2 + 2; ++call) {
+          const Tuner::Choice c = t->select(d);
+          ++calls;
+          REQUIRE(c.trials == nullptr);
+          REQUIRE(c.trial < 0);
+          REQUIRE_FALSE(c.settle);
+          REQUIRE(modelsFirst(*t, d, c.plan));
+        }
+        // Issue 38's rule still holds: a float sum runs the order class stableOrder picks, the
+        // class the same call gets when the trials are on.
+        if (coll::orderSensitive(k, type, RedOp::kSum)) {
+          auto u = Tuner::create(in, "", "", 0);
+          REQUIRE(u.isOk());
+          CHECK(coll::reductionOrder(t->select(d).plan.algorithm) == coll::reductionOrder(u->choose(d).algorithm));
+        }
+      }
+    }
+  }
+  CHECK(calls > 1000);
+}

@@ -146,6 +146,41 @@ TEST_CASE("sim: a folded replay matches the replay of every rank", "[sim]") {
   CHECK(c.seconds == Approx(d.seconds).epsilon(0.02));
 }
 
+TEST_CASE("sim: rates recomputed per component match rates recomputed for every flow", "[sim]") {
+  // 5 hosts x 4 ranks (20: no fold), an oversubscribed tier and a shared fabric link: every flow
+  // between hosts contends with every other, flows within a host only with their host's.
+  const Topology t = parsed(
+      "gpus_per_host = 4\nintra_bw = 20e9\nintra_latency = 1e-6\nnics_per_host = 2\nnic_bw = 5e9\n"
+      "nic_latency = 5e-6\nhop_latency = 1e-6\ntiers = 2\ntier1_hosts = 2\ntier2_oversub = 2\n"
+      "reduce_bw = 50e9\n");
+  const Topology shared = parsed(
+      "gpus_per_host = 2\nintra_bw = 10e9\nnics_per_host = 1\nnic_bw = 5e9\nnic_latency = 5e-6\nfabric_bw = 12e9\n");
+  int replays = 0;
+  for (const Topology* topo : {&t, &shared}) {
+    for (const coll::AlgorithmRow* row : coll::algorithmTable()) {
+      if (row->kind != CallKind::kAllReduce || !recordable(*row)) continue;
+      for (size_t count : {size_t{3}, size_t{1} << 12, size_t{1} << 20}) {
+        INFO(coll::algorithmName(row->algorithm) << ", " << count << " floats, " << topo->ranksPerHost << " per host");
+        CallSpec spec;
+        spec.count = count;
+        spec.n = 20;
+        spec.sliceBytes = 64 * 1024;
+        auto every = recordCall(*row, spec, 20, 1 << 24);
+        REQUIRE(every.isOk());
+        const auto fabric = topo->fabric(20, 20);
+        const ReplayResult a = replay(*fabric, every->programs, 20, topo->compute, Fold::kShift, RateScope::kComponent);
+        const ReplayResult b = replay(*fabric, every->programs, 20, topo->compute, Fold::kShift, RateScope::kEveryFlow);
+        REQUIRE(a.complete);
+        REQUIRE(b.complete);
+        CHECK(a.seconds == Approx(b.seconds).epsilon(1e-9));
+        CHECK(a.flows == b.flows);
+        ++replays;
+      }
+    }
+  }
+  CHECK(replays >= 18);
+}
+
 TEST_CASE("sim: recording runs the row's own schedule", "[sim]") {
   // Recursive doubling on 8 ranks: 3 exchanges of the whole vector with rank ^ 1, ^ 2, ^ 4.
   const coll::AlgorithmRow* row =

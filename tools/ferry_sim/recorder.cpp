@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
@@ -239,11 +240,12 @@ Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec
                      coll::algorithmName(row.algorithm), callKindName(row.kind), n, perRank, n, maxOps);
   }
   // Ranks are recorded independently (each thread has its own buffers and recording): one
-  // thread per core.
+  // thread per core. Rank 0's ops only estimate the total (a tree's leaf has a fraction of an
+  // interior rank's): the recorded ops are counted as they come, and the limit holds on them.
   rec.programs.resize(static_cast<size_t>(n));
   const int threads = std::max(1, std::min<int>(static_cast<int>(std::thread::hardware_concurrency()), n / 64));
   std::vector<Status> failed(static_cast<size_t>(threads));
-  std::vector<size_t> ops(static_cast<size_t>(threads), 0);
+  std::atomic<size_t> total{rec.programs[0].ops.size()};
   auto work = [&](int t) {
     for (int r = 1 + t; r < n; r += threads) {
       auto p = recordRank(row, spec, r);
@@ -251,7 +253,7 @@ Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec
         failed[static_cast<size_t>(t)] = p.status();
         return;
       }
-      ops[static_cast<size_t>(t)] += p->ops.size();
+      if (total.fetch_add(p->ops.size(), std::memory_order_relaxed) + p->ops.size() > maxOps) return;
       rec.programs[static_cast<size_t>(r)] = std::move(*p);
     }
   };
@@ -259,10 +261,14 @@ Result<Recording> recordCall(const coll::AlgorithmRow& row, const CallSpec& spec
   for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
   work(0);
   for (std::thread& th : pool) th.join();
-  for (int t = 0; t < threads; ++t) {
-    FERRY_TRY(failed[static_cast<size_t>(t)]);
-    rec.ops += ops[static_cast<size_t>(t)];
+  for (int t = 0; t < threads; ++t) FERRY_TRY(failed[static_cast<size_t>(t)]);
+  if (total.load() > maxOps) {
+    return makeError(ErrorCode::kInvalidUsage,
+                     "%s/%s on %d ranks: the schedule is not the same on every host (it cannot be folded) and its "
+                     "ranks' ops (more than %zu) exceed the recording limit of %zu",
+                     coll::algorithmName(row.algorithm), callKindName(row.kind), n, maxOps, maxOps);
   }
+  rec.ops += total.load() - rec.programs[0].ops.size();
   rec.period = n;
   rec.fold = Fold::kShift;
   return rec;

@@ -13,17 +13,26 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // Events this close are one batch: rounding must not split ranks that move in step.
 constexpr double kTimeEps = 1e-12;
+// Peers per rank whose message keys the rank keeps at hand (RankState): the trees' and halving's
+// few, not an all-to-all's n.
+constexpr size_t kKeyCache = 32;
+
+struct KeyState;
 
 struct Flow {
-  int src;         // simulated sender
-  uint32_t req;    // the sender's request
-  uint64_t key;    // message key (replay.hpp, "Symmetry")
-  uint64_t index;  // position among the key's messages
-  double remaining;
+  int src;           // simulated sender
+  uint32_t req;      // the sender's request
+  KeyState* ks;      // its message key's state (replay.hpp, "Symmetry"; the map's nodes do not move)
+  uint64_t index;    // position among the key's messages
+  double remaining;  // bytes left at time `last`
   double rate;
   double latency;
   uint32_t pathBegin;
   uint32_t pathLen;
+  double last = 0;       // when `remaining` was last brought up to date
+  uint32_t version = 0;  // bumped at each new rate: older finish events are stale
+  bool active = false;   // on the wire
+  uint32_t mark = 0;     // the rate computation that last took it into its component
 };
 
 // A message of one key: whether it arrived, and the receive that takes it once posted.
@@ -54,6 +63,14 @@ struct Event {
   bool operator>(const Event& o) const { return time > o.time; }
 };
 
+// When an active flow's last byte leaves at its current rate (stale once its version moved on).
+struct Finish {
+  double time;
+  int flow;
+  uint32_t version;
+  bool operator>(const Finish& o) const { return time > o.time; }
+};
+
 struct RankState {
   size_t pc = 0;
   int64_t blockedOn = -1;
@@ -61,18 +78,24 @@ struct RankState {
   bool finished = false;
   double end = 0;
   std::vector<uint8_t> done;
+  // The message keys of the peers this rank sent to and received from, kept beside the rank so
+  // that its ops find them without the shared map (most schedules have a few peers a rank).
+  std::vector<std::pair<int, KeyState*>> sendKeys, recvKeys;
 };
 
 class Replayer {
  public:
-  Replayer(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates, Fold fold)
+  Replayer(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates, Fold fold,
+           bool everyFlow)
       : fabric_(fabric), programs_(programs), n_(n), p_(static_cast<int>(programs.size())), fold_(fold), rates_(rates),
-        ranks_(programs.size()) {
+        everyFlow_(everyFlow), ranks_(programs.size()) {
     const int links = fabric.links();
     capacity_.resize(static_cast<size_t>(links));
     for (int l = 0; l < links; ++l) capacity_[static_cast<size_t>(l)] = fabric.capacity(l);
     count_.assign(static_cast<size_t>(links), 0);
     rem_.assign(static_cast<size_t>(links), 0);
+    onLink_.resize(static_cast<size_t>(links));
+    linkMark_.assign(static_cast<size_t>(links), 0);
     size_t requests = 0;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       ranks_[r].done.assign(programs[r].requests, 0);
@@ -105,10 +128,8 @@ class Replayer {
         dirty_ = false;
       }
       double next = events_.empty() ? kInf : events_.top().time;
-      for (int f : active_) {
-        const Flow& fl = flows_[static_cast<size_t>(f)];
-        next = std::min(next, fl.rate == kInf ? now_ : now_ + fl.remaining / fl.rate);
-      }
+      dropStale();
+      if (!finishes_.empty()) next = std::min(next, std::max(now_, finishes_.top().time));
       if (next == kInf) break;
       advance(next);
     }
@@ -175,11 +196,20 @@ class Replayer {
     }
   }
 
+  // The key of messages from simulated rank `r` to real rank `peer` (recv: from `peer` to `r`).
+  KeyState& keyOf(int r, int peer, bool recv) {
+    auto& cache = recv ? ranks_[static_cast<size_t>(r)].recvKeys : ranks_[static_cast<size_t>(r)].sendKeys;
+    for (const auto& [p, ks] : cache) {
+      if (p == peer) return *ks;
+    }
+    KeyState& ks = recv ? keys_[key(peer % p_, r, delta(peer, r))] : keys_[key(r, peer % p_, delta(r, peer))];
+    if (cache.size() < kKeyCache) cache.emplace_back(peer, &ks);
+    return ks;
+  }
+
   void send(int r, const Op& op) {
-    const int dstSim = op.peer % p_;
-    const uint64_t k = key(r, dstSim, delta(r, op.peer));
-    KeyState& ks = keys_[k];
-    Flow f{r, op.req, k, ks.sends++, static_cast<double>(op.bytes), 0, 0, static_cast<uint32_t>(pool_.size()), 0};
+    KeyState& ks = keyOf(r, op.peer, false);
+    Flow f{r, op.req, &ks, ks.sends++, static_cast<double>(op.bytes), 0, 0, static_cast<uint32_t>(pool_.size()), 0};
     const size_t before = pool_.size();
     f.latency = fabric_.route(r, op.peer, pool_);
     f.pathLen = static_cast<uint32_t>(pool_.size() - before);
@@ -189,22 +219,45 @@ class Replayer {
       ks.queued.push_back(id);
     } else {
       ks.draining = id;
-      active_.push_back(id);
-      dirty_ = true;
+      start(id);
     }
   }
 
+  // A flow goes on the wire: its links' flows get new rates at the next computation.
+  void start(int id) {
+    Flow& f = flows_[static_cast<size_t>(id)];
+    f.active = true;
+    f.last = now_;
+    if (f.pathLen == 0) {  // nothing to cross: it leaves at once
+      f.rate = kInf;
+      finishes_.push({now_, id, ++f.version});
+      return;
+    }
+    for (uint32_t i = 0; i < f.pathLen; ++i) onLink_[static_cast<size_t>(pool_[f.pathBegin + i])].push_back(id);
+    changed_.push_back(id);
+    dirty_ = true;
+  }
+
   // The pair's next message goes on the wire once the previous one left.
-  void nextOnWire(uint64_t key) {
-    KeyState& ks = keys_[key];
+  void nextOnWire(KeyState& ks) {
     ks.draining = -1;
     if (ks.queuedHead < ks.queued.size()) {
       ks.draining = ks.queued[ks.queuedHead++];
-      active_.push_back(ks.draining);
       if (ks.queuedHead == ks.queued.size()) {
         ks.queued.clear();
         ks.queuedHead = 0;
       }
+      start(ks.draining);
+    }
+  }
+
+  // Pop finish events of flows that left or got a new rate since.
+  void dropStale() {
+    while (!finishes_.empty()) {
+      const Finish& top = finishes_.top();
+      const Flow& f = flows_[static_cast<size_t>(top.flow)];
+      if (f.active && f.version == top.version) return;
+      finishes_.pop();
     }
   }
 
@@ -225,8 +278,7 @@ class Replayer {
   }
 
   void recv(int r, const Op& op) {
-    const uint64_t k = key(op.peer % p_, r, delta(op.peer, r));
-    KeyState& ks = keys_[k];
+    KeyState& ks = keyOf(r, op.peer, true);
     Slot& sl = slot(ks, ks.recvs++);
     sl.posted = true;
     sl.rank = r;
@@ -238,7 +290,7 @@ class Replayer {
   }
 
   void arrive(const Flow& f) {
-    KeyState& ks = keys_[f.key];
+    KeyState& ks = *f.ks;
     Slot& sl = slot(ks, f.index);
     sl.arrived = true;
     if (sl.posted) {
@@ -248,26 +300,26 @@ class Replayer {
   }
 
   void advance(double next) {
-    const double dt = next - now_;
     now_ = next;
     drained_.clear();
-    for (size_t i = 0; i < active_.size();) {
-      Flow& f = flows_[static_cast<size_t>(active_[i])];
-      if (f.rate != kInf) f.remaining -= f.rate * dt;
-      if (f.rate == kInf || f.remaining <= f.rate * kTimeEps + 1e-6) {
-        drained_.push_back(active_[i]);
-        active_[i] = active_.back();
-        active_.pop_back();
+    // Flows whose last byte leaves within kTimeEps (their finish time counts a millionth of a
+    // byte as gone, as rounding leaves it).
+    for (dropStale(); !finishes_.empty() && finishes_.top().time <= now_ + kTimeEps; dropStale()) {
+      const int id = finishes_.top().flow;
+      finishes_.pop();
+      Flow& f = flows_[static_cast<size_t>(id)];
+      f.active = false;
+      if (f.pathLen > 0) {
+        changed_.push_back(id);
         dirty_ = true;
-      } else {
-        ++i;
       }
+      drained_.push_back(id);
     }
     for (int id : drained_) {
       const Flow& f = flows_[static_cast<size_t>(id)];
       complete(f.src, f.req);
       events_.push({now_ + f.latency, 0, id});
-      nextOnWire(f.key);
+      nextOnWire(*f.ks);
     }
     while (!events_.empty() && events_.top().time <= now_ + kTimeEps) {
       const Event e = events_.top();
@@ -281,36 +333,55 @@ class Replayer {
     }
   }
 
-  // Progressive filling over the active flows (replay.hpp); every link at the smallest share is
-  // settled in one pass, so symmetric flows settle together.
+  // New rates for the flows that share a link, directly or through other flows, with one that
+  // started or left since the last computation (every active flow with everyFlow_): max-min
+  // fairness splits into such components, so the others keep their rates. Progressive filling
+  // (replay.hpp) then runs over the component; every link at the smallest share is settled in one
+  // pass, so symmetric flows settle together.
   void computeRates() {
+    ++mark_;
+    comp_.clear();
     touched_.clear();
-    for (int f : active_) {
-      Flow& fl = flows_[static_cast<size_t>(f)];
-      fl.rate = fl.pathLen == 0 ? kInf : -1;
-      for (uint32_t i = 0; i < fl.pathLen; ++i) {
-        const int l = pool_[fl.pathBegin + i];
-        if (count_[static_cast<size_t>(l)]++ == 0) {
-          touched_.push_back(l);
-          rem_[static_cast<size_t>(l)] = capacity_[static_cast<size_t>(l)];
-        }
+    auto takeLink = [&](int l) {
+      if (linkMark_[static_cast<size_t>(l)] == mark_) return;
+      linkMark_[static_cast<size_t>(l)] = mark_;
+      touched_.push_back(l);
+    };
+    if (everyFlow_) {
+      for (size_t l = 0; l < onLink_.size(); ++l) takeLink(static_cast<int>(l));
+    } else {
+      for (int id : changed_) {
+        const Flow& f = flows_[static_cast<size_t>(id)];
+        for (uint32_t i = 0; i < f.pathLen; ++i) takeLink(pool_[f.pathBegin + i]);
       }
     }
-    // Flows of each touched link, as offsets into linkFlows_.
-    offset_.assign(touched_.size() + 1, 0);
-    slotOf_.resize(capacity_.size());
-    for (size_t i = 0; i < touched_.size(); ++i) {
-      slotOf_[static_cast<size_t>(touched_[i])] = static_cast<int>(i);
-      offset_[i + 1] = offset_[i] + count_[static_cast<size_t>(touched_[i])];
-    }
-    linkFlows_.resize(offset_.back());
-    fill_.assign(offset_.begin(), offset_.end() - 1);
-    for (int f : active_) {
-      const Flow& fl = flows_[static_cast<size_t>(f)];
-      for (uint32_t i = 0; i < fl.pathLen; ++i) {
-        const auto t = static_cast<size_t>(slotOf_[static_cast<size_t>(pool_[fl.pathBegin + i])]);
-        linkFlows_[fill_[t]++] = f;
+    changed_.clear();
+    // Walk the component: each touched link's active flows, and their links (inactive flows are
+    // dropped from the lists on the way).
+    for (size_t t = 0; t < touched_.size(); ++t) {
+      std::vector<int>& on = onLink_[static_cast<size_t>(touched_[t])];
+      size_t keep = 0;
+      for (int id : on) {
+        Flow& f = flows_[static_cast<size_t>(id)];
+        if (!f.active) continue;
+        on[keep++] = id;
+        if (f.mark == mark_) continue;
+        f.mark = mark_;
+        comp_.push_back(id);
+        for (uint32_t i = 0; i < f.pathLen; ++i) takeLink(pool_[f.pathBegin + i]);
       }
+      on.resize(keep);
+    }
+    for (int id : comp_) {
+      Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.rate > 0 && f.rate != kInf) f.remaining -= f.rate * (now_ - f.last);
+      f.last = now_;
+      f.rate = -1;
+    }
+    for (int l : touched_) {
+      const auto u = static_cast<size_t>(l);
+      count_[u] = onLink_[u].size();
+      rem_[u] = capacity_[u];
     }
     for (;;) {
       double share = kInf;
@@ -320,11 +391,11 @@ class Replayer {
       }
       if (share == kInf) break;
       const double limit = share * (1 + 1e-9);
-      for (size_t t = 0; t < touched_.size(); ++t) {
-        const auto l = static_cast<size_t>(touched_[t]);
+      for (int t : touched_) {
+        const auto l = static_cast<size_t>(t);
         if (count_[l] == 0 || rem_[l] / count_[l] > limit) continue;
-        for (size_t j = offset_[t]; j < offset_[t + 1]; ++j) {
-          Flow& fl = flows_[static_cast<size_t>(linkFlows_[j])];
+        for (int id : onLink_[l]) {
+          Flow& fl = flows_[static_cast<size_t>(id)];
           if (fl.rate >= 0) continue;
           fl.rate = share;
           for (uint32_t i = 0; i < fl.pathLen; ++i) {
@@ -335,7 +406,10 @@ class Replayer {
         }
       }
     }
-    for (int l : touched_) count_[static_cast<size_t>(l)] = 0;
+    for (int id : comp_) {
+      Flow& f = flows_[static_cast<size_t>(id)];
+      finishes_.push({f.last + std::max(f.remaining - 1e-6, 0.0) / f.rate, id, ++f.version});
+    }
   }
 
   const Fabric& fabric_;
@@ -344,18 +418,20 @@ class Replayer {
   int p_;
   Fold fold_;
   ComputeRates rates_;
+  bool everyFlow_;  // recompute every active flow's rate at each change (the reference)
   std::vector<RankState> ranks_;
   std::vector<double> capacity_;
   std::vector<size_t> count_;
   std::vector<double> rem_;
   std::vector<int> touched_;
-  std::vector<int> slotOf_;
-  std::vector<size_t> offset_;
-  std::vector<size_t> fill_;
-  std::vector<int> linkFlows_;
+  std::vector<std::vector<int>> onLink_;  // flows put on each link (inactive ones dropped lazily)
+  std::vector<uint32_t> linkMark_;        // the computation that last touched each link
+  uint32_t mark_ = 0;
+  std::vector<int> comp_;     // the flows whose rates are being computed
+  std::vector<int> changed_;  // flows started or left since the last computation
   std::vector<Flow> flows_;
   std::vector<int> pool_;
-  std::vector<int> active_;
+  std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
   std::vector<int> drained_;
   std::vector<int> runnable_;
   std::unordered_map<uint64_t, KeyState> keys_;
@@ -368,8 +444,8 @@ class Replayer {
 }  // namespace
 
 ReplayResult replay(const Fabric& fabric, const std::vector<Program>& programs, int n, const ComputeRates& rates,
-                    Fold fold) {
-  return Replayer(fabric, programs, n, rates, fold).run();
+                    Fold fold, RateScope scope) {
+  return Replayer(fabric, programs, n, rates, fold, scope == RateScope::kEveryFlow).run();
 }
 
 std::vector<double> maxMinRates(const std::vector<std::vector<int>>& paths, const std::vector<double>& capacity) {
@@ -393,7 +469,7 @@ std::vector<double> maxMinRates(const std::vector<std::vector<int>>& paths, cons
     programs[static_cast<size_t>(i)].ops.push_back({Op::Kind::kSend, i, 0, uint64_t{1} << 40});
     programs[static_cast<size_t>(i)].requests = 1;
   }
-  Replayer r(fabric, programs, n, {}, Fold::kShift);
+  Replayer r(fabric, programs, n, {}, Fold::kShift, true);
   return r.firstRates();
 }
 
