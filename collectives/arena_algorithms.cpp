@@ -712,31 +712,21 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
     // and eager heaps, so the others may run many calls ahead of the root, as eager sends would;
     // through the mailboxes they could run one call ahead.
     announce(ex, plan, in, out);
-    if (count * es <= ex.lineBytes()) {
-      // A few bytes: the others' inputs in line slots (data and flag together); the root reduces
-      // its own input with them.
-      if (r != root) return ex.publishLine(in, count * es);
+    const size_t bytes = count * es;
+    if (bytes <= ex.eagerMax()) {
+      // The others' inputs in line slots (a few bytes: data and flag together) or eager heaps; the
+      // root reduces its own input with them.
+      const bool line = bytes <= ex.lineBytes();
+      if (r != root) return line ? ex.publishLine(in, bytes) : ex.publishEager(in, bytes);
       ex.post(1);
       ex.setPhase("arrival", 0, 1);
-      FERRY_TRY(ex.awaitLines());
+      FERRY_TRY(line ? ex.awaitLines() : ex.awaitEagers(bytes));
       ex.setPhase("reduce", 0, 1);
       return reduceFromAll(
           ex, plan,
           [&](int p) {
-            return Source{p == r ? static_cast<const uint8_t*>(in) : ex.lineData(p), 0};
-          },
-          static_cast<uint8_t*>(out), count, type, op);
-    }
-    if (count * es <= ex.eagerMax()) {
-      if (r != root) return ex.publishEager(in, count * es);
-      ex.post(1);
-      ex.setPhase("arrival", 0, 1);
-      FERRY_TRY(ex.awaitEagers(count * es));
-      ex.setPhase("reduce", 0, 1);
-      return reduceFromAll(
-          ex, plan,
-          [&](int p) {
-            return Source{p == r ? static_cast<const uint8_t*>(in) : ex.eagerData(p), 0};
+            if (p == r) return Source{static_cast<const uint8_t*>(in), 0};
+            return Source{line ? ex.lineData(p) : ex.eagerData(p), 0};
           },
           static_cast<uint8_t*>(out), count, type, op);
     }
