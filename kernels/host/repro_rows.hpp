@@ -32,12 +32,14 @@ constexpr size_t kReproRowBlock = 1024;
 inline void float32SumRowsBlock(const ReproLanes& l, const uint32_t* in, size_t stride, int nrows, size_t k,
                                 float* out) {
   constexpr double kMagic = 0x1.8p52;
-  const int64_t magicBits = std::bit_cast<int64_t>(kMagic);
+  const uint64_t magicBits = std::bit_cast<uint64_t>(kMagic);
   // Double exponent fields of 2^-s and 2^s for code 0 (s = code - 127 + 1 + headroom - precision).
   const int64_t toField = 1023 + l.precision - l.headroom - 1 + 127;
   const int64_t fromField = 1023 - 127 + 1 + l.headroom - l.precision;
   uint32_t code[kReproRowBlock];
-  int64_t sum[kReproRowBlock];
+  // Unsigned: a non-finite element's lanes are garbage that may wrap (patched below); a finite
+  // element's sum never does, and its two's complement bits are the signed sum.
+  uint64_t sum[kReproRowBlock];
   for (size_t i = 0; i < k; ++i) code[i] = 1;  // zeros and subnormals
   for (int j = 0; j < nrows; ++j) {
     const uint32_t* r = in + j * stride;
@@ -51,7 +53,7 @@ inline void float32SumRowsBlock(const ReproLanes& l, const uint32_t* in, size_t 
     for (size_t i = 0; i < k; ++i) {
       const double scale = std::bit_cast<double>(static_cast<uint64_t>(toField - code[i]) << 52);
       const double d = static_cast<double>(std::bit_cast<float>(r[i])) * scale + kMagic;
-      sum[i] += std::bit_cast<int64_t>(d) - magicBits;
+      sum[i] += std::bit_cast<uint64_t>(d) - magicBits;
     }
   }
   for (size_t i = 0; i < k; ++i) {
