@@ -93,24 +93,24 @@ Status runReproducible(const Call& call, int rank, int ranks, ReproScratch& scra
   if (call.kind != CallKind::kAllReduce || call.count < n * kMinExchangedBlock) {
     return runIntegers(call, rank, ranks, scratch, inner);
   }
+  // The call's elements from `done` on.
+  auto from = [&](size_t done) {
+    Call part = call;
+    part.send = static_cast<const uint8_t*>(call.send) + done * size;
+    part.recv = static_cast<uint8_t*>(call.recv) + done * size;
+    part.count = call.count - done;
+    return part;
+  };
   // Pieces of b elements per rank, each an all-reduce of its own.
   const size_t pieceBlock = std::max(kPieceBytes / (n * size), kMinExchangedBlock);
   size_t done = 0;
   while (call.count - done >= n * kMinExchangedBlock) {
     const size_t b = std::min(pieceBlock, (call.count - done) / n);
-    Call piece = call;
-    piece.send = static_cast<const uint8_t*>(call.send) + done * size;
-    piece.recv = static_cast<uint8_t*>(call.recv) + done * size;
-    FERRY_TRY(runExchanged(piece, rank, ranks, b, scratch, inner));
+    FERRY_TRY(runExchanged(from(done), rank, ranks, b, scratch, inner));
     done += b * n;
   }
   // The elements left over (fewer than ranks * kMinExchangedBlock) through the integer form.
-  if (done == call.count) return Status::ok();
-  Call rest = call;
-  rest.send = static_cast<const uint8_t*>(call.send) + done * size;
-  rest.recv = static_cast<uint8_t*>(call.recv) + done * size;
-  rest.count = call.count - done;
-  return runIntegers(rest, rank, ranks, scratch, inner);
+  return done == call.count ? Status::ok() : runIntegers(from(done), rank, ranks, scratch, inner);
 }
 
 }  // namespace ferry::coll

@@ -352,17 +352,14 @@ void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, cons
 
 namespace {
 
-// Elements per block of reduceRows: a block's codes, lanes and one row stay in the first-level cache.
-constexpr size_t kRowBlock = 1024;
-
 template <typename Lane, typename Code>
 void reduceRows(DataType type, const ReproLanes& l, const uint8_t* in, size_t stride, int rows, size_t count, bool avg,
                 uint8_t* out) {
   const size_t size = dataTypeSize(type);
-  Code codes[kRowBlock], rowCodes[kRowBlock];
-  Lane sum[kRowBlock], rowLanes[kRowBlock];
-  for (size_t first = 0; first < count; first += kRowBlock) {
-    const size_t k = std::min(kRowBlock, count - first);
+  Code codes[kReproRowBlock], rowCodes[kReproRowBlock];
+  Lane sum[kReproRowBlock], rowLanes[kReproRowBlock];
+  for (size_t first = 0; first < count; first += kReproRowBlock) {
+    const size_t k = std::min(kReproRowBlock, count - first);
     // The largest code of each element over the rows, as the max all-reduce would agree on.
     reproCodes(type, in + first * size, k, codes);
     for (int j = 1; j < rows; ++j) {

@@ -54,9 +54,8 @@ constexpr size_t kPage = 4096;
 constexpr size_t kRingDepth = 512;
 // The eager heap: one-way calls too big for a line slot fill it in turn (Exec::publishEager), so
 // a writer runs ahead of its readers by as many calls as fit, kEagerBytes / size: no size at which
-// the depth drops at once. Fixed slots made one: through the mailboxes a writer waits for its
-// slowest reader every other call, and an 8 KiB broadcast took 10-20x a 4 KiB one (evidence:
-// docs/PERFORMANCE.md, "The eager heap").
+// the depth drops at once, where each drop of fixed slots was a cliff in a stream of calls
+// (evidence: docs/PERFORMANCE.md, "The eager heap").
 constexpr size_t kEagerBytes = 4 << 20;
 // Line slots: calls of a few bytes with their flag and call description (LineHeader) in the same
 // cache lines. 1 KiB holds up to 1008 B of data, up to where a line slot still beats the mailboxes
