@@ -353,36 +353,133 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
   return Status::ok();
 }
 
-// Broadcast through the root's mailbox, pipelined after the entry barrier: the root copies chunk j
-// into half (j & 1) of its mailbox and posts j+2; every other rank copies it out once the root
-// posted j+2, then posts j+2 itself. Before writing chunk j >= 2 the root waits until every rank
-// posted j (finished chunk j-2, which used the same half). The root's copies and the readers'
-// run at the same time on different cores.
-Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t bytes, int root) {
-  FERRY_TRY(ex.claimMailbox());
-  const int r = ex.rank();
+// Chunks streamed through mailboxes used as rings. Each writer's mailbox holds `depth` entries of
+// `entry` bytes, chunk w in entry w % depth. At step j a rank writes its chunks up to j + ahead
+// (chunk w once every reader posted w - depth + 2: it has read chunk w - depth), posts j + 1, then
+// reads chunk j of every writer it reads (once the writer posted j - ahead + 1). Phase j + 1 so
+// says "my chunks up to j + ahead are written, I have read every chunk before j"; the first post
+// is the entry barrier. A rank may run up to `ahead` steps ahead of the writers it reads and
+// depth - ahead - 1 ahead of its readers, so ranks sharing a core need not all run at every step,
+// as with two alternating halves. ahead <= depth - 2 keeps the slowest rank able to go on.
+struct Ring {
+  size_t steps = 0, entry = 0, depth = 0, ahead = 0;
+};
+
+// A ring of chunks of `chunk` bytes, `areas` of them per entry (one per reader for all-to-all).
+// `oneWriter`: only the root writes, so it may run as far ahead as the ring allows.
+Ring makeRing(const Exec& ex, const Plan& plan, size_t bytes, size_t areas, bool oneWriter, size_t* chunk) {
+  const size_t slot = ex.context().arena->slotBytes();
   size_t k = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
-  k = std::max<size_t>(std::min(k, ex.context().arena->slotBytes() / 2) / 64 * 64, 64);
-  const size_t steps = (bytes + k - 1) / k;
-  const auto* src = static_cast<const uint8_t*>(in);
-  const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
-  for (size_t j = 0; j < steps; ++j) {
-    const size_t off = j * k, len = std::min(k, bytes - off);
-    const int phase = static_cast<int>(j) + 2;
-    uint8_t* half = ex.slot(root) + (j & 1) * k;
-    ex.setPhase("broadcast", static_cast<int>(j), static_cast<int>(steps));
-    if (r == root) {
-      if (j >= 2) FERRY_TRY(ex.awaitAll(phase - 2));
-      std::memcpy(half, src + off, len);
-      ex.post(phase);
-      if (src != out) copyOut(stream, out + off, src + off, len);
-    } else {
-      FERRY_TRY(ex.await(root, phase));
-      copyOut(stream, out + off, half, len);
-      ex.post(phase);
+  if (k == 0) k = kDefaultChunk;
+  k = std::max<size_t>(std::min(k, slot / (2 * areas)) / 64 * 64, 64);
+  k = std::max(k, (bytes >> (Exec::kPhaseBits - 2)) / 64 * 64 + 64);  // steps fit the phase numbers
+  Ring g;
+  g.steps = (bytes + k - 1) / k;
+  g.entry = k * areas;
+  g.depth = std::max<size_t>(slot / g.entry, 2);
+  g.ahead = oneWriter ? g.depth - 2 : (g.depth - 2) / 2;
+  *chunk = k;
+  return g;
+}
+
+// Runs the ring: write(w, entry) fills chunk w of this rank's stream (writers only); read(j, p,
+// entry) takes chunk j from writer p's entry. `root` >= 0: only the root writes and the others
+// read only it; otherwise every rank writes and reads every peer.
+template <class Write, class Read>
+Status runRing(Exec& ex, const Ring& g, const char* what, int root, Write write, Read read) {
+  FERRY_TRY(ex.claimMailbox());
+  const int n = ex.size(), r = ex.rank();
+  const bool writes = root < 0 || r == root;
+  size_t written = 0;
+  for (size_t j = 0; j < std::max<size_t>(g.steps, 1); ++j) {
+    ex.setPhase(what, static_cast<int>(j), static_cast<int>(g.steps));
+    const size_t upTo = writes ? std::min(j + g.ahead + 1, g.steps) : 0;
+    for (; written < upTo; ++written) {
+      if (written >= g.depth) FERRY_TRY(ex.awaitAll(static_cast<int>(written - g.depth) + 2));
+      write(written, ex.slot(r) + (written % g.depth) * g.entry);
+    }
+    ex.post(static_cast<int>(j) + 1);
+    if (j == 0) {
+      // The entry barrier: every rank then reads the same call log, so all note the same hint.
+      FERRY_TRY(ex.awaitAll(1));
+      ex.noteShared();
+    }
+    if (g.steps == 0) break;
+    for (int i = 1; i < n; ++i) {
+      const int p = (r + i) % n;
+      if (root >= 0 && p != root) continue;
+      FERRY_TRY(ex.await(p, static_cast<int>(j > g.ahead ? j - g.ahead : 0) + 1));
+      read(j, p, ex.slot(p) + (j % g.depth) * g.entry);
     }
   }
   return Status::ok();
+}
+
+// Broadcast through the root's mailbox ring (runRing): the root copies each chunk in, the others
+// copy it out; the root's copies and the readers' run at the same time on different cores.
+Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t bytes, int root) {
+  const int r = ex.rank();
+  size_t k = 0;
+  const Ring g = makeRing(ex, plan, bytes, 1, true, &k);
+  const auto* src = static_cast<const uint8_t*>(in);
+  const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
+  return runRing(
+      ex, g, "broadcast", root,
+      [&](size_t w, uint8_t* e) {
+        const size_t off = w * k, len = std::min(k, bytes - off);
+        std::memcpy(e, src + off, len);
+        if (src != out) copyOut(stream, out + off, e, len);
+      },
+      [&](size_t j, int, const uint8_t* e) {
+        const size_t off = j * k;
+        copyOut(stream, out + off, e, std::min(k, bytes - off));
+      });
+}
+
+// All-gather through every rank's mailbox ring (runRing): each rank copies its block in a chunk
+// at a time, and its own block from there into its output while the chunk is cached; every rank
+// copies the other blocks' chunks out. Plain buffers so cost two copies of which the second reads
+// from the cache, where cma's one read is a system call at a fraction of the copy rate.
+Status pipelinedAllGather(Exec& ex, const Plan& plan, const uint8_t* in, uint8_t* o, size_t block) {
+  const int n = ex.size(), r = ex.rank();
+  size_t k = 0;
+  const Ring g = makeRing(ex, plan, block, 1, false, &k);
+  const bool inPlace = o + r * block == in;
+  const bool stream = streamOut(ex, plan, block * n, inPlace);
+  return runRing(
+      ex, g, "gather", -1,
+      [&](size_t w, uint8_t* e) {
+        const size_t off = w * k, len = std::min(k, block - off);
+        std::memcpy(e, in + off, len);
+        if (!inPlace) copyOut(stream, o + r * block + off, e, len);
+      },
+      [&](size_t j, int p, const uint8_t* e) {
+        const size_t off = j * k;
+        copyOut(stream, o + p * block + off, e, std::min(k, block - off));
+      });
+}
+
+// All-to-all through every rank's mailbox ring (runRing): an entry holds chunk w of each of the
+// rank's n blocks, area p for rank p; its own block's chunk goes straight to its output. In place
+// too: chunk j of every block is in the ring before the rank overwrites chunk j of its buffer.
+Status pipelinedAllToAll(Exec& ex, const Plan& plan, const uint8_t* in, uint8_t* o, size_t block) {
+  const int n = ex.size(), r = ex.rank();
+  size_t k = 0;
+  const Ring g = makeRing(ex, plan, block, static_cast<size_t>(n), false, &k);
+  const bool stream = streamOut(ex, plan, block * n, in == o);
+  return runRing(
+      ex, g, "exchange", -1,
+      [&](size_t w, uint8_t* e) {
+        const size_t off = w * k, len = std::min(k, block - off);
+        for (int p = 0; p < n; ++p) {
+          if (p != r) std::memcpy(e + p * k, in + p * block + off, len);
+        }
+        if (in != o) copyOut(stream, o + r * block + off, in + r * block + off, len);
+      },
+      [&](size_t j, int p, const uint8_t* e) {
+        const size_t off = j * k;
+        copyOut(stream, o + p * block + off, e + r * k, std::min(k, block - off));
+      });
 }
 
 }  // namespace
@@ -518,8 +615,8 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
 }
 
 // All-gather: rank r's input becomes block r of every output.
-//   direct/shm: inputs in the mailboxes, every rank copies every block out. One barrier. Blocks of
-//     up to lineBytes() go in line slots: no barrier, each block copied once its flag is seen.
+//   direct/shm: blocks of up to lineBytes() go in line slots: no barrier, each block copied once
+//     its flag is seen. Larger, pipelined through every rank's mailbox ring (pipelinedAllGather).
 //   direct/cma: every rank reads each peer's input straight into its block; departure barrier.
 Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, size_t sendCount, DataType type) {
   const int n = ex.size(), r = ex.rank();
@@ -538,28 +635,22 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
     }
     return Status::ok();
   }
-  if (plan.protocol == Protocol::kMailbox) {
-    FERRY_TRY(ex.claimMailbox());
-    std::memcpy(ex.slot(r), in, block);
-  }
+  if (plan.protocol == Protocol::kMailbox)
+    return pipelinedAllGather(ex, plan, static_cast<const uint8_t*>(in), o, block);
   FERRY_TRY(enter(ex));
   const bool stream = streamOut(ex, plan, block * n, o + r * block == in);
   if (o + r * block != in) copyOut(stream, o + r * block, in, block);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
     ex.setPhase("gather", i - 1, n - 1);
-    if (plan.protocol == Protocol::kMailbox) {
-      copyOut(stream, o + p * block, ex.slot(p), block);
-    } else {
-      FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0), o + p * block, block, stream));
-    }
+    FERRY_TRY(readInto(ex, p, ex.peerAddr(p, 0), o + p * block, block, stream));
   }
-  return plan.protocol == Protocol::kMailbox ? Status::ok() : leave(ex, 2);
+  return leave(ex, 2);
 }
 
 // All-to-all: block j of rank i's input becomes block i of rank j's output.
-//   direct/shm: inputs in the mailboxes; every rank copies block r of every mailbox. One barrier.
-//     Inputs of up to lineBytes() go in line slots instead: no barrier.
+//   direct/shm: inputs of up to lineBytes() go in line slots: no barrier. Larger, pipelined
+//     through every rank's mailbox ring (pipelinedAllToAll).
 //   direct/cma: every rank reads block r of each peer's input. In place (in == out), a chunk at
 //     a time: the peers' chunks are read into scratch and copied over ours once everyone has read
 //     that chunk of ours (a barrier per chunk); the own block stays put.
@@ -582,16 +673,9 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
     std::memcpy(o + r * block, ex.lineData(r) + r * block, block);
     return Status::ok();
   }
-  if (plan.protocol == Protocol::kMailbox) {
-    FERRY_TRY(ex.claimMailbox());
-    std::memcpy(ex.slot(r), in, block * n);
-  }
+  if (plan.protocol == Protocol::kMailbox) return pipelinedAllToAll(ex, plan, i0, o, block);
   FERRY_TRY(enter(ex));
   const bool inPlace = in == out;
-  if (plan.protocol == Protocol::kMailbox) {
-    for (int p = 0; p < n; ++p) std::memcpy(o + p * block, ex.slot(p) + r * block, block);
-    return Status::ok();
-  }
   // In place, a rank overwrites its input a chunk at a time, chunk j once every peer posted 2+j
   // (has read chunk j of it); so every rank, in place or not (each rank decides for itself), leaves
   // at the last chunk's phase, 1 + steps: after it no peer reads its input.
@@ -675,9 +759,9 @@ Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, siz
     std::memcpy(out, ex.slot(root), bytes);
     return Status::ok();
   }
-  FERRY_TRY(enter(ex));
   if (plan.protocol == Protocol::kMailbox)
     return pipelinedBroadcast(ex, plan, in, static_cast<uint8_t*>(out), bytes, root);
+  FERRY_TRY(enter(ex));
   ex.setPhase("copy", 0, 1);
   const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
   if (r == root) {
@@ -867,13 +951,15 @@ extern const AlgorithmRow kDirectCmaReduceScatter{CallKind::kReduceScatter,
                                                   },
                                                   reduceScatterRun};
 
-// All-gather: every rank copies every block.
+// All-gather: every rank copies every block, through the mailbox rings (twice: in, then out from
+// the cache) or read in place.
 extern const AlgorithmRow kDirectMailboxAllGather{CallKind::kAllGather,
                                                   Algorithm::kDirect,
                                                   Protocol::kMailbox,
-                                                  fitsMailbox,
+                                                  onHost,
                                                   [](const Pricing& p) {
-                                                    return p.S + p.f * (p.B * p.c + (p.n - 1) * p.B * p.c);
+                                                    return p.pipeSteps(p.B) * p.S +
+                                                           p.f * (2 * p.B * p.c + (p.n - 1) * p.B * p.c);
                                                   },
                                                   allGatherRun};
 extern const AlgorithmRow kDirectCmaAllGather{CallKind::kAllGather,
@@ -885,12 +971,14 @@ extern const AlgorithmRow kDirectCmaAllGather{CallKind::kAllGather,
                                               },
                                               allGatherRun};
 
-// All-to-all: every rank's n blocks pass once.
+// All-to-all: every rank's n blocks pass once, through the mailbox rings or read in place.
 extern const AlgorithmRow kDirectMailboxAllToAll{CallKind::kAllToAll,
                                                  Algorithm::kDirect,
                                                  Protocol::kMailbox,
-                                                 [](const Pricing& p) { return p.arena && p.n * p.B <= p.mailbox; },
-                                                 [](const Pricing& p) { return p.S + p.f * (2 * p.n * p.B * p.c); },
+                                                 onHost,
+                                                 [](const Pricing& p) {
+                                                   return p.pipeSteps(p.n * p.B) * p.S + p.f * (2 * p.n * p.B * p.c);
+                                                 },
                                                  allToAllRun};
 extern const AlgorithmRow kDirectCmaAllToAll{CallKind::kAllToAll,
                                              Algorithm::kDirect,

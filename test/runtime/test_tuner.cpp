@@ -64,7 +64,7 @@ TEST_CASE("small all-reduces go one-shot through the mailboxes, large ones two-s
   CHECK(bigReduce.algorithm == Algorithm::kDirect);
 }
 
-TEST_CASE("without single-copy reads, large messages are pipelined through the mailboxes or the ring", "[tuner]") {
+TEST_CASE("without single-copy reads, large messages are pipelined through the mailboxes", "[tuner]") {
   auto t = Tuner::create(inputs(4, true, false), "", "", 0);
   REQUIRE(t.isOk());
   auto large = plan(*t, CallKind::kAllReduce, 64 << 20);
@@ -72,9 +72,9 @@ TEST_CASE("without single-copy reads, large messages are pipelined through the m
   CHECK(large.protocol == Protocol::kMailbox);
   CHECK(plan(*t, CallKind::kReduceScatter, 16 << 20).protocol == Protocol::kMailbox);
   CHECK(plan(*t, CallKind::kBroadcast, 64 << 20).protocol == Protocol::kMailbox);
-  // All-gather and all-to-all have no pipelined mailbox variant: large ones take the ring.
-  CHECK(plan(*t, CallKind::kAllGather, 16 << 20).algorithm == Algorithm::kRing);
-  CHECK(plan(*t, CallKind::kAllToAll, 16 << 20).algorithm == Algorithm::kPairwise);
+  // All-gather and all-to-all stream through the mailbox rings, not the transport's ring/pairwise.
+  CHECK(plan(*t, CallKind::kAllGather, 16 << 20).protocol == Protocol::kMailbox);
+  CHECK(plan(*t, CallKind::kAllToAll, 16 << 20).protocol == Protocol::kMailbox);
   CHECK(plan(*t, CallKind::kAllGather, 16).protocol == Protocol::kMailbox);
 }
 
