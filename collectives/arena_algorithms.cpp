@@ -293,42 +293,6 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   return Status::ok();
 }
 
-// Reduce-scatter through the mailboxes, pipelined: at step j rank r copies chunk j of every other
-// block p of its input into its area p and posts j+1; after everyone's j+1 it reduces chunk j of
-// block r from its own input and every peer's area r straight into its output. One hand-off per
-// step; areas alternate halves as in pipelinedAllReduce. As there, buffers all in shared memory
-// switch the ranks to direct/cma after the first step's barrier.
-Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount, DataType type,
-                              RedOp op) {
-  FERRY_TRY(ex.claimMailbox());
-  const int n = ex.size(), r = ex.rank();
-  const size_t es = dataTypeSize(type);
-  const auto* i0 = static_cast<const uint8_t*>(in);
-  const Pipe pp = makePipe(ex, plan, es, recvCount);
-  const int steps = static_cast<int>(pp.steps);
-  const bool stream = streamOut(ex, plan, recvCount * n * es, out == i0 + r * recvCount * es);
-  for (size_t j = 0; j < pp.steps; ++j) {
-    ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
-    const size_t len = stepLen(pp, recvCount, j), at = j * pp.ke;
-    for (int p = 0; p < n; ++p) {
-      if (p != r) std::memcpy(pp.area(ex, r, j, p), i0 + (p * recvCount + at) * es, len * es);
-    }
-    ex.post(static_cast<int>(j) + 1);
-    FERRY_TRY(ex.awaitAll(static_cast<int>(j) + 1));
-    if (j == 0 && ex.noteShared() && ex.context().peerReads && recvCount * n * es >= ex.context().sharedMinBytes) {
-      return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
-    }
-    const uint8_t* local = i0 + (r * recvCount + at) * es;
-    FERRY_TRY(reduceFromAll(
-        ex, plan,
-        [&](int p) {
-          return Source{p == r ? local : pp.area(ex, p, j, r), 0};
-        },
-        out + at * es, len, type, op, stream));
-  }
-  return Status::ok();
-}
-
 // Reduce to root through the mailboxes, pipelined: steps (a) and (b) of pipelinedAllReduce, the
 // root reducing its segment straight into its output; then (c) on the root only.
 Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type, RedOp op,
@@ -356,130 +320,181 @@ Status pipelinedReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out,
 // Chunks streamed through mailboxes used as rings. Each writer's mailbox holds `depth` entries of
 // `entry` bytes, chunk w in entry w % depth. At step j a rank writes its chunks up to j + ahead
 // (chunk w once every reader posted w - depth + 2: it has read chunk w - depth), posts j + 1, then
-// reads chunk j of every writer it reads (once the writer posted j - ahead + 1). Phase j + 1 so
-// says "my chunks up to j + ahead are written, I have read every chunk before j"; the first post
-// is the entry barrier. A rank may run up to `ahead` steps ahead of the writers it reads and
+// reads chunk j of the writers it reads (once each posted j - ahead + 1). Phase j + 1 so says "my
+// chunks up to j + ahead are written, I have read every chunk before j"; the first post is the
+// entry barrier. A rank may run up to `ahead` steps ahead of the writers it reads and
 // depth - ahead - 1 ahead of its readers, so ranks sharing a core need not all run at every step,
-// as with two alternating halves. ahead <= depth - 2 keeps the slowest rank able to go on.
-struct Ring {
-  size_t steps = 0, entry = 0, depth = 0, ahead = 0;
+// as they must with two alternating halves. ahead <= depth - 2 keeps the slowest rank able to go
+// on; where every rank writes and reads, ahead <= (depth - 2) / 2 means the reads' waits already
+// imply the writes' (a rank reads ahead of its peers only as far as their writes let it).
+class RingStream {
+ public:
+  // Chunks of at most the plan's chunk size, `areas` of them per entry (one per reader for
+  // all-to-all and reduce-scatter), for a stream of `bytes` per area. `root` >= 0: only the root
+  // writes, so it may run as far ahead as the ring allows.
+  RingStream(Exec& ex, const Plan& plan, size_t bytes, size_t areas, int root) : ex_(ex), root_(root) {
+    const size_t slot = ex.context().arena->slotBytes();
+    size_t k = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
+    if (k == 0) k = kDefaultChunk;
+    k = std::max<size_t>(std::min(k, slot / (2 * areas)) / 64 * 64, 64);
+    chunk_ = std::max(k, (bytes >> (Exec::kPhaseBits - 2)) / 64 * 64 + 64);  // steps fit the phase numbers
+    steps_ = (bytes + chunk_ - 1) / chunk_;
+    entry_ = chunk_ * areas;
+    depth_ = std::max<size_t>(slot / entry_, 2);
+    ahead_ = root >= 0 ? depth_ - 2 : (depth_ - 2) / 2;
+  }
+  size_t chunk() const { return chunk_; }
+  size_t steps() const { return steps_; }
+  // Bytes of chunk j of a stream of `bytes`.
+  size_t len(size_t j, size_t bytes) const { return std::min(chunk_, bytes - j * chunk_); }
+
+  // Step j's writes, write(w, entry) for this rank's chunks up to j + ahead, and its post. Step 0
+  // first claims the mailbox and ends with the entry barrier, after which every rank reads the
+  // same call log and so notes the same hint (Exec::noteShared).
+  template <class Write>
+  Status advance(size_t j, Write write) {
+    if (j == 0) FERRY_TRY(ex_.claimMailbox());
+    const int r = ex_.rank();
+    const size_t upTo = root_ < 0 || r == root_ ? std::min(j + ahead_ + 1, steps_) : 0;
+    for (; written_ < upTo; ++written_) {
+      if (written_ >= depth_) FERRY_TRY(ex_.awaitAll(static_cast<int>(written_ - depth_) + 2));
+      write(written_, ex_.slot(r) + (written_ % depth_) * entry_);
+    }
+    ex_.post(static_cast<int>(j) + 1);
+    if (j > 0) return Status::ok();
+    FERRY_TRY(ex_.awaitAll(1));
+    shared_ = ex_.noteShared();
+    return Status::ok();
+  }
+  // After step 0: whether every rank's buffers are shared memory.
+  bool shared() const { return shared_; }
+
+  // Writer p's entry holding chunk j, once p has written it.
+  Result<const uint8_t*> await(int p, size_t j) {
+    FERRY_TRY(ex_.await(p, phaseOf(j)));
+    return entry(p, j);
+  }
+  // Waits until every peer has written chunk j.
+  Status awaitAll(size_t j) { return ex_.awaitAll(phaseOf(j)); }
+  const uint8_t* entry(int p, size_t j) { return ex_.slot(p) + (j % depth_) * entry_; }
+
+ private:
+  int phaseOf(size_t j) const { return static_cast<int>(j > ahead_ ? j - ahead_ : 0) + 1; }
+
+  Exec& ex_;
+  int root_;
+  size_t chunk_ = 0, steps_ = 0, entry_ = 0, depth_ = 0, ahead_ = 0, written_ = 0;
+  bool shared_ = false;
 };
 
-// A ring of chunks of `chunk` bytes, `areas` of them per entry (one per reader for all-to-all).
-// `oneWriter`: only the root writes, so it may run as far ahead as the ring allows.
-Ring makeRing(const Exec& ex, const Plan& plan, size_t bytes, size_t areas, bool oneWriter, size_t* chunk) {
-  const size_t slot = ex.context().arena->slotBytes();
-  size_t k = plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes;
-  if (k == 0) k = kDefaultChunk;
-  k = std::max<size_t>(std::min(k, slot / (2 * areas)) / 64 * 64, 64);
-  k = std::max(k, (bytes >> (Exec::kPhaseBits - 2)) / 64 * 64 + 64);  // steps fit the phase numbers
-  Ring g;
-  g.steps = (bytes + k - 1) / k;
-  g.entry = k * areas;
-  g.depth = std::max<size_t>(slot / g.entry, 2);
-  g.ahead = oneWriter ? g.depth - 2 : (g.depth - 2) / 2;
-  *chunk = k;
-  return g;
+// Broadcast through the root's mailbox ring (RingStream): the root copies each chunk in, the
+// others copy it out; the root's copies and the readers' run at the same time on different cores.
+Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t bytes, int root) {
+  const int r = ex.rank();
+  RingStream ring(ex, plan, bytes, 1, root);
+  const auto* src = static_cast<const uint8_t*>(in);
+  const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
+  for (size_t j = 0; j < std::max<size_t>(ring.steps(), 1); ++j) {
+    ex.setPhase("broadcast", static_cast<int>(j), static_cast<int>(ring.steps()));
+    FERRY_TRY(ring.advance(j, [&](size_t w, uint8_t* e) {
+      std::memcpy(e, src + w * ring.chunk(), ring.len(w, bytes));
+      if (src != out) copyOut(stream, out + w * ring.chunk(), e, ring.len(w, bytes));
+    }));
+    if (r == root || ring.steps() == 0) continue;
+    auto e = ring.await(root, j);
+    FERRY_TRY(e);
+    copyOut(stream, out + j * ring.chunk(), *e, ring.len(j, bytes));
+  }
+  return Status::ok();
 }
 
-// Runs the ring: write(w, entry) fills chunk w of this rank's stream (writers only); read(j, p,
-// entry) takes chunk j from writer p's entry. `root` >= 0: only the root writes and the others
-// read only it; otherwise every rank writes and reads every peer.
-template <class Write, class Read>
-Status runRing(Exec& ex, const Ring& g, const char* what, int root, Write write, Read read) {
-  FERRY_TRY(ex.claimMailbox());
+// All-gather through every rank's mailbox ring (RingStream): each rank copies its block in a
+// chunk at a time, and its own block from there into its output while the chunk is cached; every
+// rank copies the other blocks' chunks out. Plain buffers so cost two copies of which the second
+// reads from the cache, where cma's one read is a system call at a fraction of the copy rate.
+Status pipelinedAllGather(Exec& ex, const Plan& plan, const uint8_t* in, uint8_t* o, size_t block) {
   const int n = ex.size(), r = ex.rank();
-  const bool writes = root < 0 || r == root;
-  size_t written = 0;
-  for (size_t j = 0; j < std::max<size_t>(g.steps, 1); ++j) {
-    ex.setPhase(what, static_cast<int>(j), static_cast<int>(g.steps));
-    const size_t upTo = writes ? std::min(j + g.ahead + 1, g.steps) : 0;
-    for (; written < upTo; ++written) {
-      if (written >= g.depth) FERRY_TRY(ex.awaitAll(static_cast<int>(written - g.depth) + 2));
-      write(written, ex.slot(r) + (written % g.depth) * g.entry);
-    }
-    ex.post(static_cast<int>(j) + 1);
-    if (j == 0) {
-      // The entry barrier: every rank then reads the same call log, so all note the same hint.
-      FERRY_TRY(ex.awaitAll(1));
-      ex.noteShared();
-    }
-    if (g.steps == 0) break;
-    for (int i = 1; i < n; ++i) {
+  RingStream ring(ex, plan, block, 1, -1);
+  const size_t k = ring.chunk();
+  const bool inPlace = o + r * block == in;
+  const bool stream = streamOut(ex, plan, block * n, inPlace);
+  for (size_t j = 0; j < std::max<size_t>(ring.steps(), 1); ++j) {
+    ex.setPhase("gather", static_cast<int>(j), static_cast<int>(ring.steps()));
+    FERRY_TRY(ring.advance(j, [&](size_t w, uint8_t* e) {
+      std::memcpy(e, in + w * k, ring.len(w, block));
+      if (!inPlace) copyOut(stream, o + r * block + w * k, e, ring.len(w, block));
+    }));
+    for (int i = 1; i < n && ring.steps() > 0; ++i) {
       const int p = (r + i) % n;
-      if (root >= 0 && p != root) continue;
-      FERRY_TRY(ex.await(p, static_cast<int>(j > g.ahead ? j - g.ahead : 0) + 1));
-      read(j, p, ex.slot(p) + (j % g.depth) * g.entry);
+      auto e = ring.await(p, j);
+      FERRY_TRY(e);
+      copyOut(stream, o + p * block + j * k, *e, ring.len(j, block));
     }
   }
   return Status::ok();
 }
 
-// Broadcast through the root's mailbox ring (runRing): the root copies each chunk in, the others
-// copy it out; the root's copies and the readers' run at the same time on different cores.
-Status pipelinedBroadcast(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t bytes, int root) {
-  const int r = ex.rank();
-  size_t k = 0;
-  const Ring g = makeRing(ex, plan, bytes, 1, true, &k);
-  const auto* src = static_cast<const uint8_t*>(in);
-  const bool stream = streamOut(ex, plan, bytes, r == root && in == out);
-  return runRing(
-      ex, g, "broadcast", root,
-      [&](size_t w, uint8_t* e) {
-        const size_t off = w * k, len = std::min(k, bytes - off);
-        std::memcpy(e, src + off, len);
-        if (src != out) copyOut(stream, out + off, e, len);
-      },
-      [&](size_t j, int, const uint8_t* e) {
-        const size_t off = j * k;
-        copyOut(stream, out + off, e, std::min(k, bytes - off));
-      });
-}
-
-// All-gather through every rank's mailbox ring (runRing): each rank copies its block in a chunk
-// at a time, and its own block from there into its output while the chunk is cached; every rank
-// copies the other blocks' chunks out. Plain buffers so cost two copies of which the second reads
-// from the cache, where cma's one read is a system call at a fraction of the copy rate.
-Status pipelinedAllGather(Exec& ex, const Plan& plan, const uint8_t* in, uint8_t* o, size_t block) {
-  const int n = ex.size(), r = ex.rank();
-  size_t k = 0;
-  const Ring g = makeRing(ex, plan, block, 1, false, &k);
-  const bool inPlace = o + r * block == in;
-  const bool stream = streamOut(ex, plan, block * n, inPlace);
-  return runRing(
-      ex, g, "gather", -1,
-      [&](size_t w, uint8_t* e) {
-        const size_t off = w * k, len = std::min(k, block - off);
-        std::memcpy(e, in + off, len);
-        if (!inPlace) copyOut(stream, o + r * block + off, e, len);
-      },
-      [&](size_t j, int p, const uint8_t* e) {
-        const size_t off = j * k;
-        copyOut(stream, o + p * block + off, e, std::min(k, block - off));
-      });
-}
-
-// All-to-all through every rank's mailbox ring (runRing): an entry holds chunk w of each of the
-// rank's n blocks, area p for rank p; its own block's chunk goes straight to its output. In place
-// too: chunk j of every block is in the ring before the rank overwrites chunk j of its buffer.
+// All-to-all through every rank's mailbox ring (RingStream): an entry holds chunk w of each of
+// the rank's n blocks, area p for rank p; its own block's chunk goes straight to its output. In
+// place too: chunk j of every block is in the ring before the rank overwrites chunk j of its
+// buffer.
 Status pipelinedAllToAll(Exec& ex, const Plan& plan, const uint8_t* in, uint8_t* o, size_t block) {
   const int n = ex.size(), r = ex.rank();
-  size_t k = 0;
-  const Ring g = makeRing(ex, plan, block, static_cast<size_t>(n), false, &k);
+  RingStream ring(ex, plan, block, static_cast<size_t>(n), -1);
+  const size_t k = ring.chunk();
   const bool stream = streamOut(ex, plan, block * n, in == o);
-  return runRing(
-      ex, g, "exchange", -1,
-      [&](size_t w, uint8_t* e) {
-        const size_t off = w * k, len = std::min(k, block - off);
-        for (int p = 0; p < n; ++p) {
-          if (p != r) std::memcpy(e + p * k, in + p * block + off, len);
-        }
-        if (in != o) copyOut(stream, o + r * block + off, in + r * block + off, len);
-      },
-      [&](size_t j, int p, const uint8_t* e) {
-        const size_t off = j * k;
-        copyOut(stream, o + p * block + off, e + r * k, std::min(k, block - off));
-      });
+  for (size_t j = 0; j < std::max<size_t>(ring.steps(), 1); ++j) {
+    ex.setPhase("exchange", static_cast<int>(j), static_cast<int>(ring.steps()));
+    FERRY_TRY(ring.advance(j, [&](size_t w, uint8_t* e) {
+      for (int p = 0; p < n; ++p) {
+        if (p != r) std::memcpy(e + p * k, in + p * block + w * k, ring.len(w, block));
+      }
+      if (in != o) copyOut(stream, o + r * block + w * k, in + r * block + w * k, ring.len(w, block));
+    }));
+    for (int i = 1; i < n && ring.steps() > 0; ++i) {
+      const int p = (r + i) % n;
+      auto e = ring.await(p, j);
+      FERRY_TRY(e);
+      copyOut(stream, o + p * block + j * k, *e + r * k, ring.len(j, block));
+    }
+  }
+  return Status::ok();
+}
+
+// Reduce-scatter through every rank's mailbox ring (RingStream): an entry holds chunk w of each
+// block the rank contributes to, area p for rank p; at step j the rank reduces chunk j of its own
+// block from its input and every peer's area r straight into its output. Up to `ahead` chunks
+// need a single hand-off (the entry barrier), where alternating halves took one per chunk. Buffers
+// all in shared memory switch the ranks to direct/cma after the entry barrier.
+Status ringReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount, DataType type,
+                         RedOp op) {
+  const int n = ex.size(), r = ex.rank();
+  const size_t es = dataTypeSize(type), block = recvCount * es;
+  const auto* i0 = static_cast<const uint8_t*>(in);
+  RingStream ring(ex, plan, block, static_cast<size_t>(n), -1);
+  const size_t k = ring.chunk();
+  const bool stream = streamOut(ex, plan, block * n, out == i0 + r * block);
+  for (size_t j = 0; j < std::max<size_t>(ring.steps(), 1); ++j) {
+    ex.setPhase("reduce-scatter", static_cast<int>(j), static_cast<int>(ring.steps()));
+    FERRY_TRY(ring.advance(j, [&](size_t w, uint8_t* e) {
+      for (int p = 0; p < n; ++p) {
+        if (p != r) std::memcpy(e + p * k, i0 + p * block + w * k, ring.len(w, block));
+      }
+    }));
+    if (j == 0 && ring.shared() && ex.context().peerReads && block * n >= ex.context().sharedMinBytes) {
+      return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
+    }
+    if (ring.steps() == 0) break;
+    FERRY_TRY(ring.awaitAll(j));
+    const uint8_t* local = i0 + r * block + j * k;
+    FERRY_TRY(reduceFromAll(
+        ex, plan,
+        [&](int p) {
+          return Source{p == r ? local : ring.entry(p, j) + r * k, 0};
+        },
+        out + j * k, ring.len(j, block) / es, type, op, stream));
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -566,7 +581,7 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
   return leave(ex, 3);
 }
 
-// direct/cma reduce-scatter after the entry barrier (also where pipelinedReduceScatter finds every
+// direct/cma reduce-scatter after the entry barrier (also where ringReduceScatter finds every
 // buffer shared).
 Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
                                 RedOp op) {
@@ -587,7 +602,7 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
 }  // namespace
 
 // Reduce-scatter (block r of every rank's input, reduced, lands in rank r's output).
-//   direct/shm: pipelined through the mailboxes (pipelinedReduceScatter); inputs of up to
+//   direct/shm: pipelined through the mailbox rings (ringReduceScatter); inputs of up to
 //     lineBytes() through line slots, each rank reducing block r of every slot.
 //   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
 Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
@@ -608,7 +623,7 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
         static_cast<uint8_t*>(out), recvCount, type, op);
   }
   if (plan.protocol == Protocol::kMailbox) {
-    return pipelinedReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
+    return ringReduceScatter(ex, plan, in, static_cast<uint8_t*>(out), recvCount, type, op);
   }
   FERRY_TRY(enter(ex));
   return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
