@@ -123,8 +123,16 @@ bool plainlyValid(const Call& a, int rank, int size, const CheckOptions& o) {
   };
   if (useSend && !fits(s, sendBytes)) return false;
   if (useRecv && !fits(r, recvBytes)) return false;
-  // Overlap is rare: explainCall() decides whether it is exactly in place.
-  return !(useSend && useRecv && s < r + recvBytes && r < s + sendBytes);
+  if (!(useSend && useRecv && s < r + recvBytes && r < s + sendBytes)) return true;
+  // Overlapping buffers are valid exactly in place (the byte counts above did not overflow, so
+  // neither does the block offset); anything else goes to explainCall() for its message.
+  const size_t block = a.count * es * static_cast<size_t>(rank);
+  switch (rule.inPlace) {
+    case InPlace::kSame: return s == r;
+    case InPlace::kRecvBlock: return s == r + block;
+    case InPlace::kSendBlock: return r == s + block;
+  }
+  return false;
 }
 
 Status explainCall(const Call& a, int rank, int size, const CheckOptions& o);

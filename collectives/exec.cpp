@@ -173,11 +173,14 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
   h.addr[0] = reinterpret_cast<uintptr_t>(addr0);
   h.addr[1] = reinterpret_cast<uintptr_t>(addr1);
   h.seq.store(seq_, std::memory_order_release);
-  // Which buffers there are and which lie in memory peers map (noteShared); mappable() costs one
-  // relaxed load when this process has no shared allocations.
+  // Which buffers there are and which lie in memory peers map (noteShared). Calls too small for
+  // the tuner to read peers' buffers in place (Context::sharedMinBytes, even counted for every
+  // rank) name none, so they leave the hint as it was and skip the registry lookups.
   uint32_t bits = 0;
-  if (addr0 != nullptr) bits |= 1u | (ctx_.arena->mappable(addr0, 1) ? 2u : 0u);
-  if (addr1 != nullptr) bits |= 4u | (ctx_.arena->mappable(addr1, 1) ? 8u : 0u);
+  if (desc_.count * dataTypeSize(desc_.type) * static_cast<size_t>(ctx_.size) >= ctx_.sharedMinBytes) {
+    if (addr0 != nullptr) bits |= 1u | (ctx_.arena->mappable(addr0, 1) ? 2u : 0u);
+    if (addr1 != nullptr) bits |= 4u | (ctx_.arena->mappable(addr1, 1) ? 8u : 0u);
+  }
   digest_ = ctx_.checkMismatch ? callDigest(desc_, algorithm, protocol) : 0;  // read by the mismatch checks only
   ctx_.arena->noteCall(seq_, bits, digest_);
 }
