@@ -1006,7 +1006,7 @@ extern const AlgorithmRow kDirectCmaAllToAll{CallKind::kAllToAll,
 
 // Broadcast through the root's mailbox. Up to one chunk the root leaves the data there and
 // returns: one hand-off, and a stream of small broadcasts flows. Larger: the entry barrier, then
-// chunk steps through the mailbox halves, the root's copies overlapping the readers'; all ranks
+// chunk steps through the root's mailbox ring, the root's copies overlapping the readers'; all ranks
 // together copy n + 1 times, shared by the cores.
 extern const AlgorithmRow kDirectMailboxBroadcast{
     CallKind::kBroadcast,
