@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tools/ferry_sim/sweep.hpp"
@@ -24,12 +23,11 @@ using namespace ferry;
 using namespace ferry::sim;
 
 constexpr const char* kUsage =
-    "usage: ferry-sim --topology FILE --ranks N [--algo NAME[,NAME...]] [--max-ops N] [--jobs N] COLLECTIVE\n"
+    "usage: ferry-sim --topology FILE --ranks N [--algo NAME[,NAME...]] [--max-ops N] COLLECTIVE\n"
     "                 [-b MIN] [-e MAX] [-f FACTOR] [-d float32|float16|bfloat16|float64|int32|...] [-J OUT.json]\n"
     "  COLLECTIVE: all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce\n"
     "  --algo: rows to simulate (ring, doubling, bruck, chain, pairwise, ..., choice); default: every row\n"
     "          that runs over messages, then the tuner's choice\n"
-    "  --jobs: sizes simulated at once (default: one per core)\n"
     "  -J OUT.json: ferry-perf JSON per algorithm, OUT-ring.json, OUT-choice.json, ...\n";
 
 struct Args {
@@ -42,7 +40,6 @@ struct Args {
   DataType type = DataType::kFloat32;
   std::string json;
   size_t maxOps = 40'000'000;
-  int jobs = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 };
 
 bool parseSize(const std::string& s, size_t* out) {
@@ -88,9 +85,6 @@ bool parseArgs(int argc, char** argv, Args& a, std::string& why) {
       a.algos = split(v);
     } else if (k == "--max-ops" && next(v)) {
       a.maxOps = std::strtoull(v.c_str(), nullptr, 10);
-    } else if (k == "--jobs" && next(v)) {
-      a.jobs = std::atoi(v.c_str());
-      if (a.jobs < 1) return why = "--jobs " + v + ": expected a count >= 1", false;
     } else if ((k == "-b" || k == "-e") && next(v)) {
       if (!parseSize(v, k == "-b" ? &a.minBytes : &a.maxBytes)) return why = k + " " + v + ": expected a size", false;
     } else if (k == "-f" && next(v)) {
@@ -175,54 +169,6 @@ bool writeJson(const std::string& path, const Series& s, const Args& a, const To
   return static_cast<bool>(f);
 }
 
-// Every row at every size, then the tuner's choice at each size (a point already simulated for its
-// row is reused), all simulated at once on a.jobs threads (simulateAll).
-std::vector<Series> sweep(const Topology& topo, const Args& a, const std::vector<const coll::AlgorithmRow*>& rows,
-                          const std::vector<size_t>& sizes, bool wantChoice) {
-  std::vector<SimJob> jobs;
-  auto jobOf = [&](const coll::AlgorithmRow* row, size_t b) {
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      if (jobs[j].row == row && jobs[j].bytes == b) return j;
-    }
-    jobs.push_back({row, b});
-    return jobs.size() - 1;
-  };
-  std::vector<std::vector<size_t>> rowJobs;
-  for (const coll::AlgorithmRow* row : rows) {
-    rowJobs.emplace_back();
-    for (size_t b : sizes) rowJobs.back().push_back(jobOf(row, b));
-  }
-  std::vector<const coll::AlgorithmRow*> chosen;
-  std::vector<size_t> choiceJobs;
-  if (wantChoice) {
-    for (size_t b : sizes) {
-      const size_t count = perfCount(a.kind, b, dataTypeSize(a.type), a.ranks);
-      chosen.push_back(modelChoice(topo, a.kind, count, a.type, a.ranks));
-      choiceJobs.push_back(chosen.back() != nullptr ? jobOf(chosen.back(), b) : 0);
-    }
-  }
-  const std::vector<SimPoint> points = simulateAll(topo, jobs, a.kind, a.type, a.ranks, a.maxOps, a.jobs);
-  std::vector<Series> all;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    all.push_back({coll::algorithmName(rows[i]->algorithm), {}});
-    for (size_t j : rowJobs[i]) all.back().points.push_back(points[j]);
-  }
-  if (wantChoice) {
-    all.push_back({"choice", {}});
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      SimPoint p;
-      if (chosen[i] != nullptr) {
-        p = points[choiceJobs[i]];
-      } else {
-        p.bytes = sizes[i];
-        p.error = "no row over messages applies";
-      }
-      all.back().points.push_back(p);
-    }
-  }
-  return all;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,8 +222,36 @@ int main(int argc, char** argv) {
   std::printf("# ferry-sim: %s, %d ranks (%d per host, %d NICs of %.1f GB/s, intra %.1f GB/s), %s %s\n",
               topo->name.c_str(), a.ranks, topo->ranksPerHost, topo->nics, topo->nicBw / 1e9, topo->intraBw / 1e9,
               collectiveName(a.kind), dataTypeName(a.type));
-  const std::vector<Series> all = sweep(*topo, a, rows, sizes, wantChoice);
-  for (const Series& s : all) printSeries(s, a.kind, a.type);
+  std::vector<Series> all;
+  for (const coll::AlgorithmRow* row : rows) {
+    Series s{coll::algorithmName(row->algorithm), {}};
+    for (size_t b : sizes) s.points.push_back(simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps));
+    printSeries(s, a.kind, a.type);
+    all.push_back(std::move(s));
+  }
+  if (wantChoice) {
+    Series s{"choice", {}};
+    for (size_t b : sizes) {
+      const size_t count = perfCount(a.kind, b, dataTypeSize(a.type), a.ranks);
+      const coll::AlgorithmRow* row = modelChoice(*topo, a.kind, count, a.type, a.ranks);
+      SimPoint known;
+      bool reused = false;
+      for (const Series& done : all) {
+        for (const SimPoint& p : done.points) {
+          if (row != nullptr && p.bytes == b && p.row == coll::algorithmName(row->algorithm)) known = p, reused = true;
+        }
+      }
+      if (row == nullptr) {
+        known.bytes = b;
+        known.error = "no row over messages applies";
+      } else if (!reused) {
+        known = simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps);
+      }
+      s.points.push_back(known);
+    }
+    printSeries(s, a.kind, a.type);
+    all.push_back(std::move(s));
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("#\n# simulated in %.1f s of wall time\n", wall);
   if (!a.json.empty()) {

@@ -1,12 +1,8 @@
 // Sweeps (sweep.hpp).
 #include "tools/ferry_sim/sweep.hpp"
 
-#include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <memory>
-#include <numeric>
-#include <thread>
 
 #include "tools/ferry_sim/replay.hpp"
 
@@ -93,26 +89,6 @@ SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind 
   pt.algBw = r.seconds > 0 ? moved / 1e9 / r.seconds : 0;
   pt.busBw = pt.algBw * busFactor(kind, n);
   return pt;
-}
-
-std::vector<SimPoint> simulateAll(const Topology& topo, const std::vector<SimJob>& jobs, CallKind kind, DataType type,
-                                  int n, size_t maxOps, int threads) {
-  std::vector<size_t> order(jobs.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs[a].bytes > jobs[b].bytes; });
-  std::vector<SimPoint> points(jobs.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < order.size();) {
-      const SimJob& j = jobs[order[i]];
-      points[order[i]] = simulate(topo, *j.row, kind, j.bytes, type, n, maxOps);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int>(threads, static_cast<int>(jobs.size())); ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& th : pool) th.join();
-  return points;
 }
 
 const coll::AlgorithmRow* modelChoice(const Topology& topo, CallKind kind, size_t count, DataType type, int n) {

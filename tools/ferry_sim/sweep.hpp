@@ -37,18 +37,6 @@ size_t perfCount(CallKind kind, size_t bytes, size_t elementSize, int n);
 SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind kind, size_t bytes, DataType type,
                   int n, size_t maxOps);
 
-/// One point of a sweep: `row` at `bytes`.
-struct SimJob {
-  const coll::AlgorithmRow* row = nullptr;
-  size_t bytes = 0;
-};
-
-/// simulate() every job on `threads` threads, the results in the jobs' order. Points are
-/// independent (each records and replays its own call), so a sweep runs one per core; the largest
-/// sizes, which usually take longest, are taken first so that no thread is left alone with one.
-std::vector<SimPoint> simulateAll(const Topology& topo, const std::vector<SimJob>& jobs, CallKind kind, DataType type,
-                                  int n, size_t maxOps, int threads);
-
 /// The row the tuner's cost formulas (collectives/cost_model.hpp) pick for the call among the rows
 /// ferry-sim can record, priced with the topology's alpha and beta: null when none applies.
 const coll::AlgorithmRow* modelChoice(const Topology& topo, CallKind kind, size_t count, DataType type, int n);
