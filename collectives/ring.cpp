@@ -33,6 +33,10 @@ struct Segments {
     return block > 0 ? block * u : base * u + std::min(u, rem);
   }
   size_t length(int i) const { return block > 0 ? block : base + (static_cast<size_t>(i) < rem ? 1 : 0); }
+  // Segments counting down from i (wrapping) before a non-empty one: 0 when i is non-empty. Only
+  // a vector shorter than n has empty segments, [rem, n), so the loops below jump over them
+  // instead of visiting all n at every rank (at thousands of ranks most of a small call's work).
+  int emptyBelow(int i) const { return length(i) > 0 ? 0 : i - static_cast<int>(rem) + 1; }
 };
 
 // Reduce-scatter over `seg`: partials of segment i go to acc + begin(i), the final segment of this
@@ -47,6 +51,11 @@ Status reduceScatterCore(Exec& ex, const Segments& seg, const uint8_t* in, uint8
   std::vector<ReduceTask> tasks;
   // g: rsRecvSegment(r, n, s), one lower each step.
   for (int s = 0, g = rsRecvSegment(r, n, 0); s < n - 1; ++s, g = g == 0 ? n - 1 : g - 1) {
+    if (const int skip = seg.emptyBelow(g); skip > 0) {  // on to step s + skip, segment rem - 1
+      s += skip - 1;
+      g -= skip - 1;
+      continue;
+    }
     bool last = s == n - 2;
     size_t len = seg.length(g), base = seg.begin(g);
     for (size_t k = 0, ks = sliceCount(len, se); k < ks; ++k) {
@@ -66,6 +75,11 @@ Status allGatherCore(Exec& ex, const Segments& seg, uint8_t* out, DataType type)
   std::vector<CopyTask> tasks;
   // g: agRecvSegment(r, n, t), one lower each step.
   for (int t = 0, g = agRecvSegment(r, n, 0); t < n - 1; ++t, g = g == 0 ? n - 1 : g - 1) {
+    if (const int skip = seg.emptyBelow(g); skip > 0) {
+      t += skip - 1;
+      g -= skip - 1;
+      continue;
+    }
     size_t len = seg.length(g), base = seg.begin(g);
     for (size_t k = 0, ks = sliceCount(len, se); k < ks; ++k) {
       tasks.push_back({out + (base + sliceBegin(k, se)) * es, sliceLength(len, k, se), t < n - 2, t});

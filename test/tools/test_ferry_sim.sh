@@ -1,7 +1,7 @@
 #!/bin/bash
 # ferry-sim smoke test: a small sweep on the uniform topology prints a table per algorithm and for
-# the tuner's choice, the ring's 1 MiB row matches 2(p-1)(alpha + n/(p beta)), and -J writes
-# ferry-perf JSON files. Usage: test_ferry_sim.sh FERRY_SIM UNIFORM.ini
+# the tuner's choice (each block its own sizes in order), the ring's 1 MiB row matches
+# 2(p-1)(alpha + n/(p beta)), and -J writes ferry-perf JSON files. Usage: test_ferry_sim.sh FERRY_SIM UNIFORM.ini
 set -euo pipefail
 sim=$1
 topo=$2
@@ -21,6 +21,11 @@ for p in sys.argv[1:]:
     d = json.load(open(p))
     assert d['schema'].startswith('ferry-perf/') and d['results'], p
 " "$dir/out-ring.json" "$dir/out-doubling.json" "$dir/out-choice.json"
+# Each block lists its sizes in order, under its own algorithm (but the choice's).
+awk '/^# algorithm:/ { algo = $3; last = 0; next }
+     /^ / { if ($1 <= last || (algo != "choice" && $5 != algo)) { print "out of place: " $0; exit 1 }
+            last = $1 }' \
+  "$dir/table.txt"
 # Bad input names the argument.
 if "$sim" --topology "$topo" --ranks 0 all_reduce 2>"$dir/err.txt"; then echo "--ranks 0 accepted"; exit 1; fi
 grep -q -- "--ranks 0" "$dir/err.txt"

@@ -203,6 +203,39 @@ TEST_CASE("sim: recording runs the row's own schedule", "[sim]") {
   CHECK(reduces == 3);
 }
 
+TEST_CASE("sim: the ring below one element per rank sends each element around the ring twice", "[sim]") {
+  // 3 floats on 16 ranks: segments 0..2 hold one element, 3..15 none (the ring's loops jump over
+  // those). Each non-empty segment goes around the ring once in each phase, one element to the next
+  // rank at each hop; the empty segments send nothing.
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  CallSpec spec;
+  spec.count = 3;
+  spec.n = 16;
+  int total = 0;
+  for (int r = 0; r < spec.n; ++r) {
+    auto p = recordRank(*ring, spec, r);
+    REQUIRE(p.isOk());
+    int sends = 0, recvs = 0;
+    for (const Op& op : p->ops) {
+      if (op.kind == Op::Kind::kSend) {
+        ++sends;
+        CHECK(op.peer == (r + 1) % spec.n);
+        CHECK(op.bytes == 4);
+      }
+      if (op.kind == Op::Kind::kRecv) ++recvs;
+    }
+    // Rank r sends every non-empty segment but r (reduce-scatter) and but r + 1 (all-gather), and
+    // receives every one but r - 1 and but r.
+    auto has = [&](int g) { return ((g % spec.n + spec.n) % spec.n) < 3 ? 1 : 0; };
+    INFO("rank " << r);
+    CHECK(sends == 6 - has(r) - has(r + 1));
+    CHECK(recvs == 6 - has(r - 1) - has(r));
+    total += sends;
+  }
+  CHECK(total == 2 * 3 * (spec.n - 1));
+}
+
 TEST_CASE("sim: topology files name the line and key they cannot take", "[sim]") {
   auto bad = Topology::parse("gpus_per_host = 8\nnic_speed = 1e9\n");
   REQUIRE_FALSE(bad.isOk());

@@ -27,8 +27,9 @@ struct Flow {
   double remaining;  // bytes left at time `last`
   double rate;
   double latency;
-  uint32_t pathBegin;
+  uint32_t pathBegin;  // its links: pool_[pathBegin, pathBegin + pathLen)
   uint32_t pathLen;
+  uint32_t pathCap = 0;  // room at pathBegin, kept when the slot is reused
   double last = 0;       // when `remaining` was last brought up to date
   uint32_t version = 0;  // bumped at each new rate: older finish events are stale
   bool active = false;   // on the wire
@@ -96,13 +97,7 @@ class Replayer {
     rem_.assign(static_cast<size_t>(links), 0);
     onLink_.resize(static_cast<size_t>(links));
     linkMark_.assign(static_cast<size_t>(links), 0);
-    size_t requests = 0;
-    for (size_t r = 0; r < ranks_.size(); ++r) {
-      ranks_[r].done.assign(programs[r].requests, 0);
-      requests += programs[r].requests;
-    }
-    keys_.reserve(requests / 2 + 16);
-    flows_.reserve(requests / 2 + 16);
+    for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].done.assign(programs[r].requests, 0);
   }
 
   /// Post every rank's first ops and return the flows' rates (maxMinRates).
@@ -127,6 +122,7 @@ class Replayer {
         ++result_.batches;
         dirty_ = false;
       }
+      recycle();
       double next = events_.empty() ? kInf : events_.top().time;
       dropStale();
       if (!finishes_.empty()) next = std::min(next, std::max(now_, finishes_.top().time));
@@ -138,7 +134,6 @@ class Replayer {
       result_.complete = result_.complete && s.finished;
       result_.seconds = std::max(result_.seconds, s.end);
     }
-    result_.flows = flows_.size();
     return result_;
   }
 
@@ -209,18 +204,54 @@ class Replayer {
 
   void send(int r, const Op& op) {
     KeyState& ks = keyOf(r, op.peer, false);
-    Flow f{r, op.req, &ks, ks.sends++, static_cast<double>(op.bytes), 0, 0, static_cast<uint32_t>(pool_.size()), 0};
-    const size_t before = pool_.size();
-    f.latency = fabric_.route(r, op.peer, pool_);
-    f.pathLen = static_cast<uint32_t>(pool_.size() - before);
-    flows_.push_back(f);
-    const int id = static_cast<int>(flows_.size() - 1);
+    path_.clear();
+    const double latency = fabric_.route(r, op.peer, path_);
+    const int id = newFlow(static_cast<uint32_t>(path_.size()));
+    Flow& f = flows_[static_cast<size_t>(id)];
+    f.src = r;
+    f.req = op.req;
+    f.ks = &ks;
+    f.index = ks.sends++;
+    f.remaining = static_cast<double>(op.bytes);
+    f.rate = 0;
+    f.latency = latency;
+    std::copy(path_.begin(), path_.end(), pool_.begin() + f.pathBegin);
+    ++result_.flows;
     if (ks.draining >= 0) {
       ks.queued.push_back(id);
     } else {
       ks.draining = id;
       start(id);
     }
+  }
+
+  // A slot for a flow of `pathLen` links: one whose flow arrived (recycle()), else a new one.
+  // Slots are reused so that the flows in memory are those in flight, not every message of the
+  // call (millions at 16,384 ranks).
+  int newFlow(uint32_t pathLen) {
+    int id;
+    if (!free_.empty()) {
+      id = free_.back();
+      free_.pop_back();
+    } else {
+      id = static_cast<int>(flows_.size());
+      flows_.emplace_back();
+    }
+    Flow& f = flows_[static_cast<size_t>(id)];
+    if (f.pathCap < pathLen) {
+      f.pathBegin = static_cast<uint32_t>(pool_.size());
+      f.pathCap = pathLen;
+      pool_.resize(pool_.size() + pathLen);
+    }
+    f.pathLen = pathLen;
+    return id;
+  }
+
+  // Flows that arrived become free once a rate computation dropped them from their links' lists
+  // (computeRates); when no computation is due, every flow that left was dropped already.
+  void recycle() {
+    free_.insert(free_.end(), arrived_.begin(), arrived_.end());
+    arrived_.clear();
   }
 
   // A flow goes on the wire: its links' flows get new rates at the next computation.
@@ -326,6 +357,7 @@ class Replayer {
       events_.pop();
       if (e.kind == 0) {
         arrive(flows_[static_cast<size_t>(e.a)]);
+        arrived_.push_back(e.a);
       } else {
         ranks_[static_cast<size_t>(e.a)].busy = false;
         runnable_.push_back(e.a);
@@ -430,7 +462,10 @@ class Replayer {
   std::vector<int> comp_;     // the flows whose rates are being computed
   std::vector<int> changed_;  // flows started or left since the last computation
   std::vector<Flow> flows_;
+  std::vector<int> free_;     // slots of flows_ to reuse
+  std::vector<int> arrived_;  // flows that arrived since the last recycle()
   std::vector<int> pool_;
+  std::vector<int> path_;  // route()'s output, copied into the flow's slot
   std::priority_queue<Finish, std::vector<Finish>, std::greater<Finish>> finishes_;
   std::vector<int> drained_;
   std::vector<int> runnable_;
