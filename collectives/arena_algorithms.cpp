@@ -18,12 +18,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/table.hpp"
 #include "collectives/ring_math.hpp"
 #include "kernels/host/copy.hpp"
 #include "kernels/host/reduce.hpp"
+#include "kernels/host/reproducible.hpp"
 
 namespace ferry::coll {
 namespace {
@@ -220,15 +222,36 @@ Status scatterStep(Exec& ex, const Pipe& pp, const uint8_t* in, size_t count, si
   return ex.awaitAll(static_cast<int>(2 * j) + 1);
 }
 
+// The reproducible mode's reduction of a pipelined chunk (collectives/reproducible.hpp): every
+// rank's values of it, the own ones at `local` and the peers' in their areas r, reduced exactly
+// (kernels::reproReduceRowList) into dst, which may be `local`. Each element's bits depend only
+// on its values, so they match the mode's other forms whatever the chunking. `rows` holds n
+// pointers, allocated once per call.
+struct ExactReduction {
+  kernels::ReproLanes lanes;
+  bool avg = false;
+  std::vector<const void*> rows;
+};
+void exactChunk(Exec& ex, const Pipe& pp, ExactReduction& x, const uint8_t* local, size_t j, uint8_t* dst, size_t len,
+                DataType type) {
+  const int n = ex.size(), r = ex.rank();
+  for (int p = 0; p < n; ++p) x.rows[static_cast<size_t>(p)] = p == r ? local : pp.area(ex, p, j, r);
+  kernels::reproReduceRowList(type, x.lanes, x.rows.data(), n, len, x.avg, dst);
+}
+
 // Step (b): reduce chunk j of segment r from the own input and every peer's area r into `dst`
-// (this rank's chunk j).
+// (this rank's chunk j): exactly where `exact` is set, else in rank order with `op`.
 Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j, uint8_t* dst,
-                  DataType type, RedOp op, bool stream = false) {
+                  DataType type, RedOp op, bool stream = false, ExactReduction* exact = nullptr) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
   if (myLen == 0) return Status::ok();
   const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
+  if (exact != nullptr) {
+    exactChunk(ex, pp, *exact, local, j, dst, myLen, type);
+    return Status::ok();
+  }
   return reduceFromAll(
       ex, plan,
       [&](int p) {
@@ -266,9 +289,10 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
 // alternate between two halves by step: a rank rewrites half (j & 1) at step j+2 only after every
 // peer posted 2(j+1)+1, which it does after finishing step j. The first post is the entry barrier.
 // When it shows every rank's buffers in shared memory, the ranks go on as twoshot/cma instead
-// (twoShotFromBuffers), reducing straight from the peers' inputs: no copy through the mailboxes.
+// (twoShotFromBuffers), reducing straight from the peers' inputs: no copy through the mailboxes;
+// except with `exact` (the reproducible mode), whose reduction reads the mailboxes.
 Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
-                          RedOp op) {
+                          RedOp op, ExactReduction* exact = nullptr) {
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
@@ -280,10 +304,11 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
     ex.setPhase("reduce-scatter", static_cast<int>(j), steps);
     uint8_t* mine = pp.area(ex, r, j, r);
     FERRY_TRY(scatterStep(ex, pp, static_cast<const uint8_t*>(in), count, j, es));
-    if (j == 0 && ex.noteShared() && ex.context().peerReads && count * es >= ex.context().sharedMinBytes) {
+    if (j == 0 && ex.noteShared() && exact == nullptr && ex.context().peerReads &&
+        count * es >= ex.context().sharedMinBytes) {
       return twoShotFromBuffers(ex, plan, in, out, count, type, op);
     }
-    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
+    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op, false, exact));
     const size_t myLen = stepLen(pp, segN, j);
     if (myLen > 0) copyOut(stream, out + (segB + j * pp.ke) * es, mine, myLen * es);
     ex.post(static_cast<int>(2 * j) + 2);
@@ -297,9 +322,9 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 // block p of its input into its area p and posts j+1; after everyone's j+1 it reduces chunk j of
 // block r from its own input and every peer's area r straight into its output. One hand-off per
 // step; areas alternate halves as in pipelinedAllReduce. As there, buffers all in shared memory
-// switch the ranks to direct/cma after the first step's barrier.
+// switch the ranks to direct/cma after the first step's barrier, except with `exact`.
 Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount, DataType type,
-                              RedOp op) {
+                              RedOp op, ExactReduction* exact = nullptr) {
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
@@ -315,10 +340,18 @@ Status pipelinedReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_
     }
     ex.post(static_cast<int>(j) + 1);
     FERRY_TRY(ex.awaitAll(static_cast<int>(j) + 1));
-    if (j == 0 && ex.noteShared() && ex.context().peerReads && recvCount * n * es >= ex.context().sharedMinBytes) {
+    if (j == 0 && ex.noteShared() && exact == nullptr && ex.context().peerReads &&
+        recvCount * n * es >= ex.context().sharedMinBytes) {
       return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
     }
     const uint8_t* local = i0 + (r * recvCount + at) * es;
+    if (exact != nullptr) {
+      // Streaming: through a staging chunk in cache, as reduceFromAll does.
+      uint8_t* d = stream ? static_cast<uint8_t*>(ex.context().staging->get(pp.kb)) : out + at * es;
+      exactChunk(ex, pp, *exact, local, j, d, len, type);
+      if (stream) kernels::copyStreaming(out + at * es, d, len * es);
+      continue;
+    }
     FERRY_TRY(reduceFromAll(
         ex, plan,
         [&](int p) {
@@ -515,6 +548,17 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
   }
   FERRY_TRY(enter(ex));
   return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
+}
+
+Status arenaReproducible(Exec& ex, const Call& call) {
+  const bool scatter = call.kind == CallKind::kReduceScatter;
+  const Plan plan{scatter ? Algorithm::kDirect : Algorithm::kTwoShot, Protocol::kMailbox, 0, Stores::kAuto, nullptr};
+  ExactReduction exact{kernels::reproLanes(call.type, ex.size()), call.op == RedOp::kAvg,
+                       std::vector<const void*>(static_cast<size_t>(ex.size()))};
+  announce(ex, plan, call.send, call.recv);
+  auto* out = static_cast<uint8_t*>(call.recv);
+  if (scatter) return pipelinedReduceScatter(ex, plan, call.send, out, call.count, call.type, call.op, &exact);
+  return pipelinedAllReduce(ex, plan, call.send, out, call.count, call.type, call.op, &exact);
 }
 
 // All-gather: rank r's input becomes block r of every output.

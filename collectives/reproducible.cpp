@@ -87,12 +87,14 @@ bool reproducibleApplies(const Call& call) {
 }
 
 Status runReproducible(const Call& call, int rank, int ranks, ReproScratch& scratch,
-                       const std::function<Status(const Call&)>& inner) {
-  if (call.kind == CallKind::kReduceScatter) return runExchanged(call, rank, ranks, call.count, scratch, inner);
+                       const std::function<Status(const Call&)>& inner,
+                       const std::function<Status(const Call&)>& pipelined) {
   const size_t n = static_cast<size_t>(ranks), size = dataTypeSize(call.type);
-  if (call.kind != CallKind::kAllReduce || call.count < n * kMinExchangedBlock) {
-    return runIntegers(call, rank, ranks, scratch, inner);
-  }
+  const bool exchanged = call.kind == CallKind::kReduceScatter ||
+                         (call.kind == CallKind::kAllReduce && call.count >= n * kMinExchangedBlock);
+  if (exchanged && pipelined) return pipelined(call);
+  if (call.kind == CallKind::kReduceScatter) return runExchanged(call, rank, ranks, call.count, scratch, inner);
+  if (!exchanged) return runIntegers(call, rank, ranks, scratch, inner);
   // The call's elements from `done` on.
   auto from = [&](size_t done) {
     Call part = call;

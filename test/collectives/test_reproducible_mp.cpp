@@ -4,8 +4,8 @@
 // - under every plan: each run below forces other algorithms, protocols, transports or simulated
 //   hosts, and rank 0 prints a digest of its results, which the parent compares across runs;
 // - for every call split: 1000 elements alone, at an offset, and within 4096- and 65536-element
-//   calls (and a 600001-element float32 call in place); reduce-scatter's and reduce's elements
-//   equal all-reduce's;
+//   calls (and a 600001-element float32 call in place); reduce-scatter's (out of place and in
+//   place) and reduce's elements equal all-reduce's;
 // - for a permuted rank order: a split with reversed keys sums the same contributions;
 // and each result must lie within the documented bound of the exact sum (docs/RELIABILITY.md,
 // "Reproducible reductions"), computed here with a compensated long double sum.
@@ -240,9 +240,19 @@ std::string runChecks(Comm& c, int j, bool reversedToo) {
       std::vector<uint8_t> mine(block * t.size), rooted(kCount * t.size);
       st = c.reduceScatter(in.data(), mine.data(), block, t.type, op);
       if (!st.isOk()) return failed(st, what + " reduceScatter");
+      // In place too: the output is this rank's block of its input, one of the values reduced.
+      std::vector<uint8_t> inPlace = in;
+      uint8_t* myBlock = inPlace.data() + c.rank() * block * t.size;
+      st = c.reduceScatter(inPlace.data(), myBlock, block, t.type, op);
+      if (!st.isOk()) return failed(st, what + " reduceScatter in place");
       for (size_t i = 0; i < block; ++i) {
-        if (load(t, mine, i) != load(t, full, c.rank() * block + i)) {
+        const uint64_t want = load(t, full, c.rank() * block + i);
+        if (load(t, mine, i) != want) {
           return what + ": reduceScatter differs from allReduce at " + std::to_string(c.rank() * block + i);
+        }
+        if (std::memcmp(myBlock + i * t.size, full.data() + (c.rank() * block + i) * t.size, t.size) != 0) {
+          return what + ": the in-place reduceScatter differs from allReduce at " +
+                 std::to_string(c.rank() * block + i);
         }
       }
       st = c.reduce(in.data(), rooted.data(), kCount, t.type, op, n - 1);
