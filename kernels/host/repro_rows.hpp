@@ -1,5 +1,6 @@
 // The float32 sum of reproReduceRows (reproducible.hpp) in three fused loops per block, written once
-// and compiled per instruction set (reproducible.cpp for baseline x86-64, reproducible_avx2.cpp).
+// and compiled per instruction set (reproducible.cpp for baseline x86-64, reproducible_avx2.cpp,
+// reproducible_avx512.cpp).
 //
 // Per block of kReproRowBlock elements: the codes' max over the rows; each row's lane on that grid added
 // to a 64-bit sum; the sum scaled and rounded once to float32. Each step is the same arithmetic as
@@ -107,6 +108,8 @@ namespace ferry::kernels {
 #if defined(__x86_64__)
 /// float32SumRows built for AVX2 (reproducible_avx2.cpp). Call only where isaSupported(Isa::kAvx2).
 void reproFloat32SumRowsAvx2(const ReproLanes& l, const void* const* rows, int nrows, size_t count, float* out);
+/// float32SumRows built for AVX-512 (reproducible_avx512.cpp). Call only where isaSupported(Isa::kAvx512).
+void reproFloat32SumRowsAvx512(const ReproLanes& l, const void* const* rows, int nrows, size_t count, float* out);
 #endif
 
 }  // namespace ferry::kernels

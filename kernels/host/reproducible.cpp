@@ -388,7 +388,11 @@ void reproReduceRowList(DataType type, const ReproLanes& lanes, const void* cons
                         bool avg, void* out) {
   if (type == DataType::kFloat32 && !avg) {
 #if defined(__x86_64__)
-    if (activeIsa() != Isa::kBaseline) {
+    if (activeIsa() == Isa::kAvx512) {
+      reproFloat32SumRowsAvx512(lanes, rows, nrows, count, static_cast<float*>(out));
+      return;
+    }
+    if (activeIsa() == Isa::kAvx2) {
       reproFloat32SumRowsAvx2(lanes, rows, nrows, count, static_cast<float*>(out));
       return;
     }
