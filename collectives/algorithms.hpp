@@ -146,8 +146,9 @@ Status arenaBarrier(Exec& ex);
 /// The reproducible mode's all-reduce and reduce-scatter (sum or avg; kernels::reproSupports) on
 /// one host, in one call: the mailbox pipelines of twoshot and direct, each chunk of a rank's
 /// segment reduced exactly from every rank's values (kernels::reproReduceRowList), so the results
-/// have the bits of collectives/reproducible.hpp's three steps.
-Status arenaReproducible(Exec& ex, const Call& call);
+/// have the bits of collectives/reproducible.hpp's three steps. `plan` gives the chunk and stores;
+/// its algorithm is kTwoShot (all-reduce) or kDirect (reduce-scatter), its protocol kMailbox.
+Status arenaReproducible(Exec& ex, const Plan& plan, const Call& call);
 
 /// Point-to-point transfer of `bytes` to / from `peer`.
 Status sendTo(Exec& ex, const void* buf, size_t bytes, int peer);

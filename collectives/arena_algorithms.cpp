@@ -550,9 +550,8 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
   return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
 }
 
-Status arenaReproducible(Exec& ex, const Call& call) {
+Status arenaReproducible(Exec& ex, const Plan& plan, const Call& call) {
   const bool scatter = call.kind == CallKind::kReduceScatter;
-  const Plan plan{scatter ? Algorithm::kDirect : Algorithm::kTwoShot, Protocol::kMailbox, 0, Stores::kAuto, nullptr};
   ExactReduction exact{kernels::reproLanes(call.type, ex.size()), call.op == RedOp::kAvg,
                        std::vector<const void*>(static_cast<size_t>(ex.size()))};
   announce(ex, plan, call.send, call.recv);

@@ -119,10 +119,11 @@ struct Comm::Impl {
       return c;
     }
     if (desc.root == coll::kReproducibleRoot) {
-      // The mailbox pipeline of arenaReproducible, whatever the tuner would measure.
+      // The mailbox pipeline of arenaReproducible, in the tuner's chunks, whatever it would measure.
       Tuner::Choice c;
       c.plan.algorithm = desc.kind == CallKind::kReduceScatter ? coll::Algorithm::kDirect : coll::Algorithm::kTwoShot;
       c.plan.protocol = coll::Protocol::kMailbox;
+      c.plan.chunkBytes = tuner->chunkBytes();
       return c;
     }
     Tuner::Choice c = tuner->select(desc, ctx.peersShared);
@@ -172,7 +173,7 @@ struct Comm::Impl {
   Status runReproducibleOnArena(const Call& call) {
     const OpDesc desc{call.kind, call.count, call.type, call.op, coll::kReproducibleRoot};
     return run(desc, coll::TagClass::kCollective,
-               [&](coll::Exec& ex, const Plan&) { return coll::arenaReproducible(ex, call); });
+               [&](coll::Exec& ex, const Plan& p) { return coll::arenaReproducible(ex, p, call); });
   }
 
   /// Run a validated collective call through the row of the algorithm its plan chose.
