@@ -30,22 +30,32 @@ namespace {
 constexpr size_t kReproRowBlock = 1024;
 
 // One row's part of a block, each its own function: inlined into the loop over the rows, GCC's
-// unroll-and-jam (GCC 12, -O3) fuses two rows into one loop that it then leaves scalar.
+// unroll-and-jam (GCC 12, -O3) fuses two rows into one loop that it then leaves scalar. The first
+// row's call starts the block's codes and sums, so that no pass over the block only clears them.
+
+// code[i] = the larger of code[i] (the first row: 1, the code of zeros and subnormals) and r[i]'s.
+template <bool kFirst>
 [[gnu::noinline]] void maxCodes(const float* r, size_t k, uint32_t* code) {
-  for (size_t i = 0; i < k; ++i) code[i] = std::max(code[i], (std::bit_cast<uint32_t>(r[i]) >> 23) & 0xFF);
+  for (size_t i = 0; i < k; ++i) {
+    code[i] = std::max(kFirst ? 1u : code[i], (std::bit_cast<uint32_t>(r[i]) >> 23) & 0xFF);
+  }
 }
-// sum[i] += r[i] as a lane on its element's grid (scale[i] = 2^-s).
-[[gnu::noinline]] void addLanes(const float* r, size_t k, const double* scale, uint64_t* sum) {
+// sum[i] (the first row: 0) plus r[i] as a lane on its element's grid, scale[i] = 2^-s (the first
+// row computes it from code[i]; toField: 2^-s's double exponent field for code 0).
+template <bool kFirst>
+[[gnu::noinline]] void addLanes(const float* r, size_t k, const uint32_t* code, int64_t toField, double* scale,
+                                uint64_t* sum) {
   constexpr double kMagic = 0x1.8p52;
   const uint64_t magicBits = std::bit_cast<uint64_t>(kMagic);
   for (size_t i = 0; i < k; ++i) {
-    const double d = static_cast<double>(r[i]) * scale[i] + kMagic;
-    sum[i] += std::bit_cast<uint64_t>(d) - magicBits;
+    if constexpr (kFirst) scale[i] = std::bit_cast<double>(static_cast<uint64_t>(toField - code[i]) << 52);
+    const uint64_t lane = std::bit_cast<uint64_t>(static_cast<double>(r[i]) * scale[i] + kMagic) - magicBits;
+    sum[i] = kFirst ? lane : sum[i] + lane;
   }
 }
 
-// Elements [first, first + k) of the rows; out may be one of them (the results are written after
-// every read of the block).
+// Elements [first, first + k) of the rows (nrows >= 1); out may be one of them (the results are
+// written after every read of the block).
 inline void float32SumRowsBlock(const ReproLanes& l, const void* const* rows, int nrows, size_t first, size_t k,
                                 float* out) {
   constexpr double kMagic = 0x1.8p52;
@@ -57,14 +67,14 @@ inline void float32SumRowsBlock(const ReproLanes& l, const void* const* rows, in
   // Unsigned: a non-finite element's lanes are garbage that may wrap (patched below); a finite
   // element's sum never does, and its two's complement bits are the signed sum.
   uint64_t sum[kReproRowBlock];
-  for (size_t i = 0; i < k; ++i) code[i] = 1;  // zeros and subnormals
-  for (int j = 0; j < nrows; ++j) maxCodes(static_cast<const float*>(rows[j]) + first, k, code);
+  auto row = [&](int j) { return static_cast<const float*>(rows[j]) + first; };
+  maxCodes<true>(row(0), k, code);
+  for (int j = 1; j < nrows; ++j) maxCodes<false>(row(j), k, code);
   uint32_t nonFinite = 0;
   for (size_t i = 0; i < k; ++i) nonFinite |= code[i] == 0xFF;
-  for (size_t i = 0; i < k; ++i) sum[i] = 0;
   double scale[kReproRowBlock];
-  for (size_t i = 0; i < k; ++i) scale[i] = std::bit_cast<double>(static_cast<uint64_t>(toField - code[i]) << 52);
-  for (int j = 0; j < nrows; ++j) addLanes(static_cast<const float*>(rows[j]) + first, k, scale, sum);
+  addLanes<true>(row(0), k, code, toField, scale, sum);
+  for (int j = 1; j < nrows; ++j) addLanes<false>(row(j), k, code, toField, scale, sum);
   // A non-finite element's result, from its values (NaN, both infinities: the quiet NaN; else the
   // infinity), kept in its sum until the values are no longer read.
   if (nonFinite != 0) {
