@@ -1,9 +1,9 @@
-// The float32 sum of reproReduceRows (reproducible.hpp) in three fused loops per block, written once
-// and compiled per instruction set (reproducible.cpp for baseline x86-64, reproducible_avx2.cpp,
+// The float32 sum of reproReduceRowList (reproducible.hpp), written once and compiled per
+// instruction set (reproducible.cpp for baseline x86-64, reproducible_avx2.cpp,
 // reproducible_avx512.cpp).
 //
-// Per block of kReproRowBlock elements: the codes' max over the rows; each row's lane on that grid added
-// to a 64-bit sum; the sum scaled and rounded once to float32. Each step is the same arithmetic as
+// Per block of kReproRowBlock elements: the codes' max over the rows; each row's lane on that grid
+// added to a 64-bit sum; the sum scaled and rounded once to float32. Each step is the same arithmetic as
 // the integer form's float32 loops (reproducible.cpp: float32ToLanes, float32FromLanes), so the bits
 // are theirs: the lane is round(x * 2^-s) by the 1.5 * 2^52 addition, the sum (below 2^51) turns
 // back into a double exactly, and the one conversion to float rounds. A lane sum in 64 bits equals
