@@ -6,9 +6,10 @@
 //   2. lanes: every rank's value on that code's grid as an integer, the integers summed (exact:
 //      two's complement sums do not depend on order or grouping);
 //   3. the ranks that receive a result round its integer sum once to the float type.
-// Two forms compute them, with the same bits:
-// - integer form (reduce; all-reduces under 256 elements per rank; the count % ranks tail): an
-//   all-reduce with max over the codes, then the call's own collective over int32 or int64 lanes;
+// Three forms compute them, with the same bits:
+// - integer form (reduce; all-reduces under 256 elements per rank; the exchanged form's count %
+//   ranks tail): an all-reduce with max over the codes, then the call's own collective over int32
+//   or int64 lanes;
 // - pipelined form (reduce-scatter; all-reduces of 256 elements per rank or more; every rank on
 //   one host): one call through the arena's mailbox pipeline (coll::arenaReproducible), each
 //   rank reducing every chunk of its segment exactly from every rank's values as they arrive
@@ -19,9 +20,10 @@
 //   three steps on them alone (kernels::reproReduceRows), and an all-reduce's ranks all-gather the
 //   rounded blocks. The values cross as they are: what the default mode's reduce-scatter and
 //   all-gather move, with no codes and no wider lanes.
-// The collectives run through whatever plan the tuner or FERRY_ALGO picks; every plan moves or sums
-// the same integers and values, so the results keep their bits. docs/RELIABILITY.md ("Reproducible
-// reductions") states the guarantee, the error bound and the cost.
+// The integer and exchanged forms' collectives run through whatever plan the tuner or FERRY_ALGO
+// picks; every plan moves or sums the same integers and values, so the results keep their bits.
+// The pipelined form's plan is fixed. docs/RELIABILITY.md ("Reproducible reductions") states the
+// guarantee, the error bound and the cost.
 #pragma once
 
 #include <cstdint>
