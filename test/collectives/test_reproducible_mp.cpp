@@ -293,6 +293,8 @@ TEST_CASE("reproducible sums under every plan, split and rank order", "[mp]") {
       {"tuner", {}, true},
       {"ring and chain", {{"FERRY_ALGO", "ring,chain"}}, false, 3},
       {"two hosts tcp", {{"FERRY_TEST_HOSTS", "2"}, {"FERRY_TRANSPORT", "tcp"}}, false, 4},
+      // The pipelined form's outputs through streaming stores (a reduce-scatter's via a staging chunk).
+      {"streaming stores", {{"FERRY_STREAM_MIN_BYTES", "1"}}, false, 4},
   };
   if (allVariants()) {
     variants.push_back({"doubling", {{"FERRY_ALGO", "allreduce:doubling"}}, false});
