@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/memory.hpp"
 #include "test/common/mp_harness.hpp"
 
 using namespace ferry;
@@ -337,4 +338,50 @@ TEST_CASE("reproducible sums under every plan, split and rank order", "[mp]") {
     unsetenv("FERRY_REPRODUCIBLE");
   }
   CHECK(!seen.empty());
+}
+
+// Buffers every rank allocated with hostAlloc switch the pipelined form to reading the peers'
+// inputs in place (FERRY_TUNE_TRIALS=0: at every size); its bits must be those of private buffers,
+// which go through the mailboxes.
+TEST_CASE("reproducible sums from shared buffers equal those from private ones", "[mp]") {
+  setenv("FERRY_TUNE_TRIALS", "0", 1);
+  for (int n : {3, 4}) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [](Comm& c) -> std::string {
+      c.setReproducible(true);
+      for (const TypeInfo& t : kTypes) {
+        const std::vector<uint8_t> in = inputOf(t, c.size(), c.rank(), kCount);
+        const size_t bytes = in.size(), block = kCount / c.size();
+        auto send = hostAlloc(bytes), recv = hostAlloc(bytes);
+        if (!send.isOk() || !recv.isOk()) return std::string("hostAlloc failed");
+        auto* s = static_cast<uint8_t*>(*send);
+        auto* r = static_cast<uint8_t*>(*recv);
+        std::string err;
+        for (RedOp op : kOps) {
+          const std::string what = std::string(dataTypeName(t.type)) + " " + redOpName(op);
+          std::vector<uint8_t> want(bytes), wantBlock(block * t.size);
+          std::memcpy(s, in.data(), bytes);
+          Status st = c.allReduce(in.data(), want.data(), kCount, t.type, op);
+          if (st.isOk()) st = c.reduceScatter(in.data(), wantBlock.data(), block, t.type, op);
+          if (st.isOk()) st = c.allReduce(s, r, kCount, t.type, op);
+          if (!st.isOk()) err = failed(st, what);
+          if (err.empty() && std::memcmp(r, want.data(), bytes) != 0) err = what + ": shared allReduce differs";
+          // In place: the input's own block receives the result.
+          uint8_t* mine = s + c.rank() * block * t.size;
+          if (err.empty()) st = c.reduceScatter(s, mine, block, t.type, op);
+          if (err.empty() && !st.isOk()) err = failed(st, what + " reduceScatter");
+          if (err.empty() && std::memcmp(mine, wantBlock.data(), block * t.size) != 0) {
+            err = what + ": shared in-place reduceScatter differs";
+          }
+          if (!err.empty()) break;
+        }
+        (void)hostFree(s);
+        (void)hostFree(r);
+        if (!err.empty()) return err;
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+  unsetenv("FERRY_TUNE_TRIALS");
 }
