@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/context.hpp"
+#include "ferry/call.hpp"
 #include "ferry/types.hpp"
 
 namespace ferry::coll {
@@ -142,6 +143,12 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
                    int root);
 /// Barrier, and the presence check of calls that move no data.
 Status arenaBarrier(Exec& ex);
+/// The reproducible mode's all-reduce and reduce-scatter (sum or avg; kernels::reproSupports) on
+/// one host, in one call: the mailbox pipelines of twoshot and direct, each chunk of a rank's
+/// segment reduced exactly from every rank's values (kernels::reproReduceRowList), so the results
+/// have the bits of collectives/reproducible.hpp's three steps. `plan` gives the chunk and stores;
+/// its algorithm is kTwoShot (all-reduce) or kDirect (reduce-scatter), its protocol kMailbox.
+Status arenaReproducible(Exec& ex, const Plan& plan, const Call& call);
 
 /// Point-to-point transfer of `bytes` to / from `peer`.
 Status sendTo(Exec& ex, const void* buf, size_t bytes, int peer);

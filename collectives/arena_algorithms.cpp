@@ -18,12 +18,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/table.hpp"
 #include "collectives/ring_math.hpp"
 #include "kernels/host/copy.hpp"
 #include "kernels/host/reduce.hpp"
+#include "kernels/host/reproducible.hpp"
 
 namespace ferry::coll {
 namespace {
@@ -100,6 +102,16 @@ void combine(DataType type, RedOp op, void* dst, const void* acc, const void* sr
   }
 }
 
+// The reproducible mode's reduction (collectives/reproducible.hpp): a chunk's values from every
+// rank reduced at once and exactly (kernels::reproReduceRowList), in place of the combine in rank
+// order. Each element's bits depend only on its values, so they match the mode's other forms
+// whatever the chunking. `rows` holds n pointers, allocated once per call.
+struct ExactReduction {
+  kernels::ReproLanes lanes;
+  bool avg = false;
+  std::vector<const void*> rows;
+};
+
 // Where rank p's contribution to a reduction lives: in a mailbox (or our own memory), directly
 // addressable; or in p's process, to be read with one copy.
 struct Source {
@@ -111,16 +123,19 @@ struct Source {
 // in cache; remote operands are read into staging buffers. dst may be a local source (in-place
 // calls): that operand is then set aside before the first partial result overwrites it.
 // `stream`: each chunk is reduced in a staging chunk (in cache) and copied to dst with streaming
-// stores (streamOut), so dst's lines are never read; except chunks computed in place.
+// stores (streamOut), so dst's lines are never read; except chunks computed in place. `exact`:
+// the reproducible mode's reduction, every operand of a chunk at once (remote ones each staged).
 template <typename SourceOf>
 Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst, size_t count, DataType type, RedOp op,
-                     bool stream = false) {
+                     bool stream = false, ExactReduction* exact = nullptr) {
   const int n = ex.size();
   const size_t es = dataTypeSize(type), ce = chunkElems(ex, plan, es);
-  // Four chunks: two remote operands, one set-aside local one, and the result when streaming.
+  // Four chunks: two remote operands, one set-aside local one, and the result when streaming;
+  // exact, n + 4: operand p's in chunk 4 + p.
   uint8_t* stage = nullptr;
   auto stageAt = [&](int i) {
-    if (stage == nullptr) stage = static_cast<uint8_t*>(ex.context().staging->get(4 * ce * es));
+    const size_t chunks = exact != nullptr ? static_cast<size_t>(n) + 4 : 4;
+    if (stage == nullptr) stage = static_cast<uint8_t*>(ex.context().staging->get(chunks * ce * es));
     return stage + static_cast<size_t>(i) * ce * es;
   };
   for (size_t off = 0; off < count; off += ce) {
@@ -137,7 +152,7 @@ Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst
     // Streaming, the partial results go to a staging chunk no source lives in: nothing to set aside.
     uint8_t* d = streamChunk ? stageAt(3) : dst + off * es;
     const uint8_t* setAside = nullptr;
-    for (int p = 1; p < n && !streamChunk; ++p) {
+    for (int p = 1; p < n && !streamChunk && exact == nullptr; ++p) {
       Source s = sourceOf(p);
       const uint8_t* l = s.local != nullptr ? s.local + off * es : nullptr;
       if (l != nullptr && l < d + len * es && d < l + len * es) {
@@ -156,6 +171,21 @@ Status reduceFromAll(Exec& ex, const Plan& plan, SourceOf sourceOf, uint8_t* dst
       FERRY_TRY(ex.readPeer(p, s.remote + off * es, stageAt(which), len * es));
       return static_cast<const uint8_t*>(stageAt(which));
     };
+    if (exact != nullptr) {
+      // Every operand at its offset (none set aside: the reduction writes a block after reading it).
+      for (int p = 0; p < n; ++p) {
+        Source s = sourceOf(p);
+        const uint8_t* l = s.local != nullptr ? s.local + off * es : ex.mappedPeer(p, s.remote + off * es, len * es);
+        if (l == nullptr) {
+          FERRY_TRY(ex.readPeer(p, s.remote + off * es, stageAt(4 + p), len * es));
+          l = stageAt(4 + p);
+        }
+        exact->rows[static_cast<size_t>(p)] = l;
+      }
+      kernels::reproReduceRowList(type, exact->lanes, exact->rows.data(), n, len, exact->avg, d);
+      if (streamChunk) kernels::copyStreaming(dst + off * es, d, len * es);
+      continue;
+    }
     auto a = operand(0, 0);
     FERRY_TRY(a);
     if (n == 1) {
@@ -220,15 +250,29 @@ Status scatterStep(Exec& ex, const Pipe& pp, const uint8_t* in, size_t count, si
   return ex.awaitAll(static_cast<int>(2 * j) + 1);
 }
 
+// The reproducible mode's reduction of a pipelined chunk (collectives/reproducible.hpp): every
+// rank's values of it, the own ones at `local` and the peers' in their areas r, reduced exactly
+// into dst, which may be `local`.
+void exactChunk(Exec& ex, const Pipe& pp, ExactReduction& x, const uint8_t* local, size_t j, uint8_t* dst, size_t len,
+                DataType type) {
+  const int n = ex.size(), r = ex.rank();
+  for (int p = 0; p < n; ++p) x.rows[static_cast<size_t>(p)] = p == r ? local : pp.area(ex, p, j, r);
+  kernels::reproReduceRowList(type, x.lanes, x.rows.data(), n, len, x.avg, dst);
+}
+
 // Step (b): reduce chunk j of segment r from the own input and every peer's area r into `dst`
-// (this rank's chunk j).
+// (this rank's chunk j): exactly where `exact` is set, else in rank order with `op`.
 Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j, uint8_t* dst,
-                  DataType type, RedOp op, bool stream = false) {
+                  DataType type, RedOp op, bool stream = false, ExactReduction* exact = nullptr) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
   if (myLen == 0) return Status::ok();
   const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
+  if (exact != nullptr) {
+    exactChunk(ex, pp, *exact, local, j, dst, myLen, type);
+    return Status::ok();
+  }
   return reduceFromAll(
       ex, plan,
       [&](int p) {
@@ -251,10 +295,10 @@ Status gatherStep(Exec& ex, const Pipe& pp, size_t count, size_t j, uint8_t* out
   return Status::ok();
 }
 
-Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type,
-                          RedOp op);
+Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type, RedOp op,
+                          ExactReduction* exact = nullptr);
 Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
-                                RedOp op);
+                                RedOp op, ExactReduction* exact = nullptr);
 
 // Two-shot all-reduce through the mailboxes, pipelined in chunk steps j = 0, 1, ...:
 //   (a) rank r copies chunk j of every other segment p of its input into its area p; posts 2j+1;
@@ -267,8 +311,9 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
 // peer posted 2(j+1)+1, which it does after finishing step j. The first post is the entry barrier.
 // When it shows every rank's buffers in shared memory, the ranks go on as twoshot/cma instead
 // (twoShotFromBuffers), reducing straight from the peers' inputs: no copy through the mailboxes.
+// `exact`: the reproducible mode's reduction in both.
 Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t count, DataType type,
-                          RedOp op) {
+                          RedOp op, ExactReduction* exact = nullptr) {
   FERRY_TRY(ex.claimMailbox());
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
@@ -281,9 +326,9 @@ Status pipelinedAllReduce(Exec& ex, const Plan& plan, const void* in, uint8_t* o
     uint8_t* mine = pp.area(ex, r, j, r);
     FERRY_TRY(scatterStep(ex, pp, static_cast<const uint8_t*>(in), count, j, es));
     if (j == 0 && ex.noteShared() && ex.context().peerReads && count * es >= ex.context().sharedMinBytes) {
-      return twoShotFromBuffers(ex, plan, in, out, count, type, op);
+      return twoShotFromBuffers(ex, plan, in, out, count, type, op, exact);
     }
-    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op));
+    FERRY_TRY(reduceStep(ex, plan, pp, static_cast<const uint8_t*>(in), count, j, mine, type, op, false, exact));
     const size_t myLen = stepLen(pp, segN, j);
     if (myLen > 0) copyOut(stream, out + (segB + j * pp.ke) * es, mine, myLen * es);
     ex.post(static_cast<int>(2 * j) + 2);
@@ -465,9 +510,10 @@ Status pipelinedAllToAll(Exec& ex, const Plan& plan, const uint8_t* in, uint8_t*
 // block the rank contributes to, area p for rank p; at step j the rank reduces chunk j of its own
 // block from its input and every peer's area r straight into its output. Up to `ahead` chunks
 // need a single hand-off (the entry barrier), where alternating halves took one per chunk. Buffers
-// all in shared memory switch the ranks to direct/cma after the entry barrier.
+// all in shared memory switch the ranks to direct/cma after the entry barrier. `exact`: the
+// reproducible mode's reduction (reduceFromAll).
 Status ringReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* out, size_t recvCount, DataType type,
-                         RedOp op) {
+                         RedOp op, ExactReduction* exact = nullptr) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type), block = recvCount * es;
   const auto* i0 = static_cast<const uint8_t*>(in);
@@ -482,7 +528,7 @@ Status ringReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* ou
       }
     }));
     if (j == 0 && ring.shared() && ex.context().peerReads && block * n >= ex.context().sharedMinBytes) {
-      return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
+      return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op, exact);
     }
     if (ring.steps() == 0) break;
     FERRY_TRY(ring.awaitAll(j));
@@ -492,7 +538,7 @@ Status ringReduceScatter(Exec& ex, const Plan& plan, const void* in, uint8_t* ou
         [&](int p) {
           return Source{p == r ? local : ring.entry(p, j) + r * k, 0};
         },
-        out + j * k, ring.len(j, block) / es, type, op, stream));
+        out + j * k, ring.len(j, block) / es, type, op, stream, exact));
   }
   return Status::ok();
 }
@@ -556,8 +602,8 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
 namespace {
 
 // twoshot/cma after the entry barrier (also where pipelinedAllReduce finds every buffer shared).
-Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type,
-                          RedOp op) {
+Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o, size_t count, DataType type, RedOp op,
+                          ExactReduction* exact) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type);
   const size_t segB = segmentBegin(count, n, r), segN = segmentCount(count, n, r);
@@ -569,7 +615,7 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
         return p == r ? Source{static_cast<const uint8_t*>(in) + segB * es, 0}
                       : Source{nullptr, ex.peerAddr(p, 0) + segB * es};
       },
-      o + segB * es, segN, type, op, stream));
+      o + segB * es, segN, type, op, stream, exact));
   ex.post(2);
   for (int i = 1; i < n; ++i) {
     int p = (r + i) % n;
@@ -584,7 +630,7 @@ Status twoShotFromBuffers(Exec& ex, const Plan& plan, const void* in, uint8_t* o
 // direct/cma reduce-scatter after the entry barrier (also where ringReduceScatter finds every
 // buffer shared).
 Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
-                                RedOp op) {
+                                RedOp op, ExactReduction* exact) {
   const int r = ex.rank();
   const size_t es = dataTypeSize(type), block = recvCount * es;
   ex.setPhase("reduce", 0, 1);
@@ -595,7 +641,7 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
         return p == r ? Source{static_cast<const uint8_t*>(in) + at, 0} : Source{nullptr, ex.peerAddr(p, 0) + at};
       },
       static_cast<uint8_t*>(out), recvCount, type, op,
-      streamOut(ex, plan, block * static_cast<size_t>(ex.size()), out == static_cast<const uint8_t*>(in) + at)));
+      streamOut(ex, plan, block * static_cast<size_t>(ex.size()), out == static_cast<const uint8_t*>(in) + at), exact));
   return leave(ex, 2);
 }
 
@@ -627,6 +673,16 @@ Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out,
   }
   FERRY_TRY(enter(ex));
   return reduceScatterFromBuffers(ex, plan, in, out, recvCount, type, op);
+}
+
+Status arenaReproducible(Exec& ex, const Plan& plan, const Call& call) {
+  const bool scatter = call.kind == CallKind::kReduceScatter;
+  ExactReduction exact{kernels::reproLanes(call.type, ex.size()), call.op == RedOp::kAvg,
+                       std::vector<const void*>(static_cast<size_t>(ex.size()))};
+  announce(ex, plan, call.send, call.recv);
+  auto* out = static_cast<uint8_t*>(call.recv);
+  if (scatter) return ringReduceScatter(ex, plan, call.send, out, call.count, call.type, call.op, &exact);
+  return pipelinedAllReduce(ex, plan, call.send, out, call.count, call.type, call.op, &exact);
 }
 
 // All-gather: rank r's input becomes block r of every output.

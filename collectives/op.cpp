@@ -39,6 +39,11 @@ std::string describe(const OpDesc& d) {
                   d.count, dataTypeName(d.type), redOpName(d.op));
     return buf;
   }
+  if (d.root == kReproducibleRoot) {
+    std::snprintf(buf, sizeof(buf), "%s(count=%zu, %s, %s) in the reproducible mode", callKindName(d.kind), d.count,
+                  dataTypeName(d.type), redOpName(d.op));
+    return buf;
+  }
   int n = std::snprintf(buf, sizeof(buf), "%s(count=%zu, %s", callKindName(d.kind), d.count, dataTypeName(d.type));
   if (hasOp(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", %s", redOpName(d.op));
   if (hasRoot(d.kind)) n += std::snprintf(buf + n, sizeof(buf) - n, ", root=%d", d.root);

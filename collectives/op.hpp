@@ -26,6 +26,9 @@ struct OpDesc {
 /// ranks run before a call whose measured trials are complete): no user call has it, so the call
 /// checks tell it from a user's all-reduce of the same shape, and errors can name it.
 constexpr int kTunerAgreementRoot = -2;
+/// The root field of the reproducible mode's one-call all-reduce and reduce-scatter on one host
+/// (arenaReproducible): a rank that runs the call in the other mode is named at once.
+constexpr int kReproducibleRoot = -3;
 
 /// 24 bits: kind (4) | type (4) | op (3) | 13-bit hash of count and root.
 uint32_t fingerprint(const OpDesc& d);

@@ -6,17 +6,24 @@
 //   2. lanes: every rank's value on that code's grid as an integer, the integers summed (exact:
 //      two's complement sums do not depend on order or grouping);
 //   3. the ranks that receive a result round its integer sum once to the float type.
-// Two forms compute them, with the same bits:
-// - integer form (reduce; all-reduces under 256 elements per rank; the count % ranks tail): an
-//   all-reduce with max over the codes, then the call's own collective over int32 or int64 lanes;
-// - exchanged form (reduce-scatter; all-reduce in pieces of 1 MiB of every rank's values): an
-//   all-to-all hands each rank every rank's values of its block, the rank runs all three steps on
-//   them alone (kernels::reproReduceRows), and an all-reduce's ranks all-gather the rounded
-//   blocks. The values cross as they are: what the default mode's reduce-scatter and all-gather
-//   move, with no codes and no wider lanes.
-// The collectives run through whatever plan the tuner or FERRY_ALGO picks; every plan moves or sums
-// the same integers and values, so the results keep their bits. docs/RELIABILITY.md ("Reproducible
-// reductions") states the guarantee, the error bound and the cost.
+// Three forms compute them, with the same bits:
+// - integer form (reduce; all-reduces under 256 elements per rank; the exchanged form's count %
+//   ranks tail): an all-reduce with max over the codes, then the call's own collective over int32
+//   or int64 lanes;
+// - pipelined form (reduce-scatter; all-reduces of 256 elements per rank or more; every rank on
+//   one host): one call through the arena's mailbox pipeline (coll::arenaReproducible), each
+//   rank reducing every chunk of its segment exactly from every rank's values as they arrive
+//   (kernels::reproReduceRowList); an all-reduce's ranks then copy the rounded chunks, as the
+//   default mode's two-shot all-reduce does. The values cross as they are;
+// - exchanged form (the same calls across hosts; all-reduce in pieces of 1 MiB of every rank's
+//   values): an all-to-all hands each rank every rank's values of its block, the rank runs all
+//   three steps on them alone (kernels::reproReduceRows), and an all-reduce's ranks all-gather the
+//   rounded blocks. The values cross as they are: what the default mode's reduce-scatter and
+//   all-gather move, with no codes and no wider lanes.
+// The integer and exchanged forms' collectives run through whatever plan the tuner or FERRY_ALGO
+// picks; every plan moves or sums the same integers and values, so the results keep their bits.
+// The pipelined form's plan is fixed. docs/RELIABILITY.md ("Reproducible reductions") states the
+// guarantee, the error bound and the cost.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +48,11 @@ struct ReproScratch {
 bool reproducibleApplies(const Call& call);
 
 /// Run `call` (validated; reproducibleApplies) on rank `rank` of `ranks`: the integer collectives
-/// through `inner`, which runs a host call on the same communicator.
+/// through `inner`, which runs a host call on the same communicator; the pipelined form through
+/// `pipelined` (arenaReproducible on the same communicator), or, where that is empty (ranks on
+/// several hosts), the exchanged form.
 Status runReproducible(const Call& call, int rank, int ranks, ReproScratch& scratch,
-                       const std::function<Status(const Call&)>& inner);
+                       const std::function<Status(const Call&)>& inner,
+                       const std::function<Status(const Call&)>& pipelined);
 
 }  // namespace ferry::coll

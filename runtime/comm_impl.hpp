@@ -118,6 +118,14 @@ struct Comm::Impl {
       c.plan = Plan{row.algorithm, row.protocol, 0, coll::Stores::kAuto, &row};
       return c;
     }
+    if (desc.root == coll::kReproducibleRoot) {
+      // The mailbox pipeline of arenaReproducible, in the tuner's chunks, whatever it would measure.
+      Tuner::Choice c;
+      c.plan.algorithm = desc.kind == CallKind::kReduceScatter ? coll::Algorithm::kDirect : coll::Algorithm::kTwoShot;
+      c.plan.protocol = coll::Protocol::kMailbox;
+      c.plan.chunkBytes = tuner->chunkBytes();
+      return c;
+    }
     Tuner::Choice c = tuner->select(desc, ctx.peersShared);
     if (c.trial >= 0 || c.settle) ++measuredCalls;
     if (c.settle) {
@@ -152,9 +160,20 @@ struct Comm::Impl {
   /// integer collectives (collectives/reproducible.hpp); the others as planned.
   Status runCollective(const Call& call) {
     if (reproducible && coll::reproducibleApplies(call)) {
-      return coll::runReproducible(call, rank, size, repro, [this](const Call& c) { return runPlanned(c); });
+      std::function<Status(const Call&)> pipelined;
+      if (arena) pipelined = [this](const Call& c) { return runReproducibleOnArena(c); };
+      return coll::runReproducible(
+          call, rank, size, repro, [this](const Call& c) { return runPlanned(c); }, pipelined);
     }
     return runPlanned(call);
+  }
+
+  /// The reproducible mode's one-call all-reduce or reduce-scatter on one host
+  /// (coll::arenaReproducible): its plan is fixed (plan()), so the tuner neither prices nor times it.
+  Status runReproducibleOnArena(const Call& call) {
+    const OpDesc desc{call.kind, call.count, call.type, call.op, coll::kReproducibleRoot};
+    return run(desc, coll::TagClass::kCollective,
+               [&](coll::Exec& ex, const Plan& p) { return coll::arenaReproducible(ex, p, call); });
   }
 
   /// Run a validated collective call through the row of the algorithm its plan chose.

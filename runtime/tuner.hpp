@@ -99,6 +99,8 @@ class Tuner {
   /// Every rank must call it at the same point, with the same inputs.
   void update(const TunerInputs& in);
   const TunerInputs& inputs() const { return in_; }
+  /// Bytes per chunk of the single-host plans: FERRY_CHUNK_BYTES, or sized to the L2.
+  size_t chunkBytes() const { return chunk_; }
   /// A communicator spanning more hosts than FERRY_TUNE_MODEL_HOSTS: select() measures nothing and
   /// every plan is the model's first (choose()), logged with each candidate's prediction.
   bool modelOnly() const { return !in_.arena && in_.hosts > in_.modelHosts; }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/host/half.hpp"
 #include "kernels/host/reduce.hpp"
@@ -353,56 +354,68 @@ void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, cons
 namespace {
 
 template <typename Lane, typename Code>
-void reduceRows(DataType type, const ReproLanes& l, const uint8_t* in, size_t stride, int rows, size_t count, bool avg,
+void reduceRows(DataType type, const ReproLanes& l, const void* const* rows, int nrows, size_t count, bool avg,
                 uint8_t* out) {
   const size_t size = dataTypeSize(type);
   Code codes[kReproRowBlock], rowCodes[kReproRowBlock];
   Lane sum[kReproRowBlock], rowLanes[kReproRowBlock];
+  auto row = [&](int j) { return static_cast<const uint8_t*>(rows[j]); };
   for (size_t first = 0; first < count; first += kReproRowBlock) {
-    const size_t k = std::min(kReproRowBlock, count - first);
+    const size_t k = std::min(kReproRowBlock, count - first), at = first * size;
     // The largest code of each element over the rows, as the max all-reduce would agree on.
-    reproCodes(type, in + first * size, k, codes);
-    for (int j = 1; j < rows; ++j) {
-      reproCodes(type, in + (j * stride + first) * size, k, rowCodes);
+    reproCodes(type, row(0) + at, k, codes);
+    for (int j = 1; j < nrows; ++j) {
+      reproCodes(type, row(j) + at, k, rowCodes);
       for (size_t i = 0; i < k; ++i) codes[i] = std::max(codes[i], rowCodes[i]);
     }
     // The rows' lanes on that grid, summed (no lane sum overflows: ReproLanes::headroom).
-    reproToLanes(type, l, in + first * size, codes, k, sum);
-    for (int j = 1; j < rows; ++j) {
-      reproToLanes(type, l, in + (j * stride + first) * size, codes, k, rowLanes);
+    reproToLanes(type, l, row(0) + at, codes, k, sum);
+    for (int j = 1; j < nrows; ++j) {
+      reproToLanes(type, l, row(j) + at, codes, k, rowLanes);
       for (size_t i = 0; i < k; ++i) {
         sum[i] = static_cast<Lane>(static_cast<std::make_unsigned_t<Lane>>(sum[i]) +
                                    static_cast<std::make_unsigned_t<Lane>>(rowLanes[i]));
       }
     }
-    reproFromLanes(type, l, sum, codes, k, rows, avg, out + first * size);
+    // Written after every read of the block: out may be one of the rows.
+    reproFromLanes(type, l, sum, codes, k, nrows, avg, out + at);
   }
 }
 
 }  // namespace
 
-void reproReduceRows(DataType type, const ReproLanes& lanes, const void* in, size_t stride, int rows, size_t count,
-                     bool avg, void* out) {
-  const auto* src = static_cast<const uint8_t*>(in);
-  auto* dst = static_cast<uint8_t*>(out);
+void reproReduceRowList(DataType type, const ReproLanes& lanes, const void* const* rows, int nrows, size_t count,
+                        bool avg, void* out) {
   if (type == DataType::kFloat32 && !avg) {
-    const auto* values = static_cast<const float*>(in);
 #if defined(__x86_64__)
-    if (activeIsa() != Isa::kBaseline) {
-      reproFloat32SumRowsAvx2(lanes, values, stride, rows, count, static_cast<float*>(out));
+    if (activeIsa() == Isa::kAvx512) {
+      reproFloat32SumRowsAvx512(lanes, rows, nrows, count, static_cast<float*>(out));
+      return;
+    }
+    if (activeIsa() == Isa::kAvx2) {
+      reproFloat32SumRowsAvx2(lanes, rows, nrows, count, static_cast<float*>(out));
       return;
     }
 #endif
-    float32SumRows(lanes, values, stride, rows, count, static_cast<float*>(out));
+    float32SumRows(lanes, rows, nrows, count, static_cast<float*>(out));
     return;
   }
+  auto* dst = static_cast<uint8_t*>(out);
   if (type == DataType::kFloat64) {
-    reduceRows<int64_t, int32_t>(type, lanes, src, stride, rows, count, avg, dst);
+    reduceRows<int64_t, int32_t>(type, lanes, rows, nrows, count, avg, dst);
   } else if (lanes.bits == 32) {
-    reduceRows<int32_t, uint8_t>(type, lanes, src, stride, rows, count, avg, dst);
+    reduceRows<int32_t, uint8_t>(type, lanes, rows, nrows, count, avg, dst);
   } else {
-    reduceRows<int64_t, uint8_t>(type, lanes, src, stride, rows, count, avg, dst);
+    reduceRows<int64_t, uint8_t>(type, lanes, rows, nrows, count, avg, dst);
   }
+}
+
+void reproReduceRows(DataType type, const ReproLanes& lanes, const void* in, size_t stride, int rows, size_t count,
+                     bool avg, void* out) {
+  const size_t rowBytes = stride * dataTypeSize(type);
+  std::vector<const void*> list(static_cast<size_t>(rows));
+  for (int j = 0; j < rows; ++j) list[static_cast<size_t>(j)] = static_cast<const uint8_t*>(in) + j * rowBytes;
+  reproReduceRowList(type, lanes, list.data(), rows, count, avg, out);
 }
 
 }  // namespace ferry::kernels

@@ -56,11 +56,16 @@ void reproToLanes(DataType type, const ReproLanes& lanes, const void* in, const 
 void reproFromLanes(DataType type, const ReproLanes& lanes, const void* in, const void* codes, size_t count, int ranks,
                     bool avg, void* out);
 
-/// The whole reduction of `rows` ranks' values on one rank, for a layout where one rank holds every
-/// contribution of its elements (an all-to-all delivered them): element k of row j at
-/// in + (j * stride + k) elements. out[k] gets the bits reproCodes, a max over the rows,
+/// The whole reduction of `nrows` ranks' values on one rank, where one rank holds every
+/// contribution of its elements (an all-to-all or the ranks' mailboxes delivered them): element k
+/// of row j at rows[j] + k elements. out[k] gets the bits reproCodes, a max over the rows,
 /// reproToLanes, an integer sum over the rows and reproFromLanes give, with `lanes` and `avg` as
-/// there (rows = the ranks). Works in cache-sized blocks, so each row is read from memory once.
+/// there (nrows = the ranks), whatever the rows' order. Works in cache-sized blocks, so each row is
+/// read from memory once; out may be one of the rows.
+void reproReduceRowList(DataType type, const ReproLanes& lanes, const void* const* rows, int nrows, size_t count,
+                        bool avg, void* out);
+
+/// reproReduceRowList over `rows` rows laid out with a stride: row j at in + j * stride elements.
 void reproReduceRows(DataType type, const ReproLanes& lanes, const void* in, size_t stride, int rows, size_t count,
                      bool avg, void* out);
 

@@ -4,8 +4,8 @@
 
 namespace ferry::kernels {
 
-void reproFloat32SumRowsAvx2(const ReproLanes& l, const float* in, size_t stride, int nrows, size_t count, float* out) {
-  float32SumRows(l, in, stride, nrows, count, out);
+void reproFloat32SumRowsAvx2(const ReproLanes& l, const void* const* rows, int nrows, size_t count, float* out) {
+  float32SumRows(l, rows, nrows, count, out);
 }
 
 }  // namespace ferry::kernels

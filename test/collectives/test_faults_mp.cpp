@@ -66,6 +66,23 @@ TEST_CASE("a rank calling with count 0 while the others pass data gets a mismatc
   CHECK(seconds(t0) < 10.0);
 }
 
+TEST_CASE("a rank in the reproducible mode among ranks that are not gets a mismatch naming the mode", "[mp][faults]") {
+  // Its all-reduce runs the mode's one-call pipeline on one host; theirs, whatever the tuner picks.
+  auto outcomes = runRanks(3, [](Comm& c) -> std::string {
+    c.setReproducible(c.rank() == 1);
+    std::vector<float> in(65536, 1.0f), out(65536);
+    Status s = c.allReduce(in.data(), out.data(), in.size(), DataType::kFloat32, RedOp::kSum);
+    std::printf("%s\n", s.toString().c_str());
+    if (s.isOk()) return "an allReduce with and without the reproducible mode succeeded";
+    if (s.code() != ErrorCode::kMismatch) return "expected a mismatch error, got " + s.toString();
+    return "";
+  });
+  CHECK(summarize(outcomes) == "");
+  bool named = false;
+  for (auto& o : outcomes) named |= o.output.find("reproducible mode") != std::string::npos;
+  CHECK(named);
+}
+
 TEST_CASE("ranks running different collectives get an error naming both", "[mp][faults]") {
   auto outcomes = runRanks(3, [](Comm& c) -> std::string {
     std::vector<int32_t> buf(4096, 1), out(4096 * 3);

@@ -4,8 +4,8 @@
 // - under every plan: each run below forces other algorithms, protocols, transports or simulated
 //   hosts, and rank 0 prints a digest of its results, which the parent compares across runs;
 // - for every call split: 1000 elements alone, at an offset, and within 4096- and 65536-element
-//   calls (and a 600001-element float32 call in place); reduce-scatter's and reduce's elements
-//   equal all-reduce's;
+//   calls (and a 600001-element float32 call in place); reduce-scatter's (out of place and in
+//   place) and reduce's elements equal all-reduce's;
 // - for a permuted rank order: a split with reversed keys sums the same contributions;
 // and each result must lie within the documented bound of the exact sum (docs/RELIABILITY.md,
 // "Reproducible reductions"), computed here with a compensated long double sum.
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "ferry/memory.hpp"
 #include "test/common/mp_harness.hpp"
 
 using namespace ferry;
@@ -240,9 +241,19 @@ std::string runChecks(Comm& c, int j, bool reversedToo) {
       std::vector<uint8_t> mine(block * t.size), rooted(kCount * t.size);
       st = c.reduceScatter(in.data(), mine.data(), block, t.type, op);
       if (!st.isOk()) return failed(st, what + " reduceScatter");
+      // In place too: the output is this rank's block of its input, one of the values reduced.
+      std::vector<uint8_t> inPlace = in;
+      uint8_t* myBlock = inPlace.data() + c.rank() * block * t.size;
+      st = c.reduceScatter(inPlace.data(), myBlock, block, t.type, op);
+      if (!st.isOk()) return failed(st, what + " reduceScatter in place");
       for (size_t i = 0; i < block; ++i) {
-        if (load(t, mine, i) != load(t, full, c.rank() * block + i)) {
+        const uint64_t want = load(t, full, c.rank() * block + i);
+        if (load(t, mine, i) != want) {
           return what + ": reduceScatter differs from allReduce at " + std::to_string(c.rank() * block + i);
+        }
+        if (std::memcmp(myBlock + i * t.size, full.data() + (c.rank() * block + i) * t.size, t.size) != 0) {
+          return what + ": the in-place reduceScatter differs from allReduce at " +
+                 std::to_string(c.rank() * block + i);
         }
       }
       st = c.reduce(in.data(), rooted.data(), kCount, t.type, op, n - 1);
@@ -283,6 +294,8 @@ TEST_CASE("reproducible sums under every plan, split and rank order", "[mp]") {
       {"tuner", {}, true},
       {"ring and chain", {{"FERRY_ALGO", "ring,chain"}}, false, 3},
       {"two hosts tcp", {{"FERRY_TEST_HOSTS", "2"}, {"FERRY_TRANSPORT", "tcp"}}, false, 4},
+      // The pipelined form's outputs through streaming stores (a reduce-scatter's via a staging chunk).
+      {"streaming stores", {{"FERRY_STREAM_MIN_BYTES", "1"}}, false, 4},
   };
   if (allVariants()) {
     variants.push_back({"doubling", {{"FERRY_ALGO", "allreduce:doubling"}}, false});
@@ -325,4 +338,50 @@ TEST_CASE("reproducible sums under every plan, split and rank order", "[mp]") {
     unsetenv("FERRY_REPRODUCIBLE");
   }
   CHECK(!seen.empty());
+}
+
+// Buffers every rank allocated with hostAlloc switch the pipelined form to reading the peers'
+// inputs in place (FERRY_TUNE_TRIALS=0: at every size); its bits must be those of private buffers,
+// which go through the mailboxes.
+TEST_CASE("reproducible sums from shared buffers equal those from private ones", "[mp]") {
+  setenv("FERRY_TUNE_TRIALS", "0", 1);
+  for (int n : {3, 4}) {
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [](Comm& c) -> std::string {
+      c.setReproducible(true);
+      for (const TypeInfo& t : kTypes) {
+        const std::vector<uint8_t> in = inputOf(t, c.size(), c.rank(), kCount);
+        const size_t bytes = in.size(), block = kCount / c.size();
+        auto send = hostAlloc(bytes), recv = hostAlloc(bytes);
+        if (!send.isOk() || !recv.isOk()) return std::string("hostAlloc failed");
+        auto* s = static_cast<uint8_t*>(*send);
+        auto* r = static_cast<uint8_t*>(*recv);
+        std::string err;
+        for (RedOp op : kOps) {
+          const std::string what = std::string(dataTypeName(t.type)) + " " + redOpName(op);
+          std::vector<uint8_t> want(bytes), wantBlock(block * t.size);
+          std::memcpy(s, in.data(), bytes);
+          Status st = c.allReduce(in.data(), want.data(), kCount, t.type, op);
+          if (st.isOk()) st = c.reduceScatter(in.data(), wantBlock.data(), block, t.type, op);
+          if (st.isOk()) st = c.allReduce(s, r, kCount, t.type, op);
+          if (!st.isOk()) err = failed(st, what);
+          if (err.empty() && std::memcmp(r, want.data(), bytes) != 0) err = what + ": shared allReduce differs";
+          // In place: the input's own block receives the result.
+          uint8_t* mine = s + c.rank() * block * t.size;
+          if (err.empty()) st = c.reduceScatter(s, mine, block, t.type, op);
+          if (err.empty() && !st.isOk()) err = failed(st, what + " reduceScatter");
+          if (err.empty() && std::memcmp(mine, wantBlock.data(), block * t.size) != 0) {
+            err = what + ": shared in-place reduceScatter differs";
+          }
+          if (!err.empty()) break;
+        }
+        (void)hostFree(s);
+        (void)hostFree(r);
+        if (!err.empty()) return err;
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+  unsetenv("FERRY_TUNE_TRIALS");
 }
