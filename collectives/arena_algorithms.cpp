@@ -1022,15 +1022,16 @@ extern const AlgorithmRow kDirectCmaReduceScatter{CallKind::kReduceScatter,
                                                   },
                                                   reduceScatterRun};
 
-// All-gather: every rank copies every block, through the mailbox rings (twice: in, then out from
-// the cache) or read in place.
+// All-gather: every rank copies every block, through the mailbox rings or read in place. Through
+// the rings each copy has one side in the cache (in: the input from memory into a cached entry;
+// out: a cached entry into memory), so each costs about half a copy through memory.
 extern const AlgorithmRow kDirectMailboxAllGather{CallKind::kAllGather,
                                                   Algorithm::kDirect,
                                                   Protocol::kMailbox,
                                                   onHost,
                                                   [](const Pricing& p) {
                                                     return p.pipeSteps(p.B) * p.S +
-                                                           p.f * (2 * p.B * p.c + (p.n - 1) * p.B * p.c);
+                                                           p.f * (p.n + 1) * p.B * p.c / 2;
                                                   },
                                                   allGatherRun};
 extern const AlgorithmRow kDirectCmaAllGather{CallKind::kAllGather,
@@ -1042,13 +1043,14 @@ extern const AlgorithmRow kDirectCmaAllGather{CallKind::kAllGather,
                                               },
                                               allGatherRun};
 
-// All-to-all: every rank's n blocks pass once, through the mailbox rings or read in place.
+// All-to-all: every rank's n blocks pass once, through the mailbox rings (each copy with one side
+// in the cache, as all-gather's) or read in place.
 extern const AlgorithmRow kDirectMailboxAllToAll{CallKind::kAllToAll,
                                                  Algorithm::kDirect,
                                                  Protocol::kMailbox,
                                                  onHost,
                                                  [](const Pricing& p) {
-                                                   return p.pipeSteps(p.n * p.B) * p.S + p.f * (2 * p.n * p.B * p.c);
+                                                   return p.pipeSteps(p.n * p.B) * p.S + p.f * p.n * p.B * p.c;
                                                  },
                                                  allToAllRun};
 extern const AlgorithmRow kDirectCmaAllToAll{CallKind::kAllToAll,
