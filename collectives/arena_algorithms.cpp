@@ -1030,8 +1030,7 @@ extern const AlgorithmRow kDirectMailboxAllGather{CallKind::kAllGather,
                                                   Protocol::kMailbox,
                                                   onHost,
                                                   [](const Pricing& p) {
-                                                    return p.pipeSteps(p.B) * p.S +
-                                                           p.f * (p.n + 1) * p.B * p.c / 2;
+                                                    return p.pipeSteps(p.B) * p.S + p.f * (p.n + 1) * p.B * p.c / 2;
                                                   },
                                                   allGatherRun};
 extern const AlgorithmRow kDirectCmaAllGather{CallKind::kAllGather,
