@@ -180,6 +180,7 @@ void Tuner::update(const TunerInputs& in) {
   in_ = in;
   cache_.clear();
   hasLast_ = false;
+  hasLastModelled_ = false;
   trials_.clear();
   measuredStores_.clear();
   measuredPlans_.clear();
@@ -301,6 +302,14 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
 }
 
 Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
+  // A call that repeats the last one the model alone planned gets the same plan (loops of small calls).
+  if (hasLastModelled_ && shared == lastModelledShared_ && d.kind == lastModelled_.kind &&
+      d.count == lastModelled_.count && d.type == lastModelled_.type && d.op == lastModelled_.op &&
+      d.root == lastModelled_.root) {
+    Choice c;
+    c.plan = lastModelledPlan_;
+    return c;
+  }
   const size_t bytes = d.count * dataTypeSize(d.type);
   const bool perRank =
       d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll || d.kind == CallKind::kReduceScatter;
@@ -326,6 +335,13 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
       }
     }
     c.plan = choose(d, shared);
+    // Only calls no trial or measured plan can ever reach: their plan depends on nothing but d.
+    if (moved < kMeasureMinBytes && moved <= in_.measureMaxBytes) {
+      hasLastModelled_ = true;
+      lastModelled_ = d;
+      lastModelledShared_ = shared;
+      lastModelledPlan_ = c.plan;
+    }
     // Larger than anything measured: stream where the largest measured call of this kind did.
     if (in_.trials > 0 && moved > in_.measureMaxBytes && c.plan.protocol != Protocol::kMessages &&
         c.plan.stores == coll::Stores::kAuto) {

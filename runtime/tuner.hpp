@@ -124,6 +124,10 @@ class Tuner {
   bool hasLast_ = false;  // choose()'s last answer, for calls that repeat it
   std::tuple<int, size_t, bool> lastKey_;
   coll::Plan lastPlan_;
+  bool hasLastModelled_ = false;  // select()'s last call planned by the model alone, below the measured sizes
+  coll::OpDesc lastModelled_;
+  bool lastModelledShared_ = false;
+  coll::Plan lastModelledPlan_;
   std::map<std::tuple<int, size_t, bool, int>, Trials> trials_;
   bool held_ = false;  // holdTrials()
   // Per collective kind: the largest output whose store trials settled, and the stores that won.

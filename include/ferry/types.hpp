@@ -79,8 +79,24 @@ const char* redOpList();
 /// "int8, uint8, int32, uint32, int64, uint64": the types the integer-only ops accept, from the tables.
 const char* integerTypeList();
 
-/// Size in bytes of one element.
-size_t dataTypeSize(DataType type);
+/// Size in bytes of one element (0 for a value outside DataType). Inline: every call asks it.
+constexpr size_t dataTypeSize(DataType type) {
+  switch (type) {
+    case DataType::kInt8:
+    case DataType::kUint8:
+    case DataType::kFloat8e4m3:
+    case DataType::kFloat8e5m2: return 1;
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+  }
+  return 0;
+}
 /// Lower-case name ("float32", "bfloat16").
 const char* dataTypeName(DataType type);
 /// Lower-case name ("sum", "avg").

@@ -257,3 +257,40 @@ TEST_CASE("the C++ API refuses each bad argument on every rank and stays usable"
     for (size_t i = 0; i < 4096; ++i) REQUIRE(out[r][i] == n);
   }
 }
+
+TEST_CASE("a call that repeats a valid one in all but one field is checked again") {
+  // Comm::collective skips the check for a call equal to the last valid one in every field the
+  // check reads: each field below, changed alone after that call, must still be refused.
+  constexpr int n = 2;
+  auto comms = ferry::Comm::initAll(std::vector<int>(n, -1));
+  REQUIRE(comms.isOk());
+  using ferry::DataType;
+  using ferry::RedOp;
+  std::vector<std::vector<float>> in(n, std::vector<float>(1024, 1.0f)), out(n, std::vector<float>(1024));
+  using Call = std::function<Status(ferry::Comm&, float*, float*)>;
+  using C = ferry::Comm;
+  const Call bcast = [](C& c, float* s, float* r) { return c.broadcast(s, r, 16, DataType::kFloat32, 1); };
+  const Call sum = [](C& c, float* s, float* r) { return c.allReduce(s, r, 16, DataType::kFloat32, RedOp::kSum); };
+  const std::vector<std::tuple<const char*, Call, Call>> cases = {
+      {"root", bcast, [](C& c, float* s, float* r) { return c.broadcast(s, r, 16, DataType::kFloat32, n); }},
+      {"count", bcast,
+       [](C& c, float* s, float* r) { return c.broadcast(s, r, size_t{1} << 62, DataType::kFloat32, 1); }},
+      {"type", bcast, [](C& c, float* s, float* r) { return c.broadcast(s, r, 16, static_cast<DataType>(99), 1); }},
+      {"recv", bcast, [](C& c, float* s, float*) { return c.broadcast(s, nullptr, 16, DataType::kFloat32, 1); }},
+      {"op", sum, [](C& c, float* s, float* r) { return c.allReduce(s, r, 16, DataType::kFloat32, RedOp::kBand); }},
+      {"send", sum, [](C& c, float*, float* r) { return c.allReduce(r + 1, r, 16, DataType::kFloat32, RedOp::kSum); }},
+  };
+  for (const auto& entry : cases) {
+    INFO("changed field: " << std::get<0>(entry));
+    const Call& valid = std::get<1>(entry);
+    const Call& bad = std::get<2>(entry);
+    auto st = onThreads(n, [&](int r) -> Status {
+      for (int i = 0; i < 2; ++i) FERRY_TRY(valid(*(*comms)[r], in[r].data(), out[r].data()));
+      return bad(*(*comms)[r], in[r].data(), out[r].data());
+    });
+    for (int r = 0; r < n; ++r) {
+      INFO("rank " << r << ": " << st[r].message());
+      CHECK(st[r].code() == ErrorCode::kInvalidArgument);
+    }
+  }
+}

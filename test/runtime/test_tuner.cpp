@@ -771,3 +771,45 @@ TEST_CASE("beyond FERRY_TUNE_MODEL_HOSTS hosts the tuner runs no trials and take
   }
   CHECK(calls > 1000);
 }
+
+TEST_CASE("select() answers a call below the measured sizes as a fresh tuner would, whatever came before", "[tuner]") {
+  // select() keeps its last model-only answer for the call that repeats it: calls that differ
+  // in one field, in turn, must each get their own plan.
+  auto in = inputs(4);
+  in.trials = 2;
+  in.measureMaxBytes = 1 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const std::vector<std::pair<OpDesc, bool>> calls = {
+      {{CallKind::kAllReduce, 2, DataType::kFloat32, RedOp::kSum, -1}, false},
+      {{CallKind::kAllGather, 2, DataType::kFloat32, RedOp::kSum, -1}, false},
+      {{CallKind::kAllReduce, 4096, DataType::kFloat32, RedOp::kSum, -1}, false},
+      {{CallKind::kAllReduce, 4096, DataType::kFloat32, RedOp::kSum, -1}, true},
+      {{CallKind::kAllReduce, 4096, DataType::kInt32, RedOp::kSum, -1}, true},
+      {{CallKind::kAllReduce, 4096, DataType::kInt32, RedOp::kMax, -1}, true},
+      {{CallKind::kAllGather, 512, DataType::kFloat32, RedOp::kSum, -1}, true},
+      {{CallKind::kAllGather, 512, DataType::kFloat64, RedOp::kSum, -1}, true},
+      {{CallKind::kAllGather, 512, DataType::kInt8, RedOp::kSum, -1}, true},
+      {{CallKind::kReduceScatter, 1024, DataType::kFloat32, RedOp::kSum, -1}, true},
+      {{CallKind::kReduceScatter, 1024, DataType::kFloat64, RedOp::kSum, -1}, true},
+      {{CallKind::kReduceScatter, 1024, DataType::kInt8, RedOp::kSum, -1}, true},
+      {{CallKind::kBroadcast, 4096, DataType::kInt32, RedOp::kSum, 0}, true},
+      {{CallKind::kBroadcast, 4096, DataType::kInt32, RedOp::kSum, 1}, true},
+  };
+  int differs = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto& [d, shared] = calls[i];
+      auto fresh = Tuner::create(in, "", "", 0);
+      REQUIRE(fresh.isOk());
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        Tuner::Choice c = t->select(d, shared);
+        INFO("call " << i << ", round " << round << ", repeat " << repeat);
+        CHECK(c.trial < 0);
+        CHECK(same(c.plan, fresh->select(d, shared).plan));
+      }
+      if (i > 0 && !same(t->select(calls[i - 1].first, calls[i - 1].second).plan, t->select(d, shared).plan)) ++differs;
+    }
+  }
+  CHECK(differs >= 4);  // neighbours with different plans: a stale answer would show
+}
