@@ -250,16 +250,6 @@ Status scatterStep(Exec& ex, const Pipe& pp, const uint8_t* in, size_t count, si
   return ex.awaitAll(static_cast<int>(2 * j) + 1);
 }
 
-// The reproducible mode's reduction of a pipelined chunk (collectives/reproducible.hpp): every
-// rank's values of it, the own ones at `local` and the peers' in their areas r, reduced exactly
-// into dst, which may be `local`.
-void exactChunk(Exec& ex, const Pipe& pp, ExactReduction& x, const uint8_t* local, size_t j, uint8_t* dst, size_t len,
-                DataType type) {
-  const int n = ex.size(), r = ex.rank();
-  for (int p = 0; p < n; ++p) x.rows[static_cast<size_t>(p)] = p == r ? local : pp.area(ex, p, j, r);
-  kernels::reproReduceRowList(type, x.lanes, x.rows.data(), n, len, x.avg, dst);
-}
-
 // Step (b): reduce chunk j of segment r from the own input and every peer's area r into `dst`
 // (this rank's chunk j): exactly where `exact` is set, else in rank order with `op`.
 Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in, size_t count, size_t j, uint8_t* dst,
@@ -269,16 +259,12 @@ Status reduceStep(Exec& ex, const Plan& plan, const Pipe& pp, const uint8_t* in,
   const size_t myLen = stepLen(pp, segmentCount(count, n, r), j);
   if (myLen == 0) return Status::ok();
   const uint8_t* local = in + (segmentBegin(count, n, r) + j * pp.ke) * es;
-  if (exact != nullptr) {
-    exactChunk(ex, pp, *exact, local, j, dst, myLen, type);
-    return Status::ok();
-  }
   return reduceFromAll(
       ex, plan,
       [&](int p) {
         return Source{p == r ? local : pp.area(ex, p, j, r), 0};
       },
-      dst, myLen, type, op, stream);
+      dst, myLen, type, op, stream, exact);
 }
 
 // Step (c): copy chunk j of every other segment into `out` from its owner's area, once the owner
