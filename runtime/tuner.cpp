@@ -391,10 +391,20 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     if (in_.arena && output >= kStoreTrialBytes && !keep.empty()) {
       t.output = output;
       std::vector<Candidate> both;
-      for (size_t i = 0; i < std::min<size_t>(keep.size(), kMaxTrialPlans / 2); ++i) {
+      const size_t paired = std::min<size_t>(keep.size(), kMaxTrialPlans / 2);
+      for (size_t i = 0; i < paired; ++i) {
         for (coll::Stores st : {coll::Stores::kCached, coll::Stores::kStreaming}) {
           both.push_back(keep[i]);
           both.back().plan.stores = st;
+        }
+      }
+      // The next plan of another algorithm too, as it lies: the model's order of algorithms is
+      // least sure where caches stop holding the operands, the sizes these trials start at.
+      for (size_t i = paired; i < keep.size(); ++i) {
+        if (std::none_of(keep.begin(), keep.begin() + static_cast<std::ptrdiff_t>(paired),
+                         [&](const Candidate& x) { return x.plan.algorithm == keep[i].plan.algorithm; })) {
+          both.push_back(keep[i]);
+          break;
         }
       }
       keep = std::move(both);

@@ -219,9 +219,13 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
     if (sinceSwitch == 0) return 1'000'000;
     return order.size() == fastRun + 1 ? 100 : 1000;
   });
-  // The best two plans, each with cached and with streaming stores, 3 calls each (2 trials + 1).
-  REQUIRE(order.size() == 4);
-  REQUIRE(ran.size() == 12);
+  // The best two plans, each with cached and with streaming stores, then the next plan of a third
+  // algorithm as the model leaves it; 3 calls each (2 trials + 1).
+  REQUIRE(order.size() == 5);
+  REQUIRE(ran.size() == 15);
+  CHECK(order[4].algorithm != order[0].algorithm);
+  CHECK(order[4].algorithm != order[2].algorithm);
+  CHECK(order[4].stores == coll::Stores::kAuto);
   for (size_t i = 0; i < ran.size(); ++i) CHECK(same(ran[i], order[i / 3]));
   CHECK(order[0].algorithm == modelChoice.algorithm);  // the model's best goes first
   CHECK(order[0].protocol == modelChoice.protocol);
@@ -314,7 +318,7 @@ TEST_CASE("held trials: the model's plan, or the kept one, and no trial starts o
     if (order.empty() || !same(p, order.back())) order.push_back(p);
     return order.size() == 4 ? 100 : 1000;
   });
-  REQUIRE(order.size() == 4);
+  REQUIRE(order.size() == 5);
   REQUIRE_FALSE(same(order[3], modelChoice));
   u->holdTrials(true);
   CHECK(same(u->select(d, true).plan, order[3]));
