@@ -106,7 +106,10 @@ int main(int argc, char** argv) {
   }
   if (options->gpuRanks > 0) {
     if (reproducible) {
-      std::fprintf(stderr, "ferry-perf: --reproducible runs on host buffers only (not with --gpu-ranks)\n");
+      // --gpu-ranks drives every rank from this process, where the mode cannot stage device buffers.
+      std::fprintf(stderr,
+                   "ferry-perf: --reproducible runs on host buffers only (not with --gpu-ranks, whose ranks share "
+                   "one process: docs/RELIABILITY.md, \"Device buffers\")\n");
       return 2;
     }
 #if FERRY_PERF_GPU

@@ -113,7 +113,9 @@ class Comm {
   /// element's values on the ranks, whatever the algorithm, protocol, message size, call split,
   /// rank order and placement (docs/RELIABILITY.md, "Reproducible reductions"). Every rank sets
   /// the same value between the same calls (a rank that differs is reported as a mismatch); split()
-  /// passes it on. Device buffers on the kernel path refuse calls it changes (kInvalidUsage).
+  /// passes it on. On the GPU kernel path, device buffers of calls it changes are staged through
+  /// host memory (with the rest of their group); where one process holds several ranks that is
+  /// impossible, and such calls fail with kInvalidUsage.
   void setReproducible(bool on);
   bool reproducible() const;
   /// Device memory this communicator holds for its kernels (FIFOs, counters), in bytes.

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <new>
+#include <tuple>
 
 #include "base/config.hpp"
 #include "base/log.hpp"
@@ -320,6 +322,12 @@ void DeviceContext::Setup::countRanksInProcess() {
     ctx->ranksInProcess_ += sameProcess(peers[r], peers[rank]) ? 1 : 0;
     ctx->sharingGpuInProcess_ +=
         sameProcess(peers[r], peers[rank]) && std::memcmp(cards[r].uuid, cards[rank].uuid, 16) == 0 ? 1 : 0;
+  }
+  // From the peer table alone, so every rank finds the same number (staging decisions rely on it).
+  std::map<std::tuple<std::string, uint64_t, pid_t>, int> perProcess;
+  for (const PeerInfo& p : peers) {
+    const int together = ++perProcess[{p.hostId, p.pidNamespace, p.pid}];
+    ctx->mostRanksInOneProcess_ = std::max(ctx->mostRanksInOneProcess_, together);
   }
 }
 

@@ -73,6 +73,8 @@ class DeviceContext {
   bool sharedAcrossProcesses() const { return path_ == DevicePath::kKernel && crossProcess_; }
   /// Ranks of this communicator in this process (itself included).
   int ranksInProcess() const { return ranksInProcess_; }
+  /// The most ranks of this communicator that any one process holds: the same on every rank.
+  int mostRanksInOneProcess() const { return mostRanksInOneProcess_; }
   /// Kernel launches this rank has made (ranks make the same launches in the same order).
   uint64_t nextLaunch() { return launches_++; }
   /// Ranks of this communicator in this process that drive this rank's GPU (itself included).
@@ -101,6 +103,7 @@ class DeviceContext {
   uint64_t commId_ = 0;
   bool crossProcess_ = false;
   int ranksInProcess_ = 1;
+  int mostRanksInOneProcess_ = 1;
   uint64_t launches_ = 0;
   size_t memoryBytes_ = 0;
   std::unique_ptr<StagingPool> staging_;

@@ -143,6 +143,25 @@ Status launchKernels(DeviceContext& ctx, int rank, std::vector<DevWork> works, S
 
 }  // namespace
 
+Result<bool> stageForReproducibility(bool reproducible, int mostRanksInOneProcess, int rank,
+                                     const std::vector<DevWork>& works) {
+  if (!reproducible) return false;
+  const auto changed = std::find_if(works.begin(), works.end(), [](const DevWork& w) {
+    return coll::reproducibleApplies(Call{w.kind, w.send, w.recv, w.count, w.type, w.op, w.root, {}, nullptr});
+  });
+  if (changed == works.end()) return false;
+  if (mostRanksInOneProcess <= 1) return true;
+  return Status(ErrorCode::kInvalidUsage,
+                describe(*changed, false) + " on rank " + std::to_string(rank) +
+                    ": the reproducible mode (FERRY_REPRODUCIBLE=1 or Comm::setReproducible) runs device buffers "
+                    "through host memory, in a host function on the stream, and CUDA runs a process's host "
+                    "functions one at a time on one thread, where " +
+                    std::to_string(mostRanksInOneProcess) +
+                    " ranks of this communicator in one process would wait for each other forever. Run one rank "
+                    "per process (ferryrun, torchrun), pass host buffers, or turn the mode off for this "
+                    "communicator");
+}
+
 Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::vector<StreamCall>& calls) {
   // A failure of an earlier call (a staged host function, a peer) is sticky.
   FERRY_TRY(comm.error());
@@ -150,15 +169,6 @@ Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::
   for (const StreamCall& c : calls) {
     auto r = route(c.work, comm.rank(), ctx, c.stream);
     FERRY_TRY(r);
-    const DevWork& w = c.work;
-    if (*r == Route::kDevice && ctx->path() == DevicePath::kKernel && comm.reproducible() &&
-        coll::reproducibleApplies(Call{w.kind, w.send, w.recv, w.count, w.type, w.op, w.root, {}, nullptr})) {
-      // The kernels sum in floating point; the mode's integer steps run on the host only.
-      return Status(ErrorCode::kInvalidUsage,
-                    describe(w, false) + " on rank " + std::to_string(comm.rank()) +
-                        ": the reproducible mode (FERRY_REPRODUCIBLE=1 or Comm::setReproducible) does not run on "
-                        "device buffers yet; pass host buffers, or turn the mode off for this communicator");
-    }
     if (*r == Route::kSkip) continue;
     if (*r == Route::kHost) {
       out.hostWorks.push_back(c.work);
@@ -176,11 +186,31 @@ Result<RoutedCalls> routeCalls(Comm& comm, const DeviceContext* ctx, const std::
     }
     out.deviceWorks[it - out.deviceStreams.begin()].push_back(c.work);
   }
+  if (out.deviceStreams.empty()) return out;
+  out.staged = ctx->path() != DevicePath::kKernel;
+  if (!out.staged && comm.reproducible()) {  // the default mode's calls copy nothing here
+    // Every call of the group counts, whatever its buffers or stream (each rank's own choices).
+    std::vector<DevWork> works;
+    for (const StreamCall& c : calls) works.push_back(c.work);
+    auto staged = stageForReproducibility(comm.reproducible(), ctx->mostRanksInOneProcess(), comm.rank(), works);
+    FERRY_TRY(staged);
+    out.staged = *staged;
+  }
+  // Host works start after the staged ones, whose host functions would otherwise run collectives on
+  // this communicator from a second thread. A captured stream's host functions run at replay.
+  if (!out.staged || out.hostWorks.empty()) return out;
+  for (Stream s : out.deviceStreams) {
+    auto capturing = streamCapturing(s, ctx->where());
+    FERRY_TRY(capturing);
+    if (!*capturing && std::find(out.hostStreams.begin(), out.hostStreams.end(), s) == out.hostStreams.end()) {
+      out.hostStreams.push_back(s);
+    }
+  }
   return out;
 }
 
 Status checkStreams(Comm& comm, const DeviceContext* ctx, const RoutedCalls& routed) {
-  if (ctx == nullptr || ctx->path() != DevicePath::kKernel || ctx->ranksSharingGpuInProcess() < 2) {
+  if (routed.staged || ctx == nullptr || ctx->path() != DevicePath::kKernel || ctx->ranksSharingGpuInProcess() < 2) {
     return Status::ok();
   }
   for (Stream s : routed.deviceStreams) {
@@ -202,7 +232,7 @@ Status issueDevice(Comm& comm, DeviceContext* ctx, const RoutedCalls& routed) {
   DeviceScope scope;
   FERRY_TRY(scope.enter(ctx->device(), ctx->where()));
   for (size_t i = 0; i < routed.deviceStreams.size(); ++i) {
-    if (ctx->path() == DevicePath::kKernel) {
+    if (!routed.staged) {
       FERRY_TRY(launchKernels(*ctx, comm.rank(), routed.deviceWorks[i], routed.deviceStreams[i]));
     } else {
       FERRY_TRY(issueStaged(comm, *ctx, routed.deviceWorks[i], routed.deviceStreams[i]));

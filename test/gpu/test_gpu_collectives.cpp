@@ -21,32 +21,28 @@
 // the first mismatching index with the value found and the one expected. A stream that does not
 // finish within 20 s is reported as a hang of that case and the test exits.
 #include <cuda_runtime.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ferry/comm.hpp"
+#include "gpu_harness.hpp"
 #include "gpu_values.hpp"
-
-extern char** environ;
 
 using ferry::Comm;
 using ferry::DataType;
 using ferry::RedOp;
 using ferry::Status;
+using gputest::cudaCheck;
+using gputest::kSkip;
 using gputest::TypeCase;
+using gputest::waitStream;
 
 namespace {
-
-constexpr int kSkip = 77;
 
 enum class Coll { kAllReduceSum, kAllReduceMax, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kReduce, kSendRecv };
 constexpr Coll kColls[] = {Coll::kAllReduceSum, Coll::kAllReduceMax, Coll::kReduceScatter, Coll::kAllGather,
@@ -82,30 +78,6 @@ struct LocalRank {
 };
 
 int failures = 0;
-
-void cudaCheck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::printf("FAIL: %s: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
-    std::fflush(stdout);
-    std::_Exit(1);
-  }
-}
-
-// Waits for `stream` with a deadline, so a hung kernel names its case instead of timing out blind.
-void waitStream(cudaStream_t s, const std::string& what) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (;;) {
-    cudaError_t e = cudaStreamQuery(s);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) cudaCheck(e, ("stream of " + what).c_str());
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::printf("FAIL (hang): %s did not complete within 20 s\n", what.c_str());
-      std::fflush(stdout);
-      std::_Exit(1);
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
 
 size_t sendElems(Coll c, size_t count, int n) {
   return c == Coll::kReduceScatter || c == Coll::kAllToAll ? count * n : count;
@@ -628,33 +600,6 @@ int child(int rank, int size, const std::string& hex, bool ipc) {
   return failures == 0 ? 0 : 1;
 }
 
-// Start 2 copies of this program as the ranks of one job, rendezvous hosted here.
-int parent(const char* self, bool ipc) {
-  auto id = ferry::UniqueId::create();
-  if (!id.isOk()) return std::printf("FAIL: %s\n", id.status().message().c_str()), 1;
-  std::string hex = id->toHex();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    std::string rank = std::to_string(r);
-    const char* argv[] = {self, ipc ? "ipc-child" : "staged-child", rank.c_str(), "2", hex.c_str(), nullptr};
-    pid_t pid;
-    if (posix_spawn(&pid, self, nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
-      return std::printf("FAIL: cannot start rank %d\n", r), 1;
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (size_t r = 0; r < pids.size(); ++r) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      std::printf("FAIL: process rank %zu ended with status %d\n", r, st);
-      rc = 1;
-    }
-  }
-  return rc;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -672,19 +617,20 @@ int main(int argc, char** argv) {
   if (mode == "collectives") return collectives();
   if (mode == "graph") return graph();
   if (mode == "group") return group();
-  if (mode == "staged") return parent("/proc/self/exe", false);
+  if (mode == "staged") return gputest::runRanks("/proc/self/exe", "staged-child", 2);
   if (mode == "special") return special();
   if (mode == "streams") return streams();
   if (mode == "big") return big();
   if (mode == "async") return async();
   if (mode == "ipc") {
     const char* co = std::getenv("FERRY_GPU_CORESIDENT");
-    if (co != nullptr && std::string(co) == "1") return parent("/proc/self/exe", true);  // both on device 0
+    if (co != nullptr && std::string(co) == "1")
+      return gputest::runRanks("/proc/self/exe", "ipc-child", 2);  // both on device 0
     if (devices < 2) {
       std::printf("SKIP: the CUDA IPC test needs 2 GPUs (found %d)\n", devices);
       return kSkip;
     }
-    return parent("/proc/self/exe", true);
+    return gputest::runRanks("/proc/self/exe", "ipc-child", 2);
   }
   std::printf("unknown mode %s (collectives, graph, special, big, async, streams, group, staged, ipc)\n", mode.c_str());
   return 2;
