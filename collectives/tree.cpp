@@ -245,6 +245,35 @@ Status treeAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType
   return TreeAllReduce(ex, static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out), count, type, op).run();
 }
 
+bool isChild(const TreeNode& node, int p) { return p >= 0 && (node.child[0] == p || node.child[1] == p); }
+
+// Over messages, rank r acknowledges every tree broadcast or reduce to rank r + 1 and takes the
+// acknowledgement of rank r - 1 in a guard (Context::acks): neighbours whatever the root, so ranks
+// that disagree on it find some neighbour's acknowledgement or data in a guard or a receive and name
+// the mismatch, where a tree's edges (they depend on the root) could leave each waiting on a rank
+// that sends nothing. Receives from a peer match in the order posted (any fingerprint), so the
+// acknowledgement follows the data this rank sends the next rank, and the guard the receives of
+// the previous rank's data; each goes at the start where there is none. One empty message a call.
+class RingAck {
+ public:
+  RingAck(Exec& ex, int r, int n, bool dataToNext)
+      : ex_(ex), on_(ex.context().arena == nullptr), prev_(ringMod(r - 1, n)), next_(ringMod(r + 1, n)),
+        dataToNext_(dataToNext) {}
+  Status expect() const { return on_ ? ex_.expectAck(prev_, kEveryCall) : Status::ok(); }
+  /// `afterData`: the call's end (called twice: once at the start, once at the end).
+  Status owe(bool afterData) const {
+    return on_ && afterData == dataToNext_ ? ex_.oweAck(next_, kEveryCall) : Status::ok();
+  }
+
+ private:
+  // Bytes that make expectAck/oweAck act in this call rather than once a stream of calls.
+  static constexpr size_t kEveryCall = SIZE_MAX;
+  Exec& ex_;
+  bool on_;
+  int prev_, next_;
+  bool dataToNext_;
+};
+
 Status treeBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType type, int root) {
   const int n = ex.size(), r = ex.rank();
   const size_t es = dataTypeSize(type), se = sliceElems(ex, type);
@@ -252,11 +281,6 @@ Status treeBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType
   if (n == 1 || count == 0) return Status::ok();
   const TreeNode node = heapNode(r, n, root);
   ex.setPhase("tree broadcast", 0, heapDepth(n));
-  // The root learns from the last rank's acknowledgement that every rank took it for the root, as
-  // in chainBroadcast: the last virtual rank, a leaf, is the rank before the root.
-  const bool ack = ex.context().arena == nullptr;
-  const int last = ringMod(root - 1, n);
-  if (ack && r == root) FERRY_TRY(ex.expectAck(last, count * es));
   auto* o = static_cast<uint8_t*>(out);
   const size_t ks = sliceCount(count, se);
   std::vector<transport::Request*> recvs;
@@ -267,6 +291,10 @@ Status treeBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType
       recvs.push_back(*rv);
     }
   }
+  // Every receive from the rank before this one is posted: its acknowledgement comes after them.
+  const RingAck ack(ex, r, n, isChild(node, ringMod(r + 1, n)));
+  FERRY_TRY(ack.expect());
+  FERRY_TRY(ack.owe(false));
   for (size_t k = 0; k < ks; ++k) {
     if (node.parent >= 0) FERRY_TRY(ex.wait(recvs[k]));
     for (int c = 0; c < 2; ++c) {
@@ -274,7 +302,7 @@ Status treeBroadcast(Exec& ex, const void* in, void* out, size_t count, DataType
         FERRY_TRY(ex.send(node.child[c], o + sliceBegin(k, se) * es, sliceLength(count, k, se) * es));
     }
   }
-  if (ack && r == last) FERRY_TRY(ex.oweAck(root, count * es));
+  FERRY_TRY(ack.owe(true));
   return ex.waitAll();
 }
 
@@ -287,12 +315,10 @@ Status treeReduce(Exec& ex, const void* in, void* out, size_t count, DataType ty
   }
   const TreeNode node = heapNode(r, n, root);
   ex.setPhase("tree reduce", 0, heapDepth(n));
-  // The root acknowledges the call to the rank after it (virtual rank 1) before its receives, as
-  // in chainReduce.
-  const bool ack = ex.context().arena == nullptr;
-  const int first = ringMod(root + 1, n);
-  if (ack && r == first) FERRY_TRY(ex.expectAck(root, count * es));
-  if (ack && r == root) FERRY_TRY(ex.oweAck(first, count * es));
+  const RingAck ack(ex, r, n, node.parent == ringMod(r + 1, n));
+  const bool prevIsChild = isChild(node, ringMod(r - 1, n));
+  if (!prevIsChild) FERRY_TRY(ack.expect());
+  FERRY_TRY(ack.owe(false));
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   if (r != root) {
@@ -318,6 +344,8 @@ Status treeReduce(Exec& ex, const void* in, void* out, size_t count, DataType ty
     return Status::ok();
   };
   for (size_t k = 0; k < depth; ++k) FERRY_TRY(post(k));
+  // A child's acknowledgement comes after all its slices: its guard after their receives.
+  if (prevIsChild && depth == ks) FERRY_TRY(ack.expect());
   const RedOp combine = op == RedOp::kAvg ? RedOp::kSum : op;
   for (size_t k = 0; k < ks; ++k) {
     const size_t off = sliceBegin(k, se) * es, elems = sliceLength(count, k, se);
@@ -333,8 +361,12 @@ Status treeReduce(Exec& ex, const void* in, void* out, size_t count, DataType ty
       if (acc != dst + off) std::memmove(dst + off, acc, elems * es);
       if (op == RedOp::kAvg) kernels::divide(type, dst + off, dst + off, elems, static_cast<uint32_t>(n));
     }
-    if (k + depth < ks) FERRY_TRY(post(k + depth));
+    if (k + depth < ks) {
+      FERRY_TRY(post(k + depth));
+      if (prevIsChild && k + depth == ks - 1) FERRY_TRY(ack.expect());
+    }
   }
+  FERRY_TRY(ack.owe(true));
   return ex.waitAll();
 }
 
@@ -342,13 +374,9 @@ Status treeReduce(Exec& ex, const void* in, void* out, size_t count, DataType ty
 // arena's rows), like the ring and the chain (cost_model.hpp has the formulas).
 namespace {
 double doubleTreeCost(const Pricing& p) { return !p.arena && p.modelled ? p.doubleTree(p.n, p.B) : kUnmodelled; }
-// Broadcast and reduce: not offered to the tuner yet (kUnmodelled: run where FERRY_ALGO names them).
-// The chain names ranks that disagree on the root because every rank receives only from the rank
-// before it, whatever the root, and the root's guard (Context::acks) is posted on that rank; a
-// tree's peers depend on the root, so a rank that takes itself for the root may wait on a guard
-// nobody fills and time out instead (test_faults_mp's [roots] case). Pulled forward by
-// Pricing::heapTree once the tree carries a root-independent check.
-double heapTreeCost(const Pricing&) { return kUnmodelled; }
+// Broadcast and reduce: priced as the chain is (each node sends to two children, so each slice
+// pays two messages' bytes); ranks that disagree on the root are named through RingAck.
+double heapTreeCost(const Pricing& p) { return p.arena ? kUnmodelled : p.flat(p.heapTree(p.n, p.B)); }
 }  // namespace
 
 extern const AlgorithmRow kTreeAllReduce{CallKind::kAllReduce,

@@ -407,12 +407,15 @@ TEST_CASE("over the network at 64 hosts the logarithmic algorithms take the call
   CHECK(plan(*t, CallKind::kAllReduce, 64 << 20).algorithm == Algorithm::kRing);
   // Reduce-scatter of small blocks: 6 halving steps against the ring's 63.
   CHECK(plan(*t, CallKind::kReduceScatter, 16).algorithm == Algorithm::kHalving);
-  // Broadcast and reduce: the binary tree runs only where FERRY_ALGO names it (tree.cpp says why).
-  CHECK(plan(*t, CallKind::kBroadcast, 2).algorithm == Algorithm::kChain);
-  auto tree = Tuner::create(networkInputs(64, 64, false), "broadcast:tree;reduce:tree", "", 0);
-  REQUIRE(tree.isOk());
-  CHECK(plan(*tree, CallKind::kBroadcast, 2).algorithm == Algorithm::kTree);
-  CHECK(plan(*tree, CallKind::kReduce, 2).algorithm == Algorithm::kTree);
+  // Broadcast and reduce: the binary tree's 5 levels for a few bytes against the chain's 63 hops;
+  // the chain, one message a slice per rank, for large vectors.
+  CHECK(plan(*t, CallKind::kBroadcast, 2).algorithm == Algorithm::kTree);
+  CHECK(plan(*t, CallKind::kReduce, 2).algorithm == Algorithm::kTree);
+  CHECK(plan(*t, CallKind::kBroadcast, 64 << 20).algorithm == Algorithm::kChain);
+  CHECK(plan(*t, CallKind::kReduce, 64 << 20).algorithm == Algorithm::kChain);
+  auto chain = Tuner::create(networkInputs(64, 64, false), "broadcast:chain;reduce:chain", "", 0);
+  REQUIRE(chain.isOk());
+  CHECK(plan(*chain, CallKind::kBroadcast, 2).algorithm == Algorithm::kChain);
   // All-to-all: Bruck's 6 packed messages for small blocks, pairwise's fewer bytes for large.
   CHECK(plan(*t, CallKind::kAllToAll, 16).algorithm == Algorithm::kBruck);
   CHECK(plan(*t, CallKind::kAllToAll, 1 << 20).algorithm == Algorithm::kPairwise);
