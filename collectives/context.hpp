@@ -155,7 +155,20 @@ struct Context {
   };
   std::vector<UncheckedRing> unchecked;  // entries: a power of two (the arena's ring depth)
   size_t uncheckedCount = 0;
-  OpDesc lastUnchecked;       // the latest call kept
+  OpDesc lastUnchecked;  // the latest call kept
+  /// The last call's fingerprint and digest (Exec's tag and call log), for the call that repeats
+  /// it: loops of small calls ask them every call.
+  struct Remembered {
+    bool valid = false;
+    OpDesc desc;
+    uint32_t algorithm = 0, protocol = 0;
+    uint32_t value = 0;
+    bool holds(const OpDesc& d, uint32_t a = 0, uint32_t p = 0) const {
+      return valid && d.kind == desc.kind && d.count == desc.count && d.type == desc.type && d.op == desc.op &&
+             d.root == desc.root && a == algorithm && p == protocol;
+    }
+  };
+  Remembered lastFingerprint, lastDigest;
   size_t uncheckedDepth = 0;  // entries of each ring
   /// Over messages, the last rank of a broadcast's chain acknowledges the call to the root with
   /// an empty message, and a reduce's root acknowledges it to the head of its chain; the receiving

@@ -46,9 +46,19 @@ Scratch::~Scratch() {
   }
 }
 
+namespace {
+// fingerprint(d), through the context's memory of the last call.
+uint32_t rememberedFingerprint(Context& ctx, const OpDesc& d) {
+  Context::Remembered& m = ctx.lastFingerprint;
+  if (!m.holds(d)) m = {true, d, 0, 0, fingerprint(d)};
+  return m.value;
+}
+}  // namespace
+
 Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
-    : ctx_(ctx), desc_(desc), seq_(seq), tagClass_(tagClass), tag_(makeTag(tagClass, seq, fingerprint(desc))),
-      timeout_(timeoutSeconds), requests_(nullptr) {  // created by the first send or receive: arena calls post none
+    : ctx_(ctx), desc_(desc), seq_(seq), tagClass_(tagClass),
+      tag_(makeTag(tagClass, seq, rememberedFingerprint(ctx, desc))), timeout_(timeoutSeconds),
+      requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
     t->call.store(callKindName(desc.kind), std::memory_order_relaxed);
@@ -181,7 +191,14 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
     if (addr0 != nullptr) bits |= 1u | (ctx_.arena->mappable(addr0, 1) ? 2u : 0u);
     if (addr1 != nullptr) bits |= 4u | (ctx_.arena->mappable(addr1, 1) ? 8u : 0u);
   }
-  digest_ = ctx_.checkMismatch ? callDigest(desc_, algorithm, protocol) : 0;  // read by the mismatch checks only
+  if (ctx_.checkMismatch) {  // read by the mismatch checks only
+    Context::Remembered& m = ctx_.lastDigest;
+    if (!m.holds(desc_, algorithm, protocol))
+      m = {true, desc_, algorithm, protocol, callDigest(desc_, algorithm, protocol)};
+    digest_ = m.value;
+  } else {
+    digest_ = 0;
+  }
   ctx_.arena->noteCall(seq_, bits, digest_);
 }
 
