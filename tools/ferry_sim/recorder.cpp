@@ -116,6 +116,24 @@ class Reservation {
 
 thread_local Reservation tBuffers;
 
+// The algorithms' scratch and staging memory, reserved the same way: the host kernels are stubs, so
+// nothing touches it, even where malloc would fill what it hands out (MALLOC_PERTURB_, which meson
+// sets for tests). A header page holds the mapping's size.
+constexpr size_t kScratchHeader = 4096;
+
+void* reserveScratch(size_t bytes) {
+  const size_t total = bytes + kScratchHeader;
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  *static_cast<size_t*>(p) = total;
+  return static_cast<uint8_t*>(p) + kScratchHeader;
+}
+
+void releaseScratch(void* ptr) {
+  void* base = static_cast<uint8_t*>(ptr) - kScratchHeader;
+  munmap(base, *static_cast<size_t*>(base));
+}
+
 // The call in place, NCCL's way (algorithms.hpp): one buffer, the rank's block inside it.
 Call inPlaceCall(const CallSpec& s, int rank, uint8_t* buf) {
   const size_t es = dataTypeSize(s.type), block = s.count * es;
@@ -163,6 +181,8 @@ Result<Program> recordRank(const coll::AlgorithmRow& row, const CallSpec& spec, 
   ctx.transport = &transport;
   ctx.rank = rank;
   ctx.size = spec.n;
+  scratch.setAllocator({reserveScratch, releaseScratch});
+  staging.setAllocator({reserveScratch, releaseScratch});
   ctx.scratch = &scratch;
   ctx.staging = &staging;
   ctx.sliceBytes = spec.sliceBytes;
