@@ -116,23 +116,13 @@ class Reservation {
 
 thread_local Reservation tBuffers;
 
-// The algorithms' scratch and staging memory, reserved the same way: the host kernels are stubs, so
-// nothing touches it, even where malloc would fill what it hands out (MALLOC_PERTURB_, which meson
-// sets for tests). A header page holds the mapping's size.
-constexpr size_t kScratchHeader = 4096;
-
-void* reserveScratch(size_t bytes) {
-  const size_t total = bytes + kScratchHeader;
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  *static_cast<size_t*>(p) = total;
-  return static_cast<uint8_t*>(p) + kScratchHeader;
-}
-
-void releaseScratch(void* ptr) {
-  void* base = static_cast<uint8_t*>(ptr) - kScratchHeader;
-  munmap(base, *static_cast<size_t*>(base));
-}
+// The algorithms' scratch and staging memory, reserved the same way and kept for the thread's
+// next rank (as malloc would reuse it): the host kernels are stubs, so little of it is touched,
+// even where malloc would fill what it hands out (MALLOC_PERTURB_, which meson sets for tests).
+thread_local Reservation tScratch, tStaging;
+void* scratchMemory(size_t bytes) { return tScratch.get(bytes); }
+void* stagingMemory(size_t bytes) { return tStaging.get(bytes); }
+void keepReserved(void*) {}
 
 // The call in place, NCCL's way (algorithms.hpp): one buffer, the rank's block inside it.
 Call inPlaceCall(const CallSpec& s, int rank, uint8_t* buf) {
@@ -181,8 +171,8 @@ Result<Program> recordRank(const coll::AlgorithmRow& row, const CallSpec& spec, 
   ctx.transport = &transport;
   ctx.rank = rank;
   ctx.size = spec.n;
-  scratch.setAllocator({reserveScratch, releaseScratch});
-  staging.setAllocator({reserveScratch, releaseScratch});
+  scratch.setAllocator({scratchMemory, keepReserved});
+  staging.setAllocator({stagingMemory, keepReserved});
   ctx.scratch = &scratch;
   ctx.staging = &staging;
   ctx.sliceBytes = spec.sliceBytes;
