@@ -41,7 +41,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--topology", default=os.path.join(root, "tools/ferry_sim/topologies/dgx_h100_rail.ini"))
     p.add_argument("--collective", default="all_reduce")
-    p.add_argument("--ranks", default="8,16,32,64,128,256,512,1024,2048,4096,8192,16384")
+    p.add_argument("--ranks", default="8,16,32,64,128,256,512,1024,2048,4096,8192,16384,32768")
     p.add_argument("--small", type=int, default=8)
     p.add_argument("--large", type=int, default=1 << 30)
     p.add_argument("-o", "--output", default="sim-scale")

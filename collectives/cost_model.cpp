@@ -11,7 +11,8 @@ Pricing::Pricing(const ModelInputs& inputs, size_t chunkBytes, size_t bytes, boo
       over(inputs.ranksOnHost > inputs.model.cores),
       f(over ? static_cast<double>(inputs.ranksOnHost) / inputs.model.cores : 1.0),
       S(over ? inputs.model.syncSleep : inputs.model.syncSpin), c(1.0 / inputs.model.copyBw),
-      modelled(inputs.net.measured), L(std::max(1, inputs.ranksPerHost)), H(inputs.hosts),
+      modelled(inputs.net.measured), L(std::max(1, inputs.ranksPerHost)),
+      share(std::ceil(L / std::max(1, inputs.nicsPerHost))), H(inputs.hosts),
       localCopy(inputs.localCopyBw > 0 ? 1.0 / inputs.localCopyBw : 0.0), chunk_(static_cast<double>(chunkBytes)),
       cc_(inputs.model.copyBwCache > 0 ? 1.0 / inputs.model.copyBwCache : c), g_(1.0 / inputs.model.reduceBw),
       gc_(inputs.model.reduceBwCache > 0 ? 1.0 / inputs.model.reduceBwCache : g_), k_(1.0 / inputs.model.cmaBw) {}
@@ -35,7 +36,23 @@ double Pricing::chain(double m, double b) const {
 
 namespace {
 double log2Floor(double m) { return std::floor(std::log2(std::max(1.0, m))); }
+bool powerOfTwo(double m) { return m >= 1 && std::exp2(log2Floor(m)) == m; }
 }  // namespace
+
+double Pricing::hostMsg(double b) const { return in.intra.measured ? in.intra.alpha + b * in.intra.beta : msg(b, 1); }
+
+double Pricing::exchange(double m, double d, double b) const {
+  // Folding renumbers the ranks, and uneven hosts break the numbering: then every step may cross.
+  const bool withinHost = in.evenHosts && powerOfTwo(m) && powerOfTwo(L) && d < L;
+  return withinHost ? hostMsg(b) : msg(b, share);
+}
+
+double Pricing::doubling(double m, double b) const {
+  const double p = std::exp2(log2Floor(m));
+  double t = p < m ? 2 * msg(b, share) : 0.0;
+  for (double d = 1; d < p; d *= 2) t += exchange(m, d, b);
+  return t;
+}
 
 double Pricing::heapTree(double m, double b) const {
   const double slice = static_cast<double>(std::max<size_t>(in.sliceBytes, 1));
@@ -47,13 +64,16 @@ double Pricing::heapTree(double m, double b) const {
 double Pricing::doubleTree(double m, double b) const {
   const double slice = static_cast<double>(std::max<size_t>(in.sliceBytes, 1));
   const double chunks = std::max(1.0, std::ceil(b / 2 / slice));
-  return 2 * log2Floor(m) * msg(std::min(b / 2, slice), 1) + 2 * chunks * in.net.alpha + 2 * b * in.net.beta * L;
+  return 2 * log2Floor(m) * msg(std::min(b / 2, slice), 1) + 2 * chunks * in.net.alpha + 2 * b * in.net.beta * share;
 }
 
 double Pricing::rabenseifner(double m, double b) const {
   const double p = std::exp2(log2Floor(m));
-  const double fold = p < m ? 2 * msg(b, 1) : 0.0;
-  return 2 * log2Floor(m) * in.net.alpha + 2 * (p - 1) / p * b * in.net.beta + (p - 1) / p * b * reduceRate() + fold;
+  const double fold = p < m ? 2 * msg(b, share) : 0.0;
+  // Halving exchanges half of what is left at distance p/2, then p/4, ...; the gather retraces them.
+  double t = fold + (p - 1) / p * b * reduceRate();
+  for (double d = p / 2, part = b / 2; d >= 1; d /= 2, part /= 2) t += 2 * exchange(m, d, part);
+  return t;
 }
 
 double Pricing::halvingBlocks(double m, double b, bool reduces) const {
@@ -65,7 +85,7 @@ double Pricing::halvingBlocks(double m, double b, bool reduces) const {
 
 double Pricing::bruckAllToAll(double m, double b) const {
   const double steps = std::ceil(std::log2(m));
-  return steps * in.net.alpha + steps * std::ceil(m / 2) * L * b * in.net.beta + 4 * m * b * copyRate();
+  return steps * in.net.alpha + steps * std::ceil(m / 2) * share * b * in.net.beta + 4 * m * b * copyRate();
 }
 
 double Pricing::local(CallKind k, double b) const {

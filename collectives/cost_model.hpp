@@ -65,8 +65,13 @@ struct ModelInputs {
   /// FERRY_TUNE_MODEL_HOSTS: a communicator spanning more hosts runs no trials (the model alone).
   int modelHosts = std::numeric_limits<int>::max();
   // Communicators over the network (no arena).
-  NetLevel net;                    ///< measured between hosts; unmeasured: the transport algorithms are not modelled
-  int ranksPerHost = 1;            ///< ranks sharing a host's link (the most on any host)
+  NetLevel net;          ///< measured between hosts; unmeasured: the transport algorithms are not modelled
+  int ranksPerHost = 1;  ///< ranks on a host (the most on any host), numbered host by host
+  /// Links from a host to the network, rank r of a host on link r mod nicsPerHost (rail-optimised
+  /// hosts give each GPU its own NIC): ceil(ranksPerHost / nicsPerHost) streams share one link.
+  int nicsPerHost = 1;
+  /// Messages between two ranks of one host; unmeasured: priced as the network's (`net`).
+  NetLevel intra;
   size_t sliceBytes = 256 * 1024;  ///< FERRY_SLICE_BYTES: the pipelined chains' slices
   // Communicators spanning hosts with the two levels of runtime/hierarchy.hpp built.
   bool hierarchy = false;
@@ -120,8 +125,22 @@ class Pricing {
   // Over the network between hosts: a message of b bytes over one stream costs alpha + b * beta;
   // `share` streams through one host's link divide its rate.
   bool modelled;  ///< the network was measured
-  double L;       ///< ranks sharing a host's link
+  double L;       ///< ranks per host
+  /// Streams through one host link when every rank of a host sends across at once: ceil(L / NICs).
+  double share;
   double msg(double b, double share) const { return in.net.alpha + b * in.net.beta * share; }
+  /// One message of b bytes between two ranks of one host.
+  double hostMsg(double b) const;
+  /// One hop of a ring step, b bytes: within the host where the ring stays on one, else the step
+  /// waits for its hops between hosts, one stream per host link.
+  double ringHop(double b) const { return H <= 1 ? hostMsg(b) : msg(b, 1); }
+  /// One exchange of b bytes at distance d of recursive doubling or halving on m ranks, every rank
+  /// exchanging at once: within a host where the ranks are numbered host by host (m and L powers of
+  /// two, d < L), else across hosts, `share` streams per host link.
+  double exchange(double m, double d, double b) const;
+  /// Recursive doubling all-reduce of b bytes on m ranks: log2(p) whole-vector exchanges, two more
+  /// to fold and unfold the rest (p: the largest power of two <= m).
+  double doubling(double m, double b) const;
   /// A measured network's figure, or 0 where it was not measured (one transport algorithm each).
   double flat(double seconds) const { return modelled ? seconds : 0.0; }
   /// Recursive doubling on m ranks: log2(p) exchanges, two more to fold and unfold the rest.

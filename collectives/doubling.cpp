@@ -85,12 +85,15 @@ Status doublingAllReduce(Exec& ex, const void* in, void* out, size_t count, Data
 
 // Row of the algorithm table (table.hpp): priced only over a measured network; on one host (and
 // over an unmeasured network) it runs only where FERRY_ALGO asks for it.
-extern const AlgorithmRow kDoublingAllReduce{
-    CallKind::kAllReduce,
-    Algorithm::kDoubling,
-    Protocol::kMessages,
-    [](const Pricing&) { return true; },
-    [](const Pricing& p) { return !p.arena && p.modelled ? Pricing::doublingSteps(p.n) * p.msg(p.B, 1) : kUnmodelled; },
-    [](Exec& ex, const Plan&, const Call& c) { return doublingAllReduce(ex, c.send, c.recv, c.count, c.type, c.op); }};
+extern const AlgorithmRow kDoublingAllReduce{CallKind::kAllReduce,
+                                             Algorithm::kDoubling,
+                                             Protocol::kMessages,
+                                             [](const Pricing&) { return true; },
+                                             [](const Pricing& p) {
+                                               return !p.arena && p.modelled ? p.doubling(p.n, p.B) : kUnmodelled;
+                                             },
+                                             [](Exec& ex, const Plan&, const Call& c) {
+                                               return doublingAllReduce(ex, c.send, c.recv, c.count, c.type, c.op);
+                                             }};
 
 }  // namespace ferry::coll

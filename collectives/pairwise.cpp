@@ -111,14 +111,14 @@ Status recvFrom(Exec& ex, void* buf, size_t bytes, int peer) {
 }
 
 // Rows of the algorithm table (table.hpp).
-// All-to-all: of a host's L ranks each sends n - L blocks through the host's link.
+// All-to-all: of a host's L ranks each sends n - L blocks, `share` of them through one host link.
 extern const AlgorithmRow kPairwiseAllToAll{
     CallKind::kAllToAll,
     Algorithm::kPairwise,
     Protocol::kMessages,
     [](const Pricing&) { return true; },
     [](const Pricing& p) {
-      return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.in.net.alpha + p.L * (p.n - p.L) * p.B * p.in.net.beta);
+      return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.in.net.alpha + p.share * (p.n - p.L) * p.B * p.in.net.beta);
     },
     [](Exec& ex, const Plan&, const Call& c) { return pairwiseAllToAll(ex, c.send, c.recv, c.count, c.type); }};
 

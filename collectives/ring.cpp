@@ -143,7 +143,7 @@ extern const AlgorithmRow kRingAllReduce{CallKind::kAllReduce,
                                          Protocol::kMessages,
                                          always,
                                          [](const Pricing& p) {
-                                           return p.arena ? kUnmodelled : p.flat(2 * (p.n - 1) * p.msg(p.B / p.n, 1));
+                                           return p.arena ? kUnmodelled : p.flat(2 * (p.n - 1) * p.ringHop(p.B / p.n));
                                          },
                                          [](Exec& ex, const Plan&, const Call& c) {
                                            return ringAllReduce(ex, c.send, c.recv, c.count, c.type, c.op);
@@ -154,7 +154,7 @@ extern const AlgorithmRow kRingReduceScatter{CallKind::kReduceScatter,
                                              Protocol::kMessages,
                                              always,
                                              [](const Pricing& p) {
-                                               return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1));
+                                               return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.ringHop(p.B));
                                              },
                                              [](Exec& ex, const Plan&, const Call& c) {
                                                return ringReduceScatter(ex, c.send, c.recv, c.count, c.type, c.op);
@@ -165,7 +165,7 @@ extern const AlgorithmRow kRingAllGather{CallKind::kAllGather,
                                          Protocol::kMessages,
                                          always,
                                          [](const Pricing& p) {
-                                           return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.msg(p.B, 1));
+                                           return p.arena ? kUnmodelled : p.flat((p.n - 1) * p.ringHop(p.B));
                                          },
                                          [](Exec& ex, const Plan&, const Call& c) {
                                            return ringAllGather(ex, c.send, c.recv, c.count, c.type);

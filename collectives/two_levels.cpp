@@ -22,8 +22,8 @@ Status runOnLevels(Exec& ex, const Plan&, const Call& c) {
 }  // namespace
 
 // Even hosts: reduce-scatter on each host, all-reduce of the blocks across hosts (L streams per
-// host at once), all-gather on each host. Otherwise reduce to each host's first rank, all-reduce
-// across, broadcast back.
+// host at once, `share` of them per host link), all-gather on each host. Otherwise reduce to each
+// host's first rank, all-reduce across, broadcast back.
 extern const AlgorithmRow kTwoLevelAllReduce{CallKind::kAllReduce,
                                              Algorithm::kHierarchical,
                                              Protocol::kMessages,
@@ -31,7 +31,7 @@ extern const AlgorithmRow kTwoLevelAllReduce{CallKind::kAllReduce,
                                              [](const Pricing& p) {
                                                return p.in.evenHosts
                                                           ? p.local(CallKind::kReduceScatter, p.B / p.L) +
-                                                                p.crossAllReduce(p.B / p.L, p.L) +
+                                                                p.crossAllReduce(p.B / p.L, p.share) +
                                                                 p.local(CallKind::kAllGather, p.B / p.L)
                                                           : p.local(CallKind::kReduce, p.B) + p.crossAllReduce(p.B, 1) +
                                                                 p.local(CallKind::kBroadcast, p.B);
@@ -45,7 +45,7 @@ extern const AlgorithmRow kTwoLevelReduceScatter{CallKind::kReduceScatter,
                                                  [](const Pricing& p) {
                                                    return p.n * p.B * p.localCopy +
                                                           p.local(CallKind::kReduceScatter, p.H * p.B) +
-                                                          (p.H - 1) * p.msg(p.B, p.L);
+                                                          (p.H - 1) * p.msg(p.B, p.share);
                                                  },
                                                  runOnLevels};
 
@@ -54,7 +54,7 @@ extern const AlgorithmRow kTwoLevelAllGather{CallKind::kAllGather,
                                              Protocol::kMessages,
                                              spansEvenHosts,
                                              [](const Pricing& p) {
-                                               return (p.H - 1) * p.msg(p.B, p.L) +
+                                               return (p.H - 1) * p.msg(p.B, p.share) +
                                                       p.local(CallKind::kAllGather, p.H * p.B) +
                                                       p.n * p.B * p.localCopy;
                                              },
@@ -67,7 +67,7 @@ extern const AlgorithmRow kTwoLevelAllToAll{CallKind::kAllToAll,
                                             [](const Pricing& p) {
                                               return 2 * p.n * p.B * p.localCopy +
                                                      p.local(CallKind::kAllToAll, p.H * p.B) +
-                                                     (p.H - 1) * p.msg(p.L * p.B, p.L);
+                                                     (p.H - 1) * p.msg(p.L * p.B, p.share);
                                             },
                                             runOnLevels};
 

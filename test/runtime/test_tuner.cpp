@@ -688,6 +688,32 @@ TEST_CASE("a float sum over a flat network picks ring or doubling by size and ra
   CHECK(tb->choose(max).algorithm == Algorithm::kDoubling);
 }
 
+TEST_CASE("a NIC per rank and fast links within a host make halving beat the ring between two hosts", "[tuner][net]") {
+  // Two hosts of 8 ranks, flat (no two levels), 4 us and 50 GB/s a stream between hosts. Max: the
+  // measured figures decide, not the fixed constants of a float sum's order class.
+  TunerInputs in = networkInputs(16, 2, false);
+  in.net.alpha = 4e-6;
+  in.net.beta = 1.0 / 50e9;
+  in.model.reduceBw = 1e12;
+  const OpDesc large{CallKind::kAllReduce, size_t{1} << 28, DataType::kFloat32, RedOp::kMax, -1};
+  // One link per host, steps within a host at the network's price: the ring crosses once per host.
+  auto oneLink = Tuner::create(in, "", "", 0);
+  REQUIRE(oneLink.isOk());
+  CHECK(oneLink->choose(large).algorithm == Algorithm::kRing);
+  // 8 NICs and NVLink-like 450 GB/s within a host: Rabenseifner's halving sends half the vector
+  // across on each rank's own NIC and the rest within the host (ferry-sim: 24.3 ms against 40.3).
+  in.nicsPerHost = 8;
+  in.intra = NetLevel{2e-6, 1.0 / 450e9, true};
+  auto rail = Tuner::create(in, "", "", 0);
+  REQUIRE(rail.isOk());
+  CHECK(rail->choose(large).algorithm == Algorithm::kRabenseifner);
+  // 4 NICs: two ranks share each, and the ring is back in front (ferry-sim: 40.3 ms against 45.7).
+  in.nicsPerHost = 4;
+  auto four = Tuner::create(in, "", "", 0);
+  REQUIRE(four.isOk());
+  CHECK(four->choose(large).algorithm == Algorithm::kRing);
+}
+
 TEST_CASE("FERRY_ALGO may pick another order class: the user's choice", "[tuner][net]") {
   auto t = Tuner::create(networkInputs(4, 2, true), "allreduce:ring", "", 0);
   REQUIRE(t.isOk());

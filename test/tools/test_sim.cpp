@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 
 #include "collectives/table.hpp"
 #include "tools/ferry_sim/recorder.hpp"
@@ -234,6 +235,36 @@ TEST_CASE("sim: the ring below one element per rank sends each element around th
     total += sends;
   }
   CHECK(total == 2 * 3 * (spec.n - 1));
+}
+
+TEST_CASE("sim: the tuner's formulas pick the fastest all-reduce row on hosts of 8 ranks and 1, 4 or 8 NICs", "[sim]") {
+  // One and two hosts of 8 ranks, NVLink-like within a host. With a NIC per rank the exchanges
+  // between hosts do not share a link and those within a host are cheap: halving and doubling
+  // (whose first steps stay in a host) beat the one ring. With fewer NICs, or on one host, the ring.
+  for (int nics : {1, 4, 8}) {
+    for (int n : {8, 16}) {
+      const Topology t =
+          parsed("gpus_per_host = 8\nintra_bw = 450e9\nintra_latency = 2e-6\nnics_per_host = " + std::to_string(nics) +
+                 "\nnic_bw = 50e9\nnic_latency = 4e-6\nreduce_bw = 1500e9\n");
+      for (size_t bytes : {size_t{8}, size_t{256} << 20}) {
+        const size_t count = bytes / 4;
+        const coll::AlgorithmRow* chosen = modelChoice(t, CallKind::kAllReduce, count, DataType::kFloat32, n);
+        REQUIRE(chosen != nullptr);
+        double best = 1e30, choice = 0;
+        std::string fastest;
+        for (const coll::AlgorithmRow* row : coll::algorithmTable()) {
+          if (row->kind != CallKind::kAllReduce || !recordable(*row)) continue;
+          const SimPoint pt = simulate(t, *row, CallKind::kAllReduce, bytes, DataType::kFloat32, n, 1 << 24);
+          REQUIRE(pt.error.empty());
+          if (pt.seconds < best) best = pt.seconds, fastest = pt.row;
+          if (row == chosen) choice = pt.seconds;
+        }
+        INFO(n << " ranks, " << nics << " NICs, " << bytes << " B: chose " << coll::algorithmName(chosen->algorithm)
+               << " (" << choice << " s), fastest " << fastest << " (" << best << " s)");
+        CHECK(choice <= best * 1.1);
+      }
+    }
+  }
 }
 
 TEST_CASE("sim: topology files name the line and key they cannot take", "[sim]") {

@@ -116,6 +116,14 @@ class Reservation {
 
 thread_local Reservation tBuffers;
 
+// The algorithms' scratch and staging memory, reserved the same way and kept for the thread's
+// next rank (as malloc would reuse it): the host kernels are stubs, so little of it is touched,
+// even where malloc would fill what it hands out (MALLOC_PERTURB_, which meson sets for tests).
+thread_local Reservation tScratch, tStaging;
+void* scratchMemory(size_t bytes) { return tScratch.get(bytes); }
+void* stagingMemory(size_t bytes) { return tStaging.get(bytes); }
+void keepReserved(void*) {}
+
 // The call in place, NCCL's way (algorithms.hpp): one buffer, the rank's block inside it.
 Call inPlaceCall(const CallSpec& s, int rank, uint8_t* buf) {
   const size_t es = dataTypeSize(s.type), block = s.count * es;
@@ -163,6 +171,8 @@ Result<Program> recordRank(const coll::AlgorithmRow& row, const CallSpec& spec, 
   ctx.transport = &transport;
   ctx.rank = rank;
   ctx.size = spec.n;
+  scratch.setAllocator({scratchMemory, keepReserved});
+  staging.setAllocator({stagingMemory, keepReserved});
   ctx.scratch = &scratch;
   ctx.staging = &staging;
   ctx.sliceBytes = spec.sliceBytes;

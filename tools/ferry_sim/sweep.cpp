@@ -102,6 +102,10 @@ const coll::AlgorithmRow* modelChoice(const Topology& topo, CallKind kind, size_
   in.net.beta = 1.0 / topo.streamBw();
   in.net.measured = true;
   in.ranksPerHost = topo.ranksPerHost;
+  in.nicsPerHost = topo.nics;
+  in.intra.alpha = topo.intraLatency;
+  in.intra.beta = 1.0 / topo.intraStreamBw();
+  in.intra.measured = true;
   in.sliceBytes = topo.sliceBytes;
   in.hosts = (n + topo.ranksPerHost - 1) / topo.ranksPerHost;
   in.evenHosts = n % topo.ranksPerHost == 0;

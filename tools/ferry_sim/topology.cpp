@@ -90,6 +90,7 @@ class FatTree final : public Fabric {
 }  // namespace
 
 double Topology::streamBw() const { return fabricBw > 0 ? std::min(nicBw, fabricBw) : nicBw; }
+double Topology::intraStreamBw() const { return hostMemBw > 0 ? std::min(intraBw, hostMemBw) : intraBw; }
 
 std::unique_ptr<Fabric> Topology::fabric(int n, int period) const {
   return std::make_unique<FatTree>(*this, n, period);

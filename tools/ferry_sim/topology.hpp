@@ -54,6 +54,8 @@ struct Topology {
   /// the alpha and beta the tuner's cost formulas take.
   double alpha() const { return nicLatency; }
   double streamBw() const;
+  /// The rate of one stream between two ranks of one host: the intra-host figures the formulas take.
+  double intraStreamBw() const;
 };
 
 }  // namespace ferry::sim
