@@ -110,6 +110,33 @@ TEST_CASE("sim: ring all-reduce on a uniform machine takes 2(p-1)(alpha + n/(p b
   }
 }
 
+TEST_CASE("sim: calls in a row overlap where the algorithm lets them, as ferry-perf times them", "[sim]") {
+  const Topology t = parsed("gpus_per_host = 1\nintra_bw = 1e9\nnic_bw = 1e9\nnic_latency = 10e-6\n");
+  const coll::AlgorithmRow* chain =
+      coll::findRow(CallKind::kBroadcast, coll::Algorithm::kChain, coll::Protocol::kMessages);
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  REQUIRE(chain != nullptr);
+  REQUIRE(ring != nullptr);
+  // A chain of 8 ranks, 4 slices: one call fills the chain (6 + 4 slice times); in a row the root
+  // starts the next call as it sends its last slice, so a call costs little more than its slices.
+  const size_t bytes = 4 * t.sliceBytes;
+  const double sliceTime = 10e-6 + static_cast<double>(t.sliceBytes) / 1e9;
+  const SimPoint one = simulate(t, *chain, CallKind::kBroadcast, bytes, DataType::kFloat32, 8, 1 << 20, 1);
+  const SimPoint five = simulate(t, *chain, CallKind::kBroadcast, bytes, DataType::kFloat32, 8, 1 << 20, 5);
+  REQUIRE(one.error.empty());
+  REQUIRE(five.error.empty());
+  CHECK(one.seconds == Approx(10 * sliceTime).epsilon(0.02));
+  CHECK(five.seconds < 0.7 * one.seconds);
+  CHECK(five.seconds > 4 * static_cast<double>(t.sliceBytes) / 1e9);
+  CHECK(five.algBw == Approx(static_cast<double>(bytes) / 1e9 / five.seconds));
+  // A ring all-reduce: each call waits for every rank's data, so calls in a row take as long.
+  const SimPoint r1 = simulate(t, *ring, CallKind::kAllReduce, 40960 * 5, DataType::kFloat32, 5, 1 << 20, 1);
+  const SimPoint r3 = simulate(t, *ring, CallKind::kAllReduce, 40960 * 5, DataType::kFloat32, 5, 1 << 20, 3);
+  REQUIRE(r3.error.empty());
+  CHECK(r3.seconds == Approx(r1.seconds).epsilon(0.01));
+}
+
 TEST_CASE("sim: a folded replay matches the replay of every rank", "[sim]") {
   // 4 hosts x 4 ranks, two tiers with an oversubscribed uplink: the ring folds to one host.
   const Topology t = parsed(

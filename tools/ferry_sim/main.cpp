@@ -24,10 +24,11 @@ using namespace ferry::sim;
 
 constexpr const char* kUsage =
     "usage: ferry-sim --topology FILE --ranks N [--algo NAME[,NAME...]] [--max-ops N] COLLECTIVE\n"
-    "                 [-b MIN] [-e MAX] [-f FACTOR] [-d float32|float16|bfloat16|float64|int32|...] [-J OUT.json]\n"
+    "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-d float32|float16|...] [-J OUT.json]\n"
     "  COLLECTIVE: all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce\n"
     "  --algo: rows to simulate (ring, doubling, bruck, chain, pairwise, ..., choice); default: every row\n"
     "          that runs over messages, then the tuner's choice\n"
+    "  -n ITERS: time per call of ITERS calls in a row, as ferry-perf -n times them (default 1: one call)\n"
     "  -J OUT.json: ferry-perf JSON per algorithm, OUT-ring.json, OUT-choice.json, ...\n";
 
 struct Args {
@@ -40,6 +41,7 @@ struct Args {
   DataType type = DataType::kFloat32;
   std::string json;
   size_t maxOps = 40'000'000;
+  int iters = 1;
 };
 
 bool parseSize(const std::string& s, size_t* out) {
@@ -87,6 +89,9 @@ bool parseArgs(int argc, char** argv, Args& a, std::string& why) {
       a.maxOps = std::strtoull(v.c_str(), nullptr, 10);
     } else if ((k == "-b" || k == "-e") && next(v)) {
       if (!parseSize(v, k == "-b" ? &a.minBytes : &a.maxBytes)) return why = k + " " + v + ": expected a size", false;
+    } else if (k == "-n" && next(v)) {
+      a.iters = std::atoi(v.c_str());
+      if (a.iters < 1) return why = "-n " + v + ": expected a call count >= 1", false;
     } else if (k == "-f" && next(v)) {
       a.factor = std::atof(v.c_str());
       if (a.factor <= 1) return why = "-f " + v + ": expected a factor > 1", false;
@@ -225,7 +230,7 @@ int main(int argc, char** argv) {
   std::vector<Series> all;
   for (const coll::AlgorithmRow* row : rows) {
     Series s{coll::algorithmName(row->algorithm), {}};
-    for (size_t b : sizes) s.points.push_back(simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps));
+    for (size_t b : sizes) s.points.push_back(simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps, a.iters));
     printSeries(s, a.kind, a.type);
     all.push_back(std::move(s));
   }
@@ -245,7 +250,7 @@ int main(int argc, char** argv) {
         known.bytes = b;
         known.error = "no row over messages applies";
       } else if (!reused) {
-        known = simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps);
+        known = simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps, a.iters);
       }
       s.points.push_back(known);
     }

@@ -28,6 +28,26 @@ constexpr CollName kNames[] = {{CallKind::kAllReduce, "all_reduce"}, {CallKind::
                                {CallKind::kAllGather, "all_gather"}, {CallKind::kAllToAll, "alltoall"},
                                {CallKind::kBroadcast, "broadcast"},  {CallKind::kReduce, "reduce"}};
 
+// Each program run `iters` times in a row: the copies' requests numbered after the ones before
+// (messages match in order per pair of ranks, so call i's meet call i's).
+std::vector<Program> repeated(const std::vector<Program>& programs, int iters) {
+  std::vector<Program> out(programs.size());
+  for (size_t p = 0; p < programs.size(); ++p) {
+    const Program& one = programs[p];
+    Program& many = out[p];
+    many.ops.reserve(one.ops.size() * static_cast<size_t>(iters));
+    for (int i = 0; i < iters; ++i) {
+      const uint32_t base = one.requests * static_cast<uint32_t>(i);
+      for (Op op : one.ops) {
+        if (op.kind == Op::Kind::kSend || op.kind == Op::Kind::kRecv || op.kind == Op::Kind::kWait) op.req += base;
+        many.ops.push_back(op);
+      }
+    }
+    many.requests = one.requests * static_cast<uint32_t>(iters);
+  }
+  return out;
+}
+
 bool perRank(CallKind k) {
   return k == CallKind::kAllGather || k == CallKind::kReduceScatter || k == CallKind::kAllToAll;
 }
@@ -59,7 +79,7 @@ size_t perfCount(CallKind kind, size_t bytes, size_t elementSize, int n) {
 }
 
 SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind kind, size_t bytes, DataType type,
-                  int n, size_t maxOps) {
+                  int n, size_t maxOps, int iters) {
   SimPoint pt;
   const size_t es = dataTypeSize(type);
   pt.bytes = bytes;
@@ -79,14 +99,15 @@ SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind 
   }
   pt.period = rec->period;
   std::unique_ptr<Fabric> fabric = topo.fabric(n, rec->period);
-  const ReplayResult r = replay(*fabric, rec->programs, n, topo.compute, rec->fold);
+  const std::vector<Program> programs = iters > 1 ? repeated(rec->programs, iters) : std::vector<Program>{};
+  const ReplayResult r = replay(*fabric, iters > 1 ? programs : rec->programs, n, topo.compute, rec->fold);
   if (!r.complete) {
     pt.error = "the replay deadlocked (a receive no send matched)";
     return pt;
   }
-  pt.seconds = r.seconds;
+  pt.seconds = r.seconds / iters;
   const double moved = static_cast<double>(pt.count * es) * (perRank(kind) ? n : 1);
-  pt.algBw = r.seconds > 0 ? moved / 1e9 / r.seconds : 0;
+  pt.algBw = pt.seconds > 0 ? moved / 1e9 / pt.seconds : 0;
   pt.busBw = pt.algBw * busFactor(kind, n);
   return pt;
 }

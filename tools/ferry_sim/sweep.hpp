@@ -33,9 +33,11 @@ const char* collectiveName(CallKind kind);
 /// 16 bytes).
 size_t perfCount(CallKind kind, size_t bytes, size_t elementSize, int n);
 
-/// Simulate one call of `bytes` under `row`.
+/// Simulate a call of `bytes` under `row`: the time per call of `iters` calls in a row, each rank
+/// starting the next when it finishes the last (ferry-perf's timed loop; rooted calls overlap
+/// there, a root running ahead of the ranks still receiving).
 SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind kind, size_t bytes, DataType type,
-                  int n, size_t maxOps);
+                  int n, size_t maxOps, int iters = 1);
 
 /// The row the tuner's cost formulas (collectives/cost_model.hpp) pick for the call among the rows
 /// ferry-sim can record, priced with the topology's alpha and beta: null when none applies.
