@@ -252,8 +252,10 @@ struct Comm::Impl {
       // Over messages nothing shows where the other ranks are: ask them (those blocked in ferry
       // answer within milliseconds; the rest are named as not answering).
       bool mismatch = false;
-      std::string where = watchdog->whoIsBehind(ex.seq(), 1.0, ex.desc(), &mismatch);
-      error = Status(mismatch ? ErrorCode::kMismatch : st.code(), st.message() + "; " + where);
+      Status reported;
+      std::string where = watchdog->whoIsBehind(ex.seq(), 1.0, ex.desc(), &mismatch, &reported);
+      error = !reported.isOk() ? Status(st.code(), st.message() + "; " + reported.message())
+                               : Status(mismatch ? ErrorCode::kMismatch : st.code(), st.message() + "; " + where);
     }
     FERRY_WARN(log::kColl, "%s", error.message().c_str());
     // Retire what the failed call posted before its buffers go back to the caller.

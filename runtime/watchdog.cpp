@@ -151,8 +151,10 @@ Status Watchdog::probeCalls(uint64_t seq, const coll::OpDesc& mine) {
                    static_cast<unsigned long long>(seq), rank_, coll::describe(mine).c_str(), differ.c_str());
 }
 
-std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch) {
+std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch,
+                                  Status* reported) {
   *mismatch = false;
+  *reported = Status::ok();
   if (transport_ == nullptr || trace_ == nullptr) return "";
   const int n = static_cast<int>(peers_.size());
   std::vector<bool> asked;
@@ -170,6 +172,9 @@ std::string Watchdog::whoIsBehind(uint64_t seq, double seconds, const coll::OpDe
       backoff.pause();
     }
     checkStatus();
+    *reported = checkControl();
+    if (reported->isOk() && parent_ != nullptr) *reported = parent_->pollReports();
+    if (!reported->isOk()) return "";
   }
   std::string behind, differ;
   int count = 0;

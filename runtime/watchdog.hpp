@@ -41,7 +41,10 @@ class Watchdog final : public coll::WaitHooks {
   /// or that it did not answer.
   /// Ranks that answer from call #seq itself but with another call than `mine` are named as
   /// such, and `*mismatch` is set (ranks passing different roots wait on each other forever).
-  std::string whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch);
+  /// A report that arrives meanwhile (another rank's error, here or in the parent) ends the wait
+  /// and lands in `*reported`: the rank that failed first knows more than the ranks' answers, and
+  /// a rank blocked in another sub-communicator of the same parent cannot answer at all.
+  std::string whoIsBehind(uint64_t seq, double seconds, const coll::OpDesc& mine, bool* mismatch, Status* reported);
   /// Retire the control receive; the watchdog no longer touches the transport afterwards.
   void stop();
   Status poll(int peer) override;
