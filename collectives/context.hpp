@@ -154,7 +154,12 @@ struct Context {
     size_t size = 0;
   };
   std::vector<UncheckedRing> unchecked;  // entries: a power of two (the arena's ring depth)
-  size_t uncheckedCount = 0;
+  /// The newest run, not yet in the rings: every ring would get the same entry, so a stream of
+  /// the same call extends this one (two compares and a store a call) and joins the rings when
+  /// another call comes or before calls are compared (Exec::flushStreak).
+  Unchecked streak{};
+  bool hasStreak = false;
+  size_t uncheckedCount = 0;  // ring entries, and the streak
   OpDesc lastUnchecked;  // the latest call kept
   /// The last call's fingerprint and digest (Exec's tag and call log), for the call that repeats
   /// it: loops of small calls ask them every call.
@@ -163,6 +168,7 @@ struct Context {
     OpDesc desc;
     uint32_t algorithm = 0, protocol = 0;
     uint32_t value = 0;
+    uint32_t line = 0;  // lastDigest: the call as a line slot's header packs it
     bool holds(const OpDesc& d, uint32_t a = 0, uint32_t p = 0) const {
       return valid && d.kind == desc.kind && d.count == desc.count && d.type == desc.type && d.op == desc.op &&
              d.root == desc.root && a == algorithm && p == protocol;
@@ -350,6 +356,8 @@ class Exec {
   Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
   Status checkUnchecked();
+  /// Move Context::streak into every peer's ring.
+  void flushStreak();
   Status compareUnchecked();
   Status uncheckedMismatch(int peer, uint64_t seq, const OpDesc& mine);
   Status checkAcks(bool all);
@@ -371,6 +379,7 @@ class Exec {
   bool announced_ = false;
   bool compared_ = false;  // this call was compared with at least one peer's
   uint32_t digest_ = 0;    // of the call as announced (kind, count, type, op, root, algorithm, protocol)
+  uint32_t lineCall_ = 0;  // the call as announced, packed for line slots' headers
   double timeout_;
   bool clockStarted_ = false;
   Deadline deadline_;  // valid once clockStarted_

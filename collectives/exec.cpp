@@ -53,6 +53,7 @@ uint32_t rememberedFingerprint(Context& ctx, const OpDesc& d) {
   if (!m.holds(d)) m = {true, d, 0, 0, fingerprint(d)};
   return m.value;
 }
+uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol);
 }  // namespace
 
 Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
@@ -191,14 +192,13 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
     if (addr0 != nullptr) bits |= 1u | (ctx_.arena->mappable(addr0, 1) ? 2u : 0u);
     if (addr1 != nullptr) bits |= 4u | (ctx_.arena->mappable(addr1, 1) ? 8u : 0u);
   }
-  if (ctx_.checkMismatch) {  // read by the mismatch checks only
-    Context::Remembered& m = ctx_.lastDigest;
-    if (!m.holds(desc_, algorithm, protocol))
-      m = {true, desc_, algorithm, protocol, callDigest(desc_, algorithm, protocol)};
-    digest_ = m.value;
-  } else {
-    digest_ = 0;
+  Context::Remembered& m = ctx_.lastDigest;
+  if (!m.holds(desc_, algorithm, protocol)) {
+    m = {true, desc_, algorithm, protocol, callDigest(desc_, algorithm, protocol),
+         packLineCall(desc_, algorithm, protocol)};
   }
+  digest_ = ctx_.checkMismatch ? m.value : 0;  // read by the mismatch checks only
+  lineCall_ = m.line;
   ctx_.arena->noteCall(seq_, bits, digest_);
 }
 
@@ -268,7 +268,7 @@ Status Exec::publishLine(const void* data, size_t bytes) {
   FERRY_TRY(claimRing());
   auto* h = static_cast<transport::LineHeader*>(ctx_.arena->lineSlot(ctx_.rank, seq_));
   std::memcpy(reinterpret_cast<uint8_t*>(h) + sizeof(*h), data, bytes);
-  h->call = packLineCall(desc_, algorithm_, protocol_);
+  h->call = lineCall_;
   h->root = desc_.root;
   h->seq.store(seq_, std::memory_order_release);
   post(1);
@@ -308,7 +308,7 @@ Status Exec::publishEager(const void* data, size_t bytes) {
   const EagerLine line{at, bytes};
   auto* h = static_cast<transport::LineHeader*>(ctx_.arena->lineSlot(ctx_.rank, seq_));
   std::memcpy(reinterpret_cast<uint8_t*>(h) + sizeof(*h), &line, sizeof(line));
-  h->call = packLineCall(desc_, algorithm_, protocol_);
+  h->call = lineCall_;
   h->root = desc_.root;
   h->seq.store(seq_, std::memory_order_release);
   post(1);
@@ -367,7 +367,7 @@ Result<const uint8_t*> Exec::awaitLine(int peer) {
                                peer, static_cast<unsigned long long>(seq_), describe(desc_).c_str()));
     }
   }
-  if (ctx_.checkMismatch && (h->call != packLineCall(desc_, algorithm_, protocol_) || h->root != desc_.root)) {
+  if (ctx_.checkMismatch && (h->call != lineCall_ || h->root != desc_.root)) {
     const uint32_t c = h->call;
     OpDesc theirs{static_cast<CallKind>(c & 15u), c >> 20, static_cast<DataType>((c >> 4) & 15u),
                   static_cast<RedOp>((c >> 8) & 15u), h->root};
@@ -420,6 +420,7 @@ Status Exec::begin() {
     // it (having noted the calls before) and those calls are compared, so that no rank gets
     // through another call before a disagreement is named.
     if (!sameCall(ctx_.lastUnchecked, desc_)) {
+      flushStreak();
       for (size_t p = 0; p < ctx_.unchecked.size(); ++p) {
         if (ctx_.unchecked[p].size > 0) FERRY_TRY(awaitCounter(static_cast<int>(p), seq_ << kPhaseBits));
       }
@@ -490,43 +491,59 @@ Status Exec::checkAcks(bool all) {
 }
 
 Status Exec::checkUnchecked() {
-  const size_t n = static_cast<size_t>(ctx_.size);
   if (ctx_.arena == nullptr || !ctx_.checkMismatch || !announced_ || tagClass_ != TagClass::kCollective) {
     return Status::ok();
   }
   if (!compared_) {
-    if (ctx_.unchecked.size() != n) ctx_.uncheckedDepth = std::bit_floor(ctx_.arena->ringDepth());
-    const size_t depth = ctx_.uncheckedDepth, mask = depth - 1;
-    if (ctx_.unchecked.size() != n) {
-      ctx_.unchecked.assign(n, {});
-      for (auto& q : ctx_.unchecked) q.entries.resize(depth);
-    }
-    for (size_t p = 0; p < n; ++p) {
-      if (static_cast<int>(p) == ctx_.rank) continue;
-      Context::UncheckedRing& q = ctx_.unchecked[p];
-      if (q.size > 0) {
-        // A stream of the same call extends the newest run: a compare and an increment a call.
-        Context::Unchecked& back = q.entries[(q.head + q.size - 1) & mask];
-        if (back.last + 1 == seq_ && back.digest == digest_) {
-          back.last = seq_;
-          continue;
-        }
-      }
-      if (q.size == depth) {  // the oldest can no longer be in the peer's log
-        q.head = (q.head + 1) & mask;
-        --q.size;
-        --ctx_.uncheckedCount;
-      }
-      q.entries[(q.head + q.size) & mask] = {seq_, seq_, digest_, desc_};
-      ++q.size;
+    Context::Unchecked& s = ctx_.streak;
+    if (ctx_.hasStreak && s.last + 1 == seq_ && s.digest == digest_) {
+      s.last = seq_;
+    } else {
+      flushStreak();
+      s = {seq_, seq_, digest_, desc_};
+      ctx_.hasStreak = true;
       ++ctx_.uncheckedCount;
+      ctx_.lastUnchecked = desc_;
     }
-    ctx_.lastUnchecked = desc_;
   }
   // A stream of calls that wait on nobody compares every kAckEvery calls (a few stores a call
   // otherwise); any call that waited on a peer compares everything kept.
   if (!compared_ && seq_ % Context::kAckEvery != 0) return Status::ok();
   return compareUnchecked();
+}
+
+void Exec::flushStreak() {
+  if (!ctx_.hasStreak) return;
+  ctx_.hasStreak = false;
+  --ctx_.uncheckedCount;
+  const size_t n = static_cast<size_t>(ctx_.size);
+  if (ctx_.unchecked.size() != n) {
+    ctx_.uncheckedDepth = std::bit_floor(ctx_.arena->ringDepth());
+    ctx_.unchecked.assign(n, {});
+    for (auto& q : ctx_.unchecked) q.entries.resize(ctx_.uncheckedDepth);
+  }
+  const size_t depth = ctx_.uncheckedDepth, mask = depth - 1;
+  const Context::Unchecked& s = ctx_.streak;
+  for (size_t p = 0; p < n; ++p) {
+    if (static_cast<int>(p) == ctx_.rank) continue;
+    Context::UncheckedRing& q = ctx_.unchecked[p];
+    if (q.size > 0) {
+      // The run the last flush ended goes on (a compare came between): one entry.
+      Context::Unchecked& back = q.entries[(q.head + q.size - 1) & mask];
+      if (back.last + 1 == s.first && back.digest == s.digest) {
+        back.last = s.last;
+        continue;
+      }
+    }
+    if (q.size == depth) {  // the oldest can no longer be in the peer's log
+      q.head = (q.head + 1) & mask;
+      --q.size;
+      --ctx_.uncheckedCount;
+    }
+    q.entries[(q.head + q.size) & mask] = s;
+    ++q.size;
+    ++ctx_.uncheckedCount;
+  }
 }
 
 Status Exec::uncheckedMismatch(int peer, uint64_t seq, const OpDesc& mine) {
@@ -553,6 +570,7 @@ Status Exec::uncheckedMismatch(int peer, uint64_t seq, const OpDesc& mine) {
 }
 
 Status Exec::compareUnchecked() {
+  flushStreak();
   const size_t n = ctx_.unchecked.size();
   const size_t mask = ctx_.uncheckedDepth - 1;
   for (size_t p = 0; p < n; ++p) {
@@ -581,6 +599,13 @@ Status Exec::compareUnchecked() {
 Status Exec::claimSlots(uint64_t depth) {
   if (seq_ < depth) return Status::ok();
   const uint64_t target = (seq_ - depth + 1) << kPhaseBits;
+  // Where every peer was last seen past the target (readers of a stream run ahead of the slot
+  // the writer claims by up to the ring's depth): no wait and no call.
+  if (ctx_.seen.size() == static_cast<size_t>(ctx_.size)) {
+    bool all = true;
+    for (int p = 0; p < ctx_.size; ++p) all &= p == ctx_.rank || ctx_.seen[static_cast<size_t>(p)] >= target;
+    if (all) return Status::ok();
+  }
   for (int i = 1; i < ctx_.size; ++i) FERRY_TRY(awaitCounter((ctx_.rank + i) % ctx_.size, target));
   return Status::ok();
 }

@@ -95,6 +95,8 @@ struct Comm::Impl {
   }
 
   Status sticky() const {
+    // The common case inline: no error, no device, not aborted.
+    if (error.isOk() && !gpu && (!watchdog || !watchdog->aborted())) return Status::ok();
     if (!error.isOk()) return error;
     // A device wait that timed out (its kernel trapped) fails every later call.
     if (gpu) {
@@ -198,10 +200,15 @@ struct Comm::Impl {
     FERRY_TRY(sticky());
     Tuner::Choice choice;
     if (cls == coll::TagClass::kCollective) {
-      // Before this call's sequence number: choosing may run the tuner's agreement call first.
-      auto c = plan(desc);
-      FERRY_TRY(c);
-      choice = *c;
+      // A call that repeats the last one the model alone planned: that plan, without the call.
+      if (const Plan* repeated = tuner->repeatsModelled(desc, ctx.peersShared)) {
+        choice.plan = *repeated;
+      } else {
+        // Before this call's sequence number: choosing may run the tuner's agreement call first.
+        auto c = plan(desc);
+        FERRY_TRY(c);
+        choice = *c;
+      }
     }
     uint64_t s = cls == coll::TagClass::kCollective ? ++seq : ++p2pSeq;
     FERRY_TRACE(log::kColl, "comm %016llx %s #%llu", static_cast<unsigned long long>(id), coll::describe(desc).c_str(),

@@ -303,11 +303,9 @@ Plan Tuner::choose(const coll::OpDesc& d, bool shared) {
 
 Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   // A call that repeats the last one the model alone planned gets the same plan (loops of small calls).
-  if (hasLastModelled_ && shared == lastModelledShared_ && d.kind == lastModelled_.kind &&
-      d.count == lastModelled_.count && d.type == lastModelled_.type && d.op == lastModelled_.op &&
-      d.root == lastModelled_.root) {
+  if (const coll::Plan* p = repeatsModelled(d, shared)) {
     Choice c;
-    c.plan = lastModelledPlan_;
+    c.plan = *p;
     return c;
   }
   const size_t bytes = d.count * dataTypeSize(d.type);

@@ -68,6 +68,15 @@ class Tuner {
   };
   /// The plan for one call, measured where that pays (see above); the model's choice otherwise.
   Choice select(const coll::OpDesc& d, bool shared = false);
+  /// Where `d` repeats the last call the model alone planned (below the measured sizes, where no
+  /// trial or measured plan can reach), that call's plan, which select() would give again; else
+  /// null. Inline: loops of small calls ask it every call.
+  const coll::Plan* repeatsModelled(const coll::OpDesc& d, bool shared) const {
+    const bool same = hasLastModelled_ && shared == lastModelledShared_ && d.kind == lastModelled_.kind &&
+                      d.count == lastModelled_.count && d.type == lastModelled_.type && d.op == lastModelled_.op &&
+                      d.root == lastModelled_.root;
+    return same ? &lastModelledPlan_ : nullptr;
+  }
   /// While held, select() measures nothing: a call whose trials have settled gets the plan they
   /// kept, any other the model's choice, and no trials start. A communicator holds its two levels'
   /// tuners while it times a two-level plan, so that trial runs the levels' kept (or modelled)

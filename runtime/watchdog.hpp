@@ -62,6 +62,8 @@ class Watchdog final : public coll::WaitHooks {
   /// transport once). Sub-communicators may call it from two threads at once (runtime/hierarchy.cpp
   /// runs the cross level on its progress thread): one drives the transport, the other skips.
   Status pollReports();
+  /// Whether abort() was called.
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   /// kAborted once abort() was called, else ok.
   Status abortStatus() const {
     if (!aborted_.load(std::memory_order_acquire)) return Status::ok();

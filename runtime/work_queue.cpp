@@ -22,6 +22,15 @@ void Work::finish(Status status) {
   cv_.notify_all();
 }
 
+void ExecMutex::lockSlow() {
+  // Mark the lock contended, then sleep while it stays held: the holder's unlock sees 2 and wakes one.
+  uint32_t seen = state_.exchange(2, std::memory_order_acquire);
+  while (seen != 0) {
+    state_.wait(2, std::memory_order_relaxed);
+    seen = state_.exchange(2, std::memory_order_acquire);
+  }
+}
+
 WorkQueue::~WorkQueue() {
   shutdown(Status(ErrorCode::kAborted, "the communicator was destroyed before this operation ran"));
 }
@@ -43,16 +52,16 @@ std::shared_ptr<Work> WorkQueue::enqueue(Op op) {
   return work;
 }
 
-std::unique_lock<std::mutex> WorkQueue::acquire() {
+std::unique_lock<ExecMutex> WorkQueue::acquire() {
   // Nothing was ever queued: no progress thread, no queue to drain. (An op queued by another
   // thread meanwhile runs under exec_ after this call, as if it had been queued after it.)
-  if (!started_.load(std::memory_order_acquire)) return std::unique_lock<std::mutex>(exec_);
+  if (!started_.load(std::memory_order_acquire)) return std::unique_lock<ExecMutex>(exec_);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (thread_.joinable() && std::this_thread::get_id() == threadId_) return {};
     cv_.wait(lock, [&] { return queue_.empty() && !running_; });
   }
-  return std::unique_lock<std::mutex>(exec_);
+  return std::unique_lock<ExecMutex>(exec_);
 }
 
 void WorkQueue::loop() {
@@ -68,7 +77,7 @@ void WorkQueue::loop() {
     }
     Status st;
     {
-      std::lock_guard<std::mutex> exec(exec_);
+      std::lock_guard<ExecMutex> exec(exec_);
       st = item.op();
     }
     // Finish before going idle: a blocking call that waited for the queue to drain must find

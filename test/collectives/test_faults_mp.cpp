@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "collectives/context.hpp"
 #include "test/common/mp_harness.hpp"
 
 using namespace ferry;
@@ -221,6 +222,62 @@ TEST_CASE("ranks that disagree on the root all fail naming the roots, at every s
         }
         CHECK(named);
       }
+    }
+  }
+}
+
+// A stream of calls in which every rank waits on nobody (each takes itself for the root) is
+// compared with the peers' call logs every Context::kAckEvery calls and whenever another call
+// follows: a disagreement starting anywhere in such a stream must be named within two of those
+// periods, on every rank, as a mismatch naming the roots.
+TEST_CASE("a stream of root-only calls that disagree on the root fails within two compare periods", "[mp][faults]") {
+  struct Pattern {
+    const char* what;
+    int from, to;  // rank 1 takes itself for the root in calls [from, to)
+  };
+  const Pattern patterns[] = {
+      {"from the first call on", 0, 1 << 30},
+      {"from call 100 on, after a stream that agreed", 100, 1 << 30},
+      {"in call 100 alone, in the middle of a stream", 100, 101},
+  };
+  const int period = static_cast<int>(coll::Context::kAckEvery);
+  for (const Pattern& pattern : patterns) {
+    for (bool reduce : {false, true}) {
+      INFO((reduce ? "reduce " : "broadcast ") << pattern.what);
+      auto outcomes = runRanks(2, [&](Comm& c) -> std::string {
+        std::vector<float> buf(2, 1.0f), out(2);
+        if (Status b = c.barrier(); !b.isOk()) return "barrier: " + b.toString();
+        for (int i = 0; i < pattern.from + 4 * period; ++i) {
+          const int root = c.rank() == 1 && i >= pattern.from && i < pattern.to ? 1 : 0;
+          Status s = reduce ? c.reduce(buf.data(), out.data(), 2, DataType::kFloat32, RedOp::kSum, root)
+                            : c.broadcast(buf.data(), out.data(), 2, DataType::kFloat32, root);
+          if (s.isOk()) continue;
+          std::printf("in the stream, call %d: %s\n", i, s.toString().c_str());
+          if (i < pattern.from) return "call " + std::to_string(i) + " failed before the disagreement: " + s.toString();
+          if (i > pattern.from + 2 * period + 1) return "named only at call " + std::to_string(i);
+          if (s.message().find("mismatch") == std::string::npos) return "expected a mismatch, got " + s.toString();
+          return "";
+        }
+        // The other rank failed at its compare and left: this one, which waited on nobody, learns
+        // it in its next call that waits.
+        float one = 1.0f;
+        Status s = c.allReduce(&one, &one, 1, DataType::kFloat32, RedOp::kSum);
+        std::printf("next: %s\n", s.toString().c_str());
+        if (s.isOk()) return "every call and the next succeeded";
+        if (s.message().find("mismatch") == std::string::npos) return "expected a mismatch, got " + s.toString();
+        return "";
+      });
+      CHECK(summarize(outcomes) == "");
+      // The errors name the first call that differs (#1 is the barrier): the peer's header no
+      // longer holds it, so its fields cannot be named, but where the streams part is.
+      const std::string first = "call #" + std::to_string(pattern.from + 2) + " ";
+      bool named = false, inStream = false;
+      for (auto& o : outcomes) {
+        named |= o.output.find(first) != std::string::npos;
+        inStream |= o.output.find("in the stream, call ") != std::string::npos;
+      }
+      CHECK(named);
+      CHECK(inStream);  // not only in the call after the stream
     }
   }
 }
