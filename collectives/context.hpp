@@ -217,7 +217,10 @@ class Exec {
   /// The call fails with kTimeout when a wait blocks longer than `timeoutSeconds` (infinite, FERRY_TIMEOUT=none: never)
   /// past the call's first wait that blocks: calls that never block read no clock.
   Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds);
-  ~Exec();
+  ~Exec() {
+    if (requests_ != nullptr) retireRequests();
+    if (ctx_.trace != nullptr) ctx_.trace->active.store(false, std::memory_order_release);
+  }
   Exec(const Exec&) = delete;
   Exec& operator=(const Exec&) = delete;
 
@@ -355,6 +358,8 @@ class Exec {
   Status failure(int peer, bool sending, Status why);
   Status finishWait(transport::Request* req);
   Status checkReceive(transport::Request* req);
+  /// What a call posted and has not retired: drained briefly, else kept in Context::graveyard.
+  void retireRequests();
   Status checkUnchecked();
   /// Move Context::streak into every peer's ring.
   void flushStreak();
@@ -373,6 +378,7 @@ class Exec {
   OpDesc desc_;
   uint64_t seq_;
   TagClass tagClass_;
+  bool repeatsPrevious_;  // the communicator's previous call had this description (Context::lastFingerprint)
   uint64_t tag_;
   uint32_t algorithm_ = 0;
   uint32_t protocol_ = 0;

@@ -47,18 +47,17 @@ Scratch::~Scratch() {
 }
 
 namespace {
-// fingerprint(d), through the context's memory of the last call.
-uint32_t rememberedFingerprint(Context& ctx, const OpDesc& d) {
-  Context::Remembered& m = ctx.lastFingerprint;
-  if (!m.holds(d)) m = {true, d, 0, 0, fingerprint(d)};
-  return m.value;
+// fingerprint(d), remembered in the context for the calls that repeat d.
+uint32_t rememberFingerprint(Context& ctx, const OpDesc& d) {
+  ctx.lastFingerprint = {true, d, 0, 0, fingerprint(d)};
+  return ctx.lastFingerprint.value;
 }
 uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol);
 }  // namespace
 
 Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
-    : ctx_(ctx), desc_(desc), seq_(seq), tagClass_(tagClass),
-      tag_(makeTag(tagClass, seq, rememberedFingerprint(ctx, desc))), timeout_(timeoutSeconds),
+    : ctx_(ctx), desc_(desc), seq_(seq), tagClass_(tagClass), repeatsPrevious_(ctx.lastFingerprint.holds(desc)),
+      tag_(makeTag(tagClass, seq, repeatsPrevious_ ? ctx.lastFingerprint.value : rememberFingerprint(ctx, desc))), timeout_(timeoutSeconds),
       requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
@@ -80,9 +79,8 @@ void Exec::startClock() {
   if (ctx_.trace != nullptr) ctx_.trace->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-Exec::~Exec() {
-  if (requests_ != nullptr && !drain(0.05)) ctx_.graveyard.push_back(std::move(requests_));
-  if (ctx_.trace != nullptr) ctx_.trace->active.store(false, std::memory_order_release);
+void Exec::retireRequests() {
+  if (!drain(0.05)) ctx_.graveyard.push_back(std::move(requests_));
 }
 
 bool Exec::drain(double seconds) {
@@ -419,7 +417,9 @@ Status Exec::begin() {
     // A stream of calls that waited on nobody ends: before this call goes on, every peer enters
     // it (having noted the calls before) and those calls are compared, so that no rank gets
     // through another call before a disagreement is named.
-    if (!sameCall(ctx_.lastUnchecked, desc_)) {
+    // The streak's last call was the previous one, with this description: the same call.
+    const bool repeats = repeatsPrevious_ && ctx_.hasStreak && ctx_.streak.last + 1 == seq_;
+    if (!repeats && !sameCall(ctx_.lastUnchecked, desc_)) {
       flushStreak();
       for (size_t p = 0; p < ctx_.unchecked.size(); ++p) {
         if (ctx_.unchecked[p].size > 0) FERRY_TRY(awaitCounter(static_cast<int>(p), seq_ << kPhaseBits));

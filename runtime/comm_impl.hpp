@@ -95,8 +95,6 @@ struct Comm::Impl {
   }
 
   Status sticky() const {
-    // The common case inline: no error, no device, not aborted.
-    if (error.isOk() && !gpu && (!watchdog || !watchdog->aborted())) return Status::ok();
     if (!error.isOk()) return error;
     // A device wait that timed out (its kernel trapped) fails every later call.
     if (gpu) {
@@ -197,7 +195,7 @@ struct Comm::Impl {
   template <typename Body>
   Status run(const OpDesc& desc, coll::TagClass cls, Body&& body) {
     auto exclusive = queue.acquire();
-    FERRY_TRY(sticky());
+    if (!error.isOk() || gpu || (watchdog && watchdog->aborted())) FERRY_TRY(sticky());
     Tuner::Choice choice;
     if (cls == coll::TagClass::kCollective) {
       // A call that repeats the last one the model alone planned: that plan, without the call.

@@ -35,7 +35,8 @@ struct CheckedCall {
   int rank = -1, size = 0;
   Call call;
 };
-thread_local CheckedCall tLastChecked;
+// constinit: no guard of a first use on every access (the initial value is a constant).
+constinit thread_local CheckedCall tLastChecked{};
 
 bool repeatsChecked(const void* impl, int rank, int size, const Call& c) {
   const CheckedCall& m = tLastChecked;

@@ -52,10 +52,7 @@ std::shared_ptr<Work> WorkQueue::enqueue(Op op) {
   return work;
 }
 
-std::unique_lock<ExecMutex> WorkQueue::acquire() {
-  // Nothing was ever queued: no progress thread, no queue to drain. (An op queued by another
-  // thread meanwhile runs under exec_ after this call, as if it had been queued after it.)
-  if (!started_.load(std::memory_order_acquire)) return std::unique_lock<ExecMutex>(exec_);
+std::unique_lock<ExecMutex> WorkQueue::acquireQueued() {
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (thread_.joinable() && std::this_thread::get_id() == threadId_) return {};

@@ -48,12 +48,18 @@ class WorkQueue {
   std::shared_ptr<Work> enqueue(Op op);
   /// For a blocking call: wait until the queue is idle and take the execution lock. On the
   /// progress thread itself (an op calling the communicator) returns without locking.
-  std::unique_lock<ExecMutex> acquire();
+  std::unique_lock<ExecMutex> acquire() {
+    // Nothing was ever queued: no progress thread, no queue to drain. (An op queued by another
+    // thread meanwhile runs under exec_ after this call, as if it had been queued after it.)
+    if (!started_.load(std::memory_order_acquire)) return std::unique_lock<ExecMutex>(exec_);
+    return acquireQueued();
+  }
   /// Fail every queued op that has not started with `why`, wait for the running one, stop the thread.
   void shutdown(const Status& why);
 
  private:
   void loop();
+  std::unique_lock<ExecMutex> acquireQueued();
 
   struct Item {
     Op op;
