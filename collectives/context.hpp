@@ -160,7 +160,7 @@ struct Context {
   Unchecked streak{};
   bool hasStreak = false;
   size_t uncheckedCount = 0;  // ring entries, and the streak
-  OpDesc lastUnchecked;  // the latest call kept
+  OpDesc lastUnchecked;       // the latest call kept
   /// The last call's fingerprint and digest (Exec's tag and call log), for the call that repeats
   /// it: loops of small calls ask them every call.
   struct Remembered {

@@ -57,13 +57,15 @@ uint32_t packLineCall(const OpDesc& d, uint32_t algorithm, uint32_t protocol);
 
 Exec::Exec(Context& ctx, const OpDesc& desc, uint64_t seq, TagClass tagClass, double timeoutSeconds)
     : ctx_(ctx), desc_(desc), seq_(seq), tagClass_(tagClass), repeatsPrevious_(ctx.lastFingerprint.holds(desc)),
-      tag_(makeTag(tagClass, seq, repeatsPrevious_ ? ctx.lastFingerprint.value : rememberFingerprint(ctx, desc))), timeout_(timeoutSeconds),
-      requests_(nullptr) {  // created by the first send or receive: arena calls post none
+      tag_(makeTag(tagClass, seq, repeatsPrevious_ ? ctx.lastFingerprint.value : rememberFingerprint(ctx, desc))),
+      timeout_(timeoutSeconds), requests_(nullptr) {  // created by the first send or receive: arena calls post none
   if (CallTrace* t = ctx_.trace) {
     t->seq.store(seq, std::memory_order_relaxed);
-    t->call.store(callKindName(desc.kind), std::memory_order_relaxed);
-    t->count.store(desc.count, std::memory_order_relaxed);
-    t->desc.store(packDesc(desc), std::memory_order_relaxed);
+    if (!repeatsPrevious_) {  // else the previous call left these as they are
+      t->call.store(callKindName(desc.kind), std::memory_order_relaxed);
+      t->count.store(desc.count, std::memory_order_relaxed);
+      t->desc.store(packDesc(desc), std::memory_order_relaxed);
+    }
     t->phase.store("", std::memory_order_relaxed);
     t->peer.store(-1, std::memory_order_relaxed);
     t->startNs.store(0, std::memory_order_relaxed);  // set by startClock()
@@ -192,7 +194,11 @@ void Exec::announce(uint32_t algorithm, uint32_t protocol, const void* addr0, co
   }
   Context::Remembered& m = ctx_.lastDigest;
   if (!m.holds(desc_, algorithm, protocol)) {
-    m = {true, desc_, algorithm, protocol, callDigest(desc_, algorithm, protocol),
+    m = {true,
+         desc_,
+         algorithm,
+         protocol,
+         callDigest(desc_, algorithm, protocol),
          packLineCall(desc_, algorithm, protocol)};
   }
   digest_ = ctx_.checkMismatch ? m.value : 0;  // read by the mismatch checks only
@@ -581,11 +587,10 @@ Status Exec::compareUnchecked() {
       const int peer = static_cast<int>(p);
       // Calls older than the peer's log holds cannot be compared any more: skip them.
       if (seq_ > u.first + ctx_.uncheckedDepth) u.first = std::min(u.last + 1, seq_ - ctx_.uncheckedDepth);
-      while (u.first <= u.last) {
-        uint32_t bits = 0, theirs = 0;
-        if (!ctx_.arena->callBits(peer, u.first, &bits, &theirs)) break;  // not there yet
-        if (theirs != u.digest) return uncheckedMismatch(peer, u.first, u.desc);
-        ++u.first;
+      if (u.first <= u.last) {
+        bool differs = false;
+        u.first = ctx_.arena->matchCalls(peer, u.first, u.last, u.digest, &differs);  // up to one not there yet
+        if (differs) return uncheckedMismatch(peer, u.first, u.desc);
       }
       if (u.first <= u.last) break;
       q.head = (q.head + 1) & mask;

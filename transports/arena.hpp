@@ -118,6 +118,10 @@ class Arena {
   /// Rank `r`'s bits (and digest, where asked) for call `seq`; false if it has not recorded them
   /// (or recorded far later calls).
   virtual bool callBits(int r, uint64_t seq, uint32_t* bits, uint32_t* digest = nullptr) const = 0;
+  /// Compare calls first..last with rank `r`'s log, all expected with `digest`: the first call
+  /// that differs (*differs = true) or that `r` has not recorded (*differs = false), or last + 1
+  /// when every one matched. One call for a run of calls: a stream's compares read many.
+  virtual uint64_t matchCalls(int r, uint64_t first, uint64_t last, uint32_t digest, bool* differs) const = 0;
   /// Whether [addr, addr + bytes) of this process lies in memory peers can map.
   virtual bool mappable(const void* addr, size_t bytes) const = 0;
 };

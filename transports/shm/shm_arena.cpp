@@ -379,6 +379,20 @@ class ShmArena final : public Arena {
     return true;
   }
 
+  uint64_t matchCalls(int r, uint64_t first, uint64_t last, uint32_t digest, bool* differs) const override {
+    *differs = false;
+    const std::atomic<uint64_t>* log = callLog(r);
+    for (uint64_t seq = first; seq <= last; ++seq) {
+      const uint64_t v = log[seq % kCallLog].load(std::memory_order_relaxed);
+      if ((v >> 36) != (seq & kLogSeqMask)) return seq;
+      if (static_cast<uint32_t>(v >> 4) != digest) {
+        *differs = true;
+        return seq;
+      }
+    }
+    return last + 1;
+  }
+
   const uint8_t* mapped(int r, uint64_t remote, size_t bytes) override {
     PeerMemory* m = peerMemory_[static_cast<size_t>(r)].get();
     return m != nullptr ? m->map(remote, bytes) : nullptr;
