@@ -625,27 +625,33 @@ Status Exec::awaitCounter(int peer, uint64_t target, const std::atomic<uint64_t>
   }
   startClock();
   if (ctx_.trace != nullptr) ctx_.trace->peer.store(peer, std::memory_order_relaxed);
-  bool sawMismatch = false;  // this rank read the peer's header: the error already names the call
-  auto poll = [&]() -> Status {
+  struct Waiting {
+    Exec* exec;
+    int peer;
+    bool sawMismatch = false;  // this rank read the peer's header: the error already names the call
+  } w{this, peer};
+  // One captured pointer: std::function keeps it without a heap allocation, every wait.
+  auto poll = [w = &w]() -> Status {
+    Context& ctx = w->exec->ctx_;
     // A peer that runs another call first: it is the root cause, and that peer may already have
     // failed and exited (a broadcast reader that met the root's mismatching header does at once),
     // its header still in shared memory while the liveness check would only say it died.
-    Status call = checkPeerCall(peer);
+    Status call = w->exec->checkPeerCall(w->peer);
     if (!call.isOk()) {
-      sawMismatch = true;
+      w->sawMismatch = true;
       return call;
     }
     // Nothing else drives the transport during a wait on shared memory, and other ranks' error
     // reports arrive through it: a peer that failed, reported why (another rank died, say) and
     // exited must be read as that report, not as one more dead rank.
-    if (ctx_.transport != nullptr) ctx_.transport->progress();
-    if (ctx_.hooks != nullptr) FERRY_TRY(ctx_.hooks->poll(peer));
-    if (ctx_.transport != nullptr) FERRY_TRY(ctx_.transport->peerError(peer));
+    if (ctx.transport != nullptr) ctx.transport->progress();
+    if (ctx.hooks != nullptr) FERRY_TRY(ctx.hooks->poll(w->peer));
+    if (ctx.transport != nullptr) FERRY_TRY(ctx.transport->peerError(w->peer));
     return Status::ok();
   };
   Status st = ctx_.arena->wait(peer, target, deadline_, poll, word, wordTarget);
   if (!st.isOk()) {
-    if (sawMismatch) return st;  // names both calls; a mismatch another rank reported is wrapped below
+    if (w.sawMismatch) return st;  // names both calls; a mismatch another rank reported is wrapped below
     // Our own deadline only: a kTimeout from the poll is another rank's timeout, reported to this
     // one (the watchdog keeps the reporter's code), and its message says what really happened.
     if (st.code() == ErrorCode::kTimeout && deadline_.expired()) {
