@@ -94,6 +94,8 @@ struct Comm::Impl {
     ctx.graveyard.clear();
   }
 
+  /// Whether sticky() can fail: checked inline on every call, sticky() itself only when it can.
+  bool mayBeSticky() const { return !error.isOk() || gpu || (watchdog && watchdog->aborted()); }
   Status sticky() const {
     if (!error.isOk()) return error;
     // A device wait that timed out (its kernel trapped) fails every later call.
@@ -195,7 +197,7 @@ struct Comm::Impl {
   template <typename Body>
   Status run(const OpDesc& desc, coll::TagClass cls, Body&& body) {
     auto exclusive = queue.acquire();
-    if (!error.isOk() || gpu || (watchdog && watchdog->aborted())) FERRY_TRY(sticky());
+    if (mayBeSticky()) FERRY_TRY(sticky());
     Tuner::Choice choice;
     if (cls == coll::TagClass::kCollective) {
       // A call that repeats the last one the model alone planned: that plan, without the call.

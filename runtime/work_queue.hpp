@@ -18,8 +18,8 @@
 namespace ferry {
 
 /// A mutex for the execution lock: lock and unlock are one atomic operation each while nobody
-/// waits (the glibc mutex costs two calls and ~50 instructions, a fifth of an 8-byte call's
-/// path), and a contended lock sleeps in the kernel (std::atomic::wait) instead of spinning.
+/// waits (every small call takes it; glibc's mutex is two calls into libc), and a contended lock
+/// sleeps in the kernel (std::atomic::wait) instead of spinning.
 class ExecMutex {
  public:
   void lock() {
