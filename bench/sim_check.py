@@ -3,9 +3,10 @@
 
   bench/sim_check.py DIR
 
-Reads DIR/LAYOUT-SHAPE-measured.json and DIR/LAYOUT-SHAPE-sim-COLL-ALGO.json and prints one row
-per collective and size >= 1 MiB: measured and predicted time, and the error (predicted / measured
-- 1); then the median and largest absolute error, per shape and in all.
+Reads DIR/LAYOUT-SHAPE-measured-R.json (the fastest of the repeats R counts) and
+DIR/LAYOUT-SHAPE-sim-COLL.json and prints one row per collective and size >= 1 MiB: measured and
+predicted time, and the error (predicted / measured - 1); then the median and largest absolute
+error, per shape and in all.
 """
 import glob
 import json
@@ -20,13 +21,17 @@ def main():
         raise SystemExit(__doc__)
     d = sys.argv[1]
     rows = []
-    for path in sorted(glob.glob(os.path.join(d, "*-measured.json"))):
-        m = re.match(r"(.+)-(.+)-measured\.json", os.path.basename(path))
-        layout, shape = m.group(1), m.group(2)
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(d, "*-measured*.json"))):
+        m = re.match(r"(.+?)-(.+)-measured(-\d+)?\.json", os.path.basename(path))
+        runs.setdefault((m.group(1), m.group(2)), []).append(path)
+    for (layout, shape), paths in sorted(runs.items()):
         measured = {}
-        for r in json.load(open(path))["results"]:
-            if r["size"] >= 1 << 20:
-                measured[(r["collective"], r["size"])] = r["out_of_place"]["time"]
+        for path in paths:
+            for r in json.load(open(path))["results"]:
+                key, t = (r["collective"], r["size"]), r["out_of_place"]["time"]
+                if r["size"] >= 1 << 20 and (key not in measured or t < measured[key]):
+                    measured[key] = t
         for sim in glob.glob(os.path.join(d, f"{layout}-{shape}-sim-*.json")):
             doc = json.load(open(sim))
             for r in doc["results"]:
