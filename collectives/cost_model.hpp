@@ -151,7 +151,8 @@ class Pricing {
   /// first slice, one per further slice, each interior rank sending every slice twice.
   double heapTree(double m, double b) const;
   /// Double binary tree all-reduce of b bytes on m ranks: each half climbs and descends a tree of
-  /// depth floor(log2 m) in slices; a rank sends about 2b through its host's link.
+  /// depth floor(log2 m) in slices, one level a step; a rank sends about 2b, and across hosts a
+  /// host's link carries up to b for each tree.
   double doubleTree(double m, double b) const;
   /// Rabenseifner all-reduce of b bytes on m ranks: 2 log2(p) exchanges moving 2 (p-1)/p b, and
   /// two whole-vector hand-overs where m is not a power of two (p: largest power of two <= m).

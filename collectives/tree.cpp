@@ -14,13 +14,16 @@
 //                  and reduce's tree, rooted at the call's root.
 //   chunk          one message of FERRY_SLICE_BYTES; chunk j climbs a tree (each node sums its own
 //                  contribution with its children's) and then descends it with the result.
-//   step           every rank walks the same sequence of events, step s = 0, 1, ...: climb chunk
-//                  s of tree A, of tree B, then descend chunk s - D of A and of B (D: twice the
-//                  depth plus two, so the first result comes down while later chunks climb).
-//                  Messages between two ranks are matched in the order they were posted; both
-//                  sides post theirs in this one order, and every receive waits only on events
-//                  earlier in it or on the same event further up (down) the tree, so no cycle of
-//                  ranks waits on itself.
+//   height         of a label: log2 of its lowest set bit (leaves 0, the root the tree's depth);
+//                  a parent is higher than its children, cut trees included.
+//   step           every rank walks steps s = 0, 1, ...; at step s a node of height h in a tree
+//                  of depth D climbs chunk s - h and descends chunk s - 2D + h, first in tree A,
+//                  then in tree B. So each chunk moves one level a step, up and then down, and a
+//                  step waits only for messages a peer sent at an earlier step: every edge is
+//                  busy every step, where a schedule without the skew moves each chunk through
+//                  the whole tree within one step. Messages between two ranks are matched in the
+//                  order they were posted: a rank posts its receives in the order its peers send
+//                  them, by the sender's step and then its events (climbs A, B; descents A, B).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -90,6 +93,15 @@ int inOrderDepth(int n) {
   return d;
 }
 
+// Rank r's height in tree A or B of the double tree (file comment).
+int doubleTreeHeight(int r, int n, int tree) {
+  int label = r + 1;
+  if (tree == 1) label = n % 2 == 0 ? n - r : (r + 1) % n + 1;
+  int h = 0;
+  while ((lowBit(label) >> h) > 1) ++h;
+  return h;
+}
+
 // One climb or descent of a chunk through a tree: [begin, begin + elems) of the vector.
 struct Chunk {
   size_t begin;
@@ -104,77 +116,90 @@ class TreeAllReduce {
     const int n = ex.size(), r = ex.rank();
     const size_t se = sliceElems(ex, type);
     const size_t half = count / 2;
+    depth_ = inOrderDepth(n);
+    size_t most = 0;
     for (int t = 0; t < 2; ++t) {
       node_[t] = doubleTreeNode(r, n, t);
+      height_[t] = doubleTreeHeight(r, n, t);
+      parentHeight_[t] = node_[t].parent >= 0 ? doubleTreeHeight(node_[t].parent, n, t) : 0;
+      for (int c = 0; c < 2; ++c) {
+        childHeight_[t][c] = node_[t].child[c] >= 0 ? doubleTreeHeight(node_[t].child[c], n, t) : 0;
+      }
       const size_t begin = t == 0 ? 0 : half, elems = t == 0 ? half : count - half;
       for (size_t k = 0, ks = sliceCount(elems, se); k < ks; ++k) {
         chunks_[t].push_back({begin + sliceBegin(k, se), sliceLength(elems, k, se)});
       }
+      most = std::max(most, chunks_[t].size());
     }
     chunkElems_ = std::min(se, count - half);  // the larger half's largest chunk
-    lag_ = 2 * inOrderDepth(n) + 2;
-    steps_ = static_cast<int>(std::max(chunks_[0].size(), chunks_[1].size())) + lag_;
-    window_ = lag_ + 2;
+    // The last chunk reaches the root at step most - 1 + D and the leaves D steps later.
+    steps_ = static_cast<int>(most) + 2 * depth_;
+    window_ = 2 * depth_ + 4;
+    // A climb's slot is posted `window_` sender steps ahead and read up to depth_ steps after its
+    // sender's step: it is free again that many chunks later.
+    slots_ = window_ + depth_ + 1;
   }
 
   Status run() {
     const size_t slotBytes = (chunkElems_ * es_ + 63) & ~size_t{63};
-    staging_ = static_cast<uint8_t*>(ex_.context().staging->get(slotBytes * 4 * window_));
+    staging_ = static_cast<uint8_t*>(ex_.context().staging->get(slotBytes * 4 * slots_));
     if (staging_ == nullptr) {
-      return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of staging memory", slotBytes * 4 * window_);
+      return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of staging memory", slotBytes * 4 * slots_);
     }
     slotBytes_ = slotBytes;
-    recvs_.assign(static_cast<size_t>(steps_) * 6, nullptr);
+    recvs_.assign(std::max(chunks_[0].size(), chunks_[1].size()) * 6, nullptr);
     for (int s = 0; s < std::min(window_, steps_); ++s) FERRY_TRY(postReceives(s));
     for (int s = 0; s < steps_; ++s) {
       ex_.setPhase("double binary tree", s, steps_);
-      for (int t = 0; t < 2; ++t) FERRY_TRY(climb(s, t));
-      for (int t = 0; t < 2; ++t) FERRY_TRY(descend(s, t));
+      for (int t = 0; t < 2; ++t) FERRY_TRY(climb(s - height_[t], t));
+      for (int t = 0; t < 2; ++t) FERRY_TRY(descend(descentChunk(s, height_[t]), t));
       if (s + window_ < steps_) FERRY_TRY(postReceives(s + window_));
     }
     return ex_.waitAll();
   }
 
  private:
-  bool hasClimb(int s, int t) const { return s < static_cast<int>(chunks_[t].size()); }
-  bool hasDescent(int s, int t) const { return s >= lag_ && s - lag_ < static_cast<int>(chunks_[t].size()); }
-  // Receive request of step s: climbs of tree t from child c at 2t + c, descents at 4 + t.
-  transport::Request*& request(int s, int index) { return recvs_[static_cast<size_t>(s) * 6 + index]; }
-  uint8_t* slot(int s, int t, int c) { return staging_ + ((s % window_) * 4 + 2 * t + c) * slotBytes_; }
+  bool valid(int k, int t) const { return k >= 0 && k < static_cast<int>(chunks_[t].size()); }
+  // The chunk a node of height h descends at step s.
+  int descentChunk(int s, int h) const { return s - 2 * depth_ + h; }
+  // Receive requests of chunk k: climbs of tree t from child c at 2t + c, descents at 4 + t.
+  transport::Request*& request(int k, int index) { return recvs_[static_cast<size_t>(k) * 6 + index]; }
+  uint8_t* slot(int k, int t, int c) { return staging_ + ((k % slots_) * 4 + 2 * t + c) * slotBytes_; }
 
-  // Every receive of step s, in the event order.
+  // Every receive of a message a peer sends at its step s, in the order it sends them.
   Status postReceives(int s) {
     for (int t = 0; t < 2; ++t) {
-      if (!hasClimb(s, t)) continue;
       for (int c = 0; c < 2; ++c) {
-        if (node_[t].child[c] < 0) continue;
-        auto rv = ex_.recv(node_[t].child[c], slot(s, t, c), chunks_[t][s].elems * es_);
+        const int k = s - childHeight_[t][c];
+        if (node_[t].child[c] < 0 || !valid(k, t)) continue;
+        auto rv = ex_.recv(node_[t].child[c], slot(k, t, c), chunks_[t][k].elems * es_);
         FERRY_TRY(rv);
-        request(s, 2 * t + c) = *rv;
+        request(k, 2 * t + c) = *rv;
       }
     }
     for (int t = 0; t < 2; ++t) {
-      if (!hasDescent(s, t) || node_[t].parent < 0) continue;
-      const Chunk& ch = chunks_[t][s - lag_];
+      const int k = descentChunk(s, parentHeight_[t]);
+      if (node_[t].parent < 0 || !valid(k, t)) continue;
+      const Chunk& ch = chunks_[t][k];
       auto rv = ex_.recv(node_[t].parent, out_ + ch.begin * es_, ch.elems * es_);
       FERRY_TRY(rv);
-      request(s, 4 + t) = *rv;
+      request(k, 4 + t) = *rv;
     }
     return Status::ok();
   }
 
-  // Chunk s of tree t: own contribution combined with the children's, to the parent (at the root:
+  // Chunk k of tree t: own contribution combined with the children's, to the parent (at the root:
   // the result, divided for avg).
-  Status climb(int s, int t) {
-    if (!hasClimb(s, t)) return Status::ok();
-    const Chunk& ch = chunks_[t][s];
+  Status climb(int k, int t) {
+    if (!valid(k, t)) return Status::ok();
+    const Chunk& ch = chunks_[t][k];
     const size_t off = ch.begin * es_;
     const uint8_t* acc = in_ + off;
     const RedOp combine = op_ == RedOp::kAvg ? RedOp::kSum : op_;
     for (int c = 0; c < 2; ++c) {
       if (node_[t].child[c] < 0) continue;
-      FERRY_TRY(ex_.wait(request(s, 2 * t + c)));
-      kernels::reduce(type_, combine, out_ + off, acc, slot(s, t, c), ch.elems);
+      FERRY_TRY(ex_.wait(request(k, 2 * t + c)));
+      kernels::reduce(type_, combine, out_ + off, acc, slot(k, t, c), ch.elems);
       acc = out_ + off;
     }
     if (node_[t].parent >= 0) {
@@ -189,11 +214,11 @@ class TreeAllReduce {
     return Status::ok();
   }
 
-  // Chunk s - lag of tree t: the result from the parent, on to the children.
-  Status descend(int s, int t) {
-    if (!hasDescent(s, t)) return Status::ok();
-    const Chunk& ch = chunks_[t][s - lag_];
-    if (node_[t].parent >= 0) FERRY_TRY(ex_.wait(request(s, 4 + t)));
+  // Chunk k of tree t: the result from the parent, on to the children.
+  Status descend(int k, int t) {
+    if (!valid(k, t)) return Status::ok();
+    const Chunk& ch = chunks_[t][k];
+    if (node_[t].parent >= 0) FERRY_TRY(ex_.wait(request(k, 4 + t)));
     for (int c = 0; c < 2; ++c) {
       if (node_[t].child[c] < 0) continue;
       auto sd = ex_.send(node_[t].child[c], out_ + ch.begin * es_, ch.elems * es_);
@@ -209,9 +234,10 @@ class TreeAllReduce {
   RedOp op_;
   size_t es_;
   TreeNode node_[2];
+  int height_[2] = {0, 0}, parentHeight_[2] = {0, 0}, childHeight_[2][2] = {{0, 0}, {0, 0}};
   std::vector<Chunk> chunks_[2];
   size_t chunkElems_ = 0;
-  int lag_ = 0, steps_ = 0, window_ = 0;
+  int depth_ = 0, steps_ = 0, window_ = 0, slots_ = 0;
   uint8_t* staging_ = nullptr;
   size_t slotBytes_ = 0;
   std::vector<transport::Request*> recvs_;

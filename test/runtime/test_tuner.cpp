@@ -492,7 +492,9 @@ TEST_CASE(
   in.net.alpha = 10e-6;
   in.net.beta = 1.0 / 3e9;
   in.localCost = [](CallKind, size_t b) { return 20e-6 + static_cast<double>(b) / 1e9; };
-  auto t = Tuner::create(in, "", "", 0);
+  // The double tree, priced between the ring and the two levels here, would take the fourth trial
+  // slot this test gives the two levels.
+  auto t = Tuner::create(in, "ring,doubling,rabenseifner,hierarchical", "", 0);
   REQUIRE(t.isOk());
   const size_t floats = 1 << 20;
   // (A max: its bits do not depend on the plan, so every class may be measured.)
@@ -688,7 +690,8 @@ TEST_CASE("a float sum over a flat network picks ring or doubling by size and ra
   CHECK(tb->choose(max).algorithm == Algorithm::kDoubling);
 }
 
-TEST_CASE("a NIC per rank and fast links within a host make halving beat the ring between two hosts", "[tuner][net]") {
+TEST_CASE("a NIC per rank and fast links within a host make the tree and halving beat the ring between two hosts",
+          "[tuner][net]") {
   // Two hosts of 8 ranks, flat (no two levels), 4 us and 50 GB/s a stream between hosts. Max: the
   // measured figures decide, not the fixed constants of a float sum's order class.
   TunerInputs in = networkInputs(16, 2, false);
@@ -700,18 +703,26 @@ TEST_CASE("a NIC per rank and fast links within a host make halving beat the rin
   auto oneLink = Tuner::create(in, "", "", 0);
   REQUIRE(oneLink.isOk());
   CHECK(oneLink->choose(large).algorithm == Algorithm::kRing);
-  // 8 NICs and NVLink-like 450 GB/s within a host: Rabenseifner's halving sends half the vector
-  // across on each rank's own NIC and the rest within the host (ferry-sim: 24.3 ms against 40.3).
+  // 8 NICs and NVLink-like 450 GB/s within a host: the double tree's edges stay within the host
+  // but for one rank's per tree, which carry half the vector each way on their own NICs (ferry-sim:
+  // 5.4 ms, Rabenseifner 6.2, the ring 10.1); without the tree, Rabenseifner's halving.
   in.nicsPerHost = 8;
   in.intra = NetLevel{2e-6, 1.0 / 450e9, true};
   auto rail = Tuner::create(in, "", "", 0);
   REQUIRE(rail.isOk());
-  CHECK(rail->choose(large).algorithm == Algorithm::kRabenseifner);
-  // 4 NICs: two ranks share each, and the ring is back in front (ferry-sim: 40.3 ms against 45.7).
+  CHECK(rail->choose(large).algorithm == Algorithm::kTree);
+  auto railNoTree = Tuner::create(in, "ring,doubling,rabenseifner", "", 0);
+  REQUIRE(railNoTree.isOk());
+  CHECK(railNoTree->choose(large).algorithm == Algorithm::kRabenseifner);
+  // 4 NICs: two ranks share each; the tree's two crossing ranks still have a NIC each (ferry-sim:
+  // 5.4 ms, the ring 10.1, Rabenseifner 11.5), and without the tree the ring is back in front.
   in.nicsPerHost = 4;
   auto four = Tuner::create(in, "", "", 0);
   REQUIRE(four.isOk());
-  CHECK(four->choose(large).algorithm == Algorithm::kRing);
+  CHECK(four->choose(large).algorithm == Algorithm::kTree);
+  auto fourNoTree = Tuner::create(in, "ring,doubling,rabenseifner", "", 0);
+  REQUIRE(fourNoTree.isOk());
+  CHECK(fourNoTree->choose(large).algorithm == Algorithm::kRing);
 }
 
 TEST_CASE("FERRY_ALGO may pick another order class: the user's choice", "[tuner][net]") {
