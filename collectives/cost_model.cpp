@@ -49,7 +49,9 @@ double Pricing::exchange(double m, double d, double b) const {
 
 double Pricing::doubling(double m, double b) const {
   const double p = std::exp2(log2Floor(m));
-  double t = p < m ? 2 * msg(b, share) : 0.0;
+  // Every exchange is followed by a reduction of the whole vector, as is the fold's hand-over.
+  const double reductions = log2Floor(m) + (p < m ? 1 : 0);
+  double t = (p < m ? 2 * msg(b, share) : 0.0) + reductions * b * reduceRate();
   for (double d = 1; d < p; d *= 2) t += exchange(m, d, b);
   return t;
 }

@@ -139,7 +139,8 @@ class Pricing {
   /// two, d < L), else across hosts, `share` streams per host link.
   double exchange(double m, double d, double b) const;
   /// Recursive doubling all-reduce of b bytes on m ranks: log2(p) whole-vector exchanges, two more
-  /// to fold and unfold the rest (p: the largest power of two <= m).
+  /// to fold and unfold the rest (p: the largest power of two <= m), and a whole-vector reduction
+  /// after each exchange and after the fold.
   double doubling(double m, double b) const;
   /// A measured network's figure, or 0 where it was not measured (one transport algorithm each).
   double flat(double seconds) const { return modelled ? seconds : 0.0; }

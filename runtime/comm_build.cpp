@@ -200,13 +200,17 @@ Status startWatchdog(Comm::Impl& impl, std::vector<PeerInfo> peers) {
 
 // Round 3, the ready barrier: nobody sends before everyone listens for error reports. Each rank
 // says whether single-copy reads work there and which RDMA ports it uses, and rank 0 adds its host
-// model (ReadyRecord).
+// model (ReadyRecord): the arena's algorithms are priced with all of it, those over the network
+// between hosts with its copy and reduction rates.
 Result<std::vector<ReadyRecord>> exchangeReady(Rendezvous& rv, Comm::Impl& impl, const std::string& hostKey,
                                                const cpu_set_t& hostSet, Deadline deadline) {
   ReadyRecord mine;
   mine.singleCopyReads = impl.arena && impl.arena->canRead();
   mine.rdmaPorts = impl.rdmaPorts;
   if (impl.rank == 0 && impl.arena) mine.model = loadOrMeasureHostModel(hostKey, config().tuneFile, hostSet);
+  if (impl.rank == 0 && !impl.arena && impl.layout.hosts > 1) {
+    mine.model = loadHostRates(hostKey, config().tuneFile, hostSet);
+  }
   auto records = rv.allGather(mine.serialize(), deadline);
   FERRY_TRY(records);
   if (impl.transport) impl.transport->sealed();
@@ -221,8 +225,8 @@ Result<std::vector<ReadyRecord>> exchangeReady(Rendezvous& rv, Comm::Impl& impl,
 }
 
 // What the tuner plans with, alike on every rank: rank 0's host model where the ranks share an
-// arena; else the hosts' layout and the links from each host that every one has (linksPerHost;
-// Comm::finish adds the network between the hosts).
+// arena; else the hosts' layout, the links from each host that every one has (linksPerHost), and
+// rank 0's copy and reduction rates (Comm::finish adds the network between the hosts).
 Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyRecord>& readies, int cores) {
   TunerInputs ti;
   ti.ranks = impl.size;
@@ -237,7 +241,15 @@ Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyR
     ti.ranksOnHost = impl.size;
   } else {
     ti.model.cores = cores;
+    // On one host without an arena nothing over the network is priced (no network measured): a
+    // placeholder rate. No cross-memory reads between hosts: cmaBw is never used there.
     ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.reduceBwCache = ti.model.cmaBw = 1e9;
+    if (const auto& m = readies[0].model) {
+      ti.model.copyBw = m->copyBw;
+      ti.model.copyBwCache = m->copyBwCache;
+      ti.model.reduceBw = m->reduceBw;
+      ti.model.reduceBwCache = m->reduceBwCache;
+    }
     ti.ranksPerHost = impl.layout.maxLocalSize();
     ti.hosts = impl.layout.hosts;
     ti.evenHosts = impl.layout.even();
@@ -246,9 +258,10 @@ Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyR
     ti.nicsPerHost = impl.layout.linksPerHost(ports);
     if (ti.hosts > 1) {
       FERRY_INFO(log::kTune,
-                 "comm %016llx rank %d of %d: %d hosts, up to %d ranks and %d NICs (RDMA ports in use) per host",
+                 "comm %016llx rank %d of %d: %d hosts, up to %d ranks and %d NICs (RDMA ports in use) per host; "
+                 "copies at %.1f GB/s, reductions at %.1f GB/s (rank 0's host)",
                  static_cast<unsigned long long>(impl.id), impl.rank, impl.size, ti.hosts, ti.ranksPerHost,
-                 ti.nicsPerHost);
+                 ti.nicsPerHost, ti.model.copyBw * 1e-9, ti.model.reduceBw * 1e-9);
     }
   }
   ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
