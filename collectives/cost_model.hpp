@@ -161,7 +161,8 @@ class Pricing {
   double rabenseifner(double m, double b) const;
   /// Reduce-scatter by recursive halving (`reduces`: with its reductions, not overlapped) or
   /// all-gather by recursive doubling, blocks of b bytes on m ranks: log2(p) exchanges moving
-  /// (p-1)/p m b, plus the fold's m b and b.
+  /// (p-1)/p m b, d/p of it at distance d (within a host or across, as `exchange` prices them),
+  /// plus the fold's m b and b.
   double halvingBlocks(double m, double b, bool reduces) const;
   /// Bruck all-to-all, blocks of b bytes on m ranks: ceil(log2 m) exchanges of about m/2 blocks
   /// through the host's link, and four copies of the m blocks.
