@@ -49,7 +49,9 @@ double Pricing::exchange(double m, double d, double b) const {
 
 double Pricing::doubling(double m, double b) const {
   const double p = std::exp2(log2Floor(m));
-  double t = p < m ? 2 * msg(b, share) : 0.0;
+  // Every exchange is followed by a reduction of the whole vector, as is the fold's hand-over.
+  const double reductions = log2Floor(m) + (p < m ? 1 : 0);
+  double t = (p < m ? 2 * msg(b, share) : 0.0) + reductions * b * reduceRate();
   for (double d = 1; d < p; d *= 2) t += exchange(m, d, b);
   return t;
 }
@@ -86,7 +88,11 @@ double Pricing::halvingBlocks(double m, double b, bool reduces) const {
   const double p = std::exp2(log2Floor(m));
   const double fold = p < m ? msg(m * b, 1) + msg(b, 1) : 0.0;
   const double reduce = reduces ? (p - 1) / p * m * b * reduceRate() : 0.0;
-  return log2Floor(m) * in.net.alpha + (p - 1) / p * m * b * in.net.beta + reduce + fold;
+  // Halving sends half the m blocks at distance p/2, a quarter at p/4, ...; doubling retraces
+  // those steps in reverse order: at distance d, d/p of them either way.
+  double t = fold + reduce;
+  for (double d = 1; d < p; d *= 2) t += exchange(m, d, m * b * d / p);
+  return t;
 }
 
 double Pricing::bruckAllToAll(double m, double b) const {

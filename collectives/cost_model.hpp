@@ -139,7 +139,8 @@ class Pricing {
   /// two, d < L), else across hosts, `share` streams per host link.
   double exchange(double m, double d, double b) const;
   /// Recursive doubling all-reduce of b bytes on m ranks: log2(p) whole-vector exchanges, two more
-  /// to fold and unfold the rest (p: the largest power of two <= m).
+  /// to fold and unfold the rest (p: the largest power of two <= m), and a whole-vector reduction
+  /// after each exchange and after the fold.
   double doubling(double m, double b) const;
   /// A measured network's figure, or 0 where it was not measured (one transport algorithm each).
   double flat(double seconds) const { return modelled ? seconds : 0.0; }
@@ -161,7 +162,8 @@ class Pricing {
   double rabenseifner(double m, double b) const;
   /// Reduce-scatter by recursive halving (`reduces`: with its reductions, not overlapped) or
   /// all-gather by recursive doubling, blocks of b bytes on m ranks: log2(p) exchanges moving
-  /// (p-1)/p m b, plus the fold's m b and b.
+  /// (p-1)/p m b, d/p of it at distance d (within a host or across, as `exchange` prices them),
+  /// plus the fold's m b and b.
   double halvingBlocks(double m, double b, bool reduces) const;
   /// Bruck all-to-all, blocks of b bytes on m ranks: ceil(log2 m) exchanges of about m/2 blocks
   /// through the host's link, and four copies of the m blocks.

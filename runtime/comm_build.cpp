@@ -11,8 +11,9 @@ namespace {
 // FERRY_TRANSPORT picks the transport; shm needs every rank on this host in one pid namespace.
 // Between hosts, auto means UCX where an RDMA port is active (it drives the fabric) and ferry's
 // own TCP transport otherwise (several streams per pair, where UCX's TCP moves one).
+// `rdmaPorts`: the RDMA ports UCX was told to use (rdmaPortsOf), left empty for the others.
 Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<PeerInfo>& peers, int rank, int size,
-                                                              uint64_t commId) {
+                                                              uint64_t commId, std::string* rdmaPorts) {
   const PeerInfo& me = peers[rank];
   bool allLocal = true, samePidSpace = true;
   for (const PeerInfo& p : peers) {
@@ -64,6 +65,8 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
     uo.netDevices = *d;
   }
   for (const PeerInfo& p : peers) uo.sameHost.push_back(p.hostId == me.hostId);
+  const char* env = readEnv("UCX_NET_DEVICES");
+  *rdmaPorts = rdmaPortsOf(!uo.netDevices.empty() ? uo.netDevices : env != nullptr ? env : "");
   return transport::ucx::createUcxTransport(uo);
 }
 
@@ -150,7 +153,7 @@ Status openEndpoints(Comm::Impl& impl, const std::vector<PeerInfo>& peers, int c
     FERRY_INFO(log::kInit, "no shrink listener (shrink() will fail on this communicator): %s",
                l.status().message().c_str());
   }
-  auto t = createTransport(peers, impl.rank, impl.size, impl.id);
+  auto t = createTransport(peers, impl.rank, impl.size, impl.id, &impl.rdmaPorts);
   FERRY_TRY(t);
   impl.transport = std::move(*t);
   if (allOnOneHost(peers) && inOnePidSpace(peers)) {
@@ -196,12 +199,18 @@ Status startWatchdog(Comm::Impl& impl, std::vector<PeerInfo> peers) {
 }
 
 // Round 3, the ready barrier: nobody sends before everyone listens for error reports. Each rank
-// says whether single-copy reads work there, and rank 0 adds its host model (ReadyRecord).
+// says whether single-copy reads work there and which RDMA ports it uses, and rank 0 adds its host
+// model (ReadyRecord): the arena's algorithms are priced with all of it, those over the network
+// between hosts with its copy and reduction rates.
 Result<std::vector<ReadyRecord>> exchangeReady(Rendezvous& rv, Comm::Impl& impl, const std::string& hostKey,
                                                const cpu_set_t& hostSet, Deadline deadline) {
   ReadyRecord mine;
   mine.singleCopyReads = impl.arena && impl.arena->canRead();
+  mine.rdmaPorts = impl.rdmaPorts;
   if (impl.rank == 0 && impl.arena) mine.model = loadOrMeasureHostModel(hostKey, config().tuneFile, hostSet);
+  if (impl.rank == 0 && !impl.arena && impl.layout.hosts > 1) {
+    mine.model = loadHostRates(hostKey, config().tuneFile, hostSet);
+  }
   auto records = rv.allGather(mine.serialize(), deadline);
   FERRY_TRY(records);
   if (impl.transport) impl.transport->sealed();
@@ -216,7 +225,8 @@ Result<std::vector<ReadyRecord>> exchangeReady(Rendezvous& rv, Comm::Impl& impl,
 }
 
 // What the tuner plans with, alike on every rank: rank 0's host model where the ranks share an
-// arena; else the hosts' layout (Comm::finish adds the network between them).
+// arena; else the hosts' layout, the links from each host that every one has (linksPerHost), and
+// rank 0's copy and reduction rates (Comm::finish adds the network between the hosts).
 Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyRecord>& readies, int cores) {
   TunerInputs ti;
   ti.ranks = impl.size;
@@ -231,10 +241,28 @@ Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyR
     ti.ranksOnHost = impl.size;
   } else {
     ti.model.cores = cores;
+    // On one host without an arena nothing over the network is priced (no network measured): a
+    // placeholder rate. No cross-memory reads between hosts: cmaBw is never used there.
     ti.model.copyBw = ti.model.copyBwCache = ti.model.reduceBw = ti.model.reduceBwCache = ti.model.cmaBw = 1e9;
+    if (const auto& m = readies[0].model) {
+      ti.model.copyBw = m->copyBw;
+      ti.model.copyBwCache = m->copyBwCache;
+      ti.model.reduceBw = m->reduceBw;
+      ti.model.reduceBwCache = m->reduceBwCache;
+    }
     ti.ranksPerHost = impl.layout.maxLocalSize();
     ti.hosts = impl.layout.hosts;
     ti.evenHosts = impl.layout.even();
+    std::vector<std::string> ports;
+    for (const ReadyRecord& r : readies) ports.push_back(r.rdmaPorts);
+    ti.nicsPerHost = impl.layout.linksPerHost(ports);
+    if (ti.hosts > 1) {
+      FERRY_INFO(log::kTune,
+                 "comm %016llx rank %d of %d: %d hosts, up to %d ranks and %d NICs (RDMA ports in use) per host; "
+                 "copies at %.1f GB/s, reductions at %.1f GB/s (rank 0's host)",
+                 static_cast<unsigned long long>(impl.id), impl.rank, impl.size, ti.hosts, ti.ranksPerHost,
+                 ti.nicsPerHost, ti.model.copyBw * 1e-9, ti.model.reduceBw * 1e-9);
+    }
   }
   ti.sliceBytes = static_cast<size_t>(std::max<int64_t>(config().sliceBytes, 64));
   // Measured selection: single-host communicators, and those that get two levels (Comm::finish).

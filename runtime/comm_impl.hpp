@@ -76,6 +76,8 @@ struct Comm::Impl {
   /// Where this rank listens for shrink(), and where every rank does (runtime/shrink.hpp).
   std::unique_ptr<ShrinkListener> shrinkListener;
   std::vector<ShrinkContact> shrinkContacts;
+  /// The RDMA ports this rank's transport uses between hosts (rdmaPortsOf; ReadyRecord tells the others).
+  std::string rdmaPorts;
 
   ~Impl() {
     dumpRegistration.reset();  // its GPU line reads gpu, which goes before it

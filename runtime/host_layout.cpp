@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 namespace ferry {
 
@@ -47,6 +48,24 @@ std::vector<int> HostLayout::crossGroup(int local) const {
 int HostLayout::rankAt(int host, int local) const {
   if (host < 0 || host >= hosts || local < 0 || local >= localSize(host)) return -1;
   return members[static_cast<size_t>(host)][static_cast<size_t>(local)];
+}
+
+int HostLayout::linksPerHost(const std::vector<std::string>& rdmaPorts) const {
+  int fewest = 0;
+  for (const auto& m : members) {
+    std::set<std::string> ports;
+    for (int r : m) {
+      const std::string& list = r < static_cast<int>(rdmaPorts.size()) ? rdmaPorts[static_cast<size_t>(r)] : "";
+      for (size_t at = 0; at < list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        if (end > at) ports.insert(list.substr(at, end - at));
+        at = end + 1;
+      }
+    }
+    const int links = std::max<int>(1, static_cast<int>(ports.size()));
+    fewest = fewest == 0 ? links : std::min(fewest, links);
+  }
+  return std::max(fewest, 1);
 }
 
 std::string HostLayout::describe() const {

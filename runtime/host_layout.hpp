@@ -32,6 +32,11 @@ struct HostLayout {
   std::vector<int> crossGroup(int local) const;
   /// The rank of local index `local` on `host`, or -1 when that host has no such rank.
   int rankAt(int host, int local) const;
+  /// Links from every host to the network (the tuner's NICs per host): per host, the distinct RDMA
+  /// ports its ranks use, at least one; then the fewest over the hosts, since a step that crosses
+  /// waits for the host with the fewest. `rdmaPorts` (index: rank): each rank's ports,
+  /// comma-separated ("mlx5_0:1"); empty where it uses none (TCP, the loopback).
+  int linksPerHost(const std::vector<std::string>& rdmaPorts) const;
   /// "2 hosts: 0-1 | 2-3" for logs.
   std::string describe() const;
 };

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -254,21 +255,34 @@ HostModel measureHostModel(const cpu_set_t& cpus) {
   return m;
 }
 
-HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& cacheFile, const cpu_set_t& cpus) {
+namespace {
+
+// The cache file for `hostKey` as FERRY_TUNE_FILE says (empty: none).
+std::string cachePath(const std::string& hostKey, const std::string& cacheFile) {
   std::string path = cacheFile.empty() ? defaultCachePath(hostKey) : cacheFile;
-  if (path == "none") path.clear();
-  if (!path.empty()) {
-    std::ifstream f(path);
-    std::string line, key;
-    if (std::getline(f, key) && key == hostKey && std::getline(f, line)) {
-      auto m = HostModel::deserialize(std::vector<uint8_t>(line.begin(), line.end()));
-      // Measured for as many CPUs as the ranks have now: a job bound to fewer (or more) CPUs
-      // measures its own.
-      if (m.isOk() && m->cores == std::max(CPU_COUNT(&cpus), 1)) {
-        FERRY_INFO(log::kTune, "host model from %s: %s", path.c_str(), m->describe().c_str());
-        return *m;
-      }
-    }
+  return path == "none" ? std::string() : path;
+}
+
+// The model cached at `path` for `hostKey`, if there is one.
+std::optional<HostModel> readCached(const std::string& path, const std::string& hostKey) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream f(path);
+  std::string line, key;
+  if (!std::getline(f, key) || key != hostKey || !std::getline(f, line)) return std::nullopt;
+  auto m = HostModel::deserialize(std::vector<uint8_t>(line.begin(), line.end()));
+  if (!m.isOk()) return std::nullopt;
+  return *m;
+}
+
+}  // namespace
+
+HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& cacheFile, const cpu_set_t& cpus) {
+  const std::string path = cachePath(hostKey, cacheFile);
+  // Measured for as many CPUs as the ranks have now: a job bound to fewer (or more) CPUs
+  // measures its own.
+  if (auto m = readCached(path, hostKey); m && m->cores == std::max(CPU_COUNT(&cpus), 1)) {
+    FERRY_INFO(log::kTune, "host model from %s: %s", path.c_str(), m->describe().c_str());
+    return *m;
   }
   double t0 = now();
   HostModel m = measureHostModel(cpus);
@@ -289,6 +303,15 @@ HostModel loadOrMeasureHostModel(const std::string& hostKey, const std::string& 
     if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
   }
   return m;
+}
+
+HostModel loadHostRates(const std::string& hostKey, const std::string& cacheFile, const cpu_set_t& cpus) {
+  const std::string path = cachePath(hostKey, cacheFile);
+  if (auto m = readCached(path, hostKey)) {
+    FERRY_INFO(log::kTune, "host rates from %s: %s", path.c_str(), m->describe().c_str());
+    return *m;
+  }
+  return loadOrMeasureHostModel(hostKey, cacheFile, cpus);
 }
 
 }  // namespace ferry

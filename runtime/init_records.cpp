@@ -75,6 +75,7 @@ Result<AddressRecord> AddressRecord::deserialize(const Bytes& bytes, int rank) {
 
 Bytes ReadyRecord::serialize() const {
   Bytes out(1, singleCopyReads ? 1 : 0);
+  putSized(out, Bytes(rdmaPorts.begin(), rdmaPorts.end()));
   if (model) {
     Bytes m = model->serialize();
     out.insert(out.end(), m.begin(), m.end());
@@ -83,15 +84,21 @@ Bytes ReadyRecord::serialize() const {
 }
 
 Result<ReadyRecord> ReadyRecord::deserialize(const Bytes& bytes, int rank) {
-  if (bytes.empty() || bytes[0] > 1) {
+  Reader in(bytes);
+  uint8_t reads = 0;
+  Bytes ports;
+  if (!in.take(&reads, 1) || reads > 1 || !in.takeSized(&ports) || ports.size() > kMaxPortsBytes) {
     return makeError(ErrorCode::kInternalError,
-                     "rank %d sent a malformed ready record (%zu bytes; expected a first byte of 0 or 1)", rank,
-                     bytes.size());
+                     "rank %d sent a malformed ready record (%zu bytes; expected a first byte of 0 or 1, then a u32 "
+                     "length and at most %u bytes of RDMA ports)",
+                     rank, bytes.size(), kMaxPortsBytes);
   }
   ReadyRecord r;
-  r.singleCopyReads = bytes[0] == 1;
-  if (bytes.size() > 1) {
-    auto m = HostModel::deserialize(Bytes(bytes.begin() + 1, bytes.end()));
+  r.singleCopyReads = reads == 1;
+  r.rdmaPorts.assign(ports.begin(), ports.end());
+  Bytes rest = in.rest();
+  if (!rest.empty()) {
+    auto m = HostModel::deserialize(rest);
     if (!m.isOk()) {
       return makeError(ErrorCode::kInternalError, "rank %d sent a ready record with a malformed host model: %s", rank,
                        m.status().message().c_str());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "runtime/group_exchange.hpp"
 #include "runtime/host_model.hpp"
@@ -24,13 +25,17 @@ struct AddressRecord {
   static Result<AddressRecord> deserialize(const Bytes& bytes, int rank);
 };
 
-/// Round 3, the ready barrier: whether single-copy reads from peers' buffers work on this rank,
-/// and rank 0's host model where the ranks share an arena, so every rank plans with its numbers.
+/// Round 3, the ready barrier: whether single-copy reads from peers' buffers work on this rank, the
+/// RDMA ports its transport uses between hosts (every rank then counts each host's links alike),
+/// and rank 0's host model, so every rank plans with its numbers.
 struct ReadyRecord {
   bool singleCopyReads = false;
+  std::string rdmaPorts;  ///< comma-separated ("mlx5_0:1"); empty: none (TCP, the loopback, one host)
   std::optional<HostModel> model;
 
-  /// [u8 0 or 1][the host model's text, when there is one].
+  /// Longest RDMA port list a rank may send (a device name is at most 64 bytes, and a port few).
+  static constexpr uint32_t kMaxPortsBytes = 4096;
+  /// [u8 0 or 1][u32 length][the RDMA ports][the host model's text, when there is one].
   Bytes serialize() const;
   static Result<ReadyRecord> deserialize(const Bytes& bytes, int rank);
 };

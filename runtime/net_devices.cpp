@@ -1,5 +1,6 @@
 #include "runtime/net_devices.hpp"
 
+#include <algorithm>
 #include <atomic>
 
 #include "base/config.hpp"
@@ -36,6 +37,17 @@ bool hasActiveRdma() {
     if (p.active) return true;
   }
   return false;
+}
+
+std::string rdmaPortsOf(const std::string& netDevices) {
+  std::string ports;
+  for (size_t at = 0; at < netDevices.size();) {
+    const size_t end = std::min(netDevices.find(',', at), netDevices.size());
+    const std::string entry = netDevices.substr(at, end - at);
+    if (entry.find(':') != std::string::npos) ports += (ports.empty() ? "" : ",") + entry;
+    at = end + 1;
+  }
+  return ports;
 }
 
 Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int rank, int localIndex) {

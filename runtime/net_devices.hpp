@@ -20,6 +20,11 @@ namespace ferry {
 /// `localIndex`: the rank's place among its host's ranks (spreads them over equally near NICs).
 Result<std::string> chooseNetDevices(const std::vector<PeerInfo>& peers, int rank, int localIndex);
 
+/// The RDMA ports among a UCX NET_DEVICES value, comma-separated: its entries that name a device's
+/// port ("mlx5_0:1"); network interfaces ("eth0", "lo") and "all" name none, so a rank over the
+/// loopback or UCX's TCP reports no port (the tuner then counts one link for its host).
+std::string rdmaPortsOf(const std::string& netDevices);
+
 /// This host's RDMA ports, found once per process: "RDMA: mlx5_0:1 ACTIVE InfiniBand 4x HDR 200 Gb/s
 /// NUMA 0 ..." or "RDMA: none (no devices found): TCP between hosts", for the INIT log.
 const std::string& describeRdma();

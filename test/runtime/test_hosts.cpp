@@ -4,6 +4,7 @@
 
 #include "runtime/bootstrap/interfaces.hpp"
 #include "runtime/host_layout.hpp"
+#include "runtime/net_devices.hpp"
 #include "runtime/peer_info.hpp"
 #include "runtime/shrink.hpp"
 
@@ -97,6 +98,53 @@ TEST_CASE("host layouts: hosts by first rank, local indices, cross groups", "[la
   // One rank per host, or one host: nothing to split.
   CHECK_FALSE(HostLayout::fromHostIds({"a", "b", "c"}).twoLevels());
   CHECK_FALSE(HostLayout::fromHostIds({"a", "a"}).twoLevels());
+}
+
+namespace {
+
+// 2 hosts x 8 ranks; on each host rank i uses port (i mod ports) of mlx5_0..mlx5_7 (0 ports: none).
+std::vector<std::string> railPorts(int portsA, int portsB) {
+  std::vector<std::string> p;
+  for (int ports : {portsA, portsB}) {
+    for (int i = 0; i < 8; ++i) p.push_back(ports == 0 ? "" : "mlx5_" + std::to_string(i % ports) + ":1");
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("NICs per host: the distinct RDMA ports of each host's ranks, the fewest over the hosts", "[layout]") {
+  std::vector<std::string> ids(8, "a");
+  ids.resize(16, "b");
+  const auto l = HostLayout::fromHostIds(ids);
+  CHECK(l.linksPerHost(railPorts(8, 8)) == 8);
+  CHECK(l.linksPerHost(railPorts(4, 4)) == 4);
+  CHECK(l.linksPerHost(railPorts(1, 1)) == 1);
+  // No RDMA port (TCP, the loopback): one link per host.
+  CHECK(l.linksPerHost(railPorts(0, 0)) == 1);
+  // A host whose ranks use fewer ports than the other's bounds every step that crosses.
+  CHECK(l.linksPerHost(railPorts(8, 4)) == 4);
+  CHECK(l.linksPerHost(railPorts(2, 8)) == 2);
+  CHECK(l.linksPerHost(railPorts(8, 0)) == 1);
+  // A rank may name several ports (UCX stripes over them): each counts once per host.
+  std::vector<std::string> both(16, "mlx5_0:1,mlx5_1:1");
+  CHECK(l.linksPerHost(both) == 2);
+  // Port names are a host's own: the same name on two hosts is two links, one per host.
+  CHECK(l.linksPerHost(std::vector<std::string>(16, "mlx5_0:1")) == 1);
+  // Uneven hosts, round-robin placement: 3 ranks on x over 3 ports, 2 on y over 2.
+  const auto u = HostLayout::fromHostIds({"x", "y", "x", "y", "x"});
+  CHECK(u.linksPerHost({"p0:1", "q0:1", "p1:1", "q1:1", "p2:1"}) == 2);
+  CHECK(u.linksPerHost({"p0:1", "q0:1", "p1:1", "q0:1", "p2:1"}) == 1);
+  // Fewer entries than ranks (none sent): those ranks use no port.
+  CHECK(u.linksPerHost({}) == 1);
+}
+
+TEST_CASE("the RDMA ports of a UCX NET_DEVICES value, which a rank reports for the count", "[layout]") {
+  CHECK(rdmaPortsOf("mlx5_3:1,eth0,ib0") == "mlx5_3:1");
+  CHECK(rdmaPortsOf("mlx5_0:1,mlx5_1:2") == "mlx5_0:1,mlx5_1:2");
+  CHECK(rdmaPortsOf("lo").empty());
+  CHECK(rdmaPortsOf("all").empty());
+  CHECK(rdmaPortsOf("").empty());
 }
 
 TEST_CASE("a sub-communicator's message in the parent's numbering", "[layout]") {

@@ -104,10 +104,12 @@ TEST_CASE("a truncated or malformed address record names its rank", "[init_recor
 TEST_CASE("a ready record round-trips, with rank 0's host model or without", "[init_records]") {
   ReadyRecord r;
   r.singleCopyReads = true;
+  r.rdmaPorts = "mlx5_3:1";
   r.model = someModel();
   auto back = ReadyRecord::deserialize(r.serialize(), 0);
   REQUIRE(back.isOk());
   CHECK(back->singleCopyReads);
+  CHECK(back->rdmaPorts == "mlx5_3:1");
   REQUIRE(back->model.has_value());
   CHECK(back->model->copyBw == someModel().copyBw);
   CHECK(back->model->cores == 4);
@@ -115,12 +117,26 @@ TEST_CASE("a ready record round-trips, with rank 0's host model or without", "[i
   auto plain = ReadyRecord::deserialize(ReadyRecord{}.serialize(), 1);
   REQUIRE(plain.isOk());
   CHECK(!plain->singleCopyReads);
+  CHECK(plain->rdmaPorts.empty());
   CHECK(!plain->model.has_value());
+  // The ports without a model: a rank other than 0 between hosts.
+  ReadyRecord ports;
+  ports.rdmaPorts = "mlx5_0:1,mlx5_1:1";
+  auto portsBack = ReadyRecord::deserialize(ports.serialize(), 2);
+  REQUIRE(portsBack.isOk());
+  CHECK(portsBack->rdmaPorts == ports.rdmaPorts);
+  CHECK(!portsBack->model.has_value());
 }
 
 TEST_CASE("a malformed ready record names its rank", "[init_records]") {
   checkRefused(ReadyRecord::deserialize({}, 4).status(), 4, "ready record");
   checkRefused(ReadyRecord::deserialize({2}, 6).status(), 6, "ready record");
+  // The first byte without the ports' length, and a length past the end or over the limit.
+  checkRefused(ReadyRecord::deserialize({1}, 5).status(), 5, "ready record");
+  checkRefused(ReadyRecord::deserialize({0, 9, 0, 0, 0, 'm'}, 3).status(), 3, "ready record");
+  ReadyRecord huge;
+  huge.rdmaPorts.assign(ReadyRecord::kMaxPortsBytes + 1, 'x');
+  checkRefused(ReadyRecord::deserialize(huge.serialize(), 2).status(), 2, "ready record");
   ReadyRecord r;
   r.model = someModel();
   Bytes wire = r.serialize();

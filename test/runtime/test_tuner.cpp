@@ -687,7 +687,12 @@ TEST_CASE("a float sum over a flat network picks ring or doubling by size and ra
   const OpDesc max{CallKind::kAllReduce, 1 << 16, DataType::kFloat32, RedOp::kMax, -1};
   const Algorithm onA = ta->choose(max).algorithm;
   CHECK((onA == Algorithm::kRing || onA == Algorithm::kRabenseifner));
-  CHECK(tb->choose(max).algorithm == Algorithm::kDoubling);
+  // Doubling reduces the whole vector after each of its log2(4) exchanges, Rabenseifner 3/4 of it
+  // once: at 10 GB/s (reductions at the copy rate) doubling's two messages fewer pay for that up to
+  // about 110 KiB, and Rabenseifner (just ahead of the ring) takes the 256 KiB call.
+  const OpDesc smallMax{CallKind::kAllReduce, 1 << 14, DataType::kFloat32, RedOp::kMax, -1};
+  CHECK(tb->choose(smallMax).algorithm == Algorithm::kDoubling);
+  CHECK(tb->choose(max).algorithm == Algorithm::kRabenseifner);
 }
 
 TEST_CASE("a NIC per rank and fast links within a host make the tree and halving beat the ring between two hosts",
@@ -723,6 +728,37 @@ TEST_CASE("a NIC per rank and fast links within a host make the tree and halving
   auto fourNoTree = Tuner::create(in, "ring,doubling,rabenseifner", "", 0);
   REQUIRE(fourNoTree.isOk());
   CHECK(fourNoTree->choose(large).algorithm == Algorithm::kRing);
+}
+
+TEST_CASE("halving and doubling by blocks: steps within a host at its rate, those across sharing its links",
+          "[tuner][net]") {
+  // Two hosts of 8 ranks, 4 us and 50 GB/s a stream between hosts, 2 us and 450 GB/s within one.
+  TunerInputs in = networkInputs(16, 2, false);
+  in.net.alpha = 4e-6;
+  in.net.beta = 1.0 / 50e9;
+  in.intra = NetLevel{2e-6, 1.0 / 450e9, true};
+  const double block = 1 << 20;
+  for (int nics : {1, 4, 8}) {
+    INFO(nics << " NICs per host");
+    in.nicsPerHost = nics;
+    const coll::Pricing p(in, 256 * 1024, static_cast<size_t>(block), false);
+    // Distances 1, 2 and 4 stay on the host with 1/16, 1/8 and 1/4 of the 16 blocks; distance 8
+    // sends half of them across, 8 / nics streams through each link.
+    double want = 4e-6 + 8 * block / 50e9 * (8 / nics);
+    for (double d : {1.0, 2.0, 4.0}) want += 2e-6 + d * block / 450e9;
+    CHECK(p.halvingBlocks(16, block, false) == Approx(want));
+  }
+  // A large all-gather: with one NIC the half that crosses takes 8 streams through it and the ring
+  // (one stream per host link) wins; with a NIC per rank recursive doubling does.
+  const OpDesc gather{CallKind::kAllGather, size_t{1} << 20, DataType::kFloat32, RedOp::kSum, -1};
+  in.nicsPerHost = 1;
+  auto one = Tuner::create(in, "", "", 0);
+  REQUIRE(one.isOk());
+  CHECK(one->choose(gather).algorithm == Algorithm::kRing);
+  in.nicsPerHost = 8;
+  auto rail = Tuner::create(in, "", "", 0);
+  REQUIRE(rail.isOk());
+  CHECK(rail->choose(gather).algorithm == Algorithm::kDoubling);
 }
 
 TEST_CASE("FERRY_ALGO may pick another order class: the user's choice", "[tuner][net]") {
