@@ -26,6 +26,7 @@ struct Flow {
   uint64_t index;    // position among the key's messages
   double remaining;  // bytes left at time `last`
   double rate;
+  double before = 0;  // its rate before the computation under way
   double latency;
   uint32_t pathBegin;  // its links: pool_[pathBegin, pathBegin + pathLen)
   uint32_t pathLen;
@@ -408,6 +409,7 @@ class Replayer {
       Flow& f = flows_[static_cast<size_t>(id)];
       if (f.rate > 0 && f.rate != kInf) f.remaining -= f.rate * (now_ - f.last);
       f.last = now_;
+      f.before = f.rate;
       f.rate = -1;
     }
     for (int l : touched_) {
@@ -438,8 +440,10 @@ class Replayer {
         }
       }
     }
+    // A flow whose rate did not change keeps its finish event: the time it gives is the same.
     for (int id : comp_) {
       Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.rate == f.before && f.before > 0) continue;
       finishes_.push({f.last + std::max(f.remaining - 1e-6, 0.0) / f.rate, id, ++f.version});
     }
   }
