@@ -368,6 +368,21 @@ TunerInputs networkInputs(int ranks, int hosts, bool hierarchy) {
   return in;
 }
 
+// Two hosts of 8 ranks, flat (no two levels), 4 us and 50 GB/s a stream between hosts.
+TunerInputs twoHostsOfEight() {
+  TunerInputs in = networkInputs(16, 2, false);
+  in.net.alpha = 4e-6;
+  in.net.beta = 1.0 / 50e9;
+  return in;
+}
+
+// The model's plan for `d` with these inputs and FERRY_ALGO = `algo`.
+Algorithm modelChoice(const TunerInputs& in, const char* algo, const OpDesc& d) {
+  auto t = Tuner::create(in, algo, "", 0);
+  REQUIRE(t.isOk());
+  return t->choose(d).algorithm;
+}
+
 }  // namespace
 
 TEST_CASE("over the network small all-reduces and all-gathers take log2(n) steps, large ones the ring",
@@ -697,45 +712,30 @@ TEST_CASE("a float sum over a flat network picks ring or doubling by size and ra
 
 TEST_CASE("a NIC per rank and fast links within a host make the tree and halving beat the ring between two hosts",
           "[tuner][net]") {
-  // Two hosts of 8 ranks, flat (no two levels), 4 us and 50 GB/s a stream between hosts. Max: the
-  // measured figures decide, not the fixed constants of a float sum's order class.
-  TunerInputs in = networkInputs(16, 2, false);
-  in.net.alpha = 4e-6;
-  in.net.beta = 1.0 / 50e9;
+  // Max: the measured figures decide, not the fixed constants of a float sum's order class.
+  TunerInputs in = twoHostsOfEight();
   in.model.reduceBw = 1e12;
   const OpDesc large{CallKind::kAllReduce, size_t{1} << 28, DataType::kFloat32, RedOp::kMax, -1};
   // One link per host, steps within a host at the network's price: the ring crosses once per host.
-  auto oneLink = Tuner::create(in, "", "", 0);
-  REQUIRE(oneLink.isOk());
-  CHECK(oneLink->choose(large).algorithm == Algorithm::kRing);
+  CHECK(modelChoice(in, "", large) == Algorithm::kRing);
   // 8 NICs and NVLink-like 450 GB/s within a host: the double tree's edges stay within the host
   // but for one rank's per tree, which carry half the vector each way on their own NICs (ferry-sim:
   // 5.4 ms, Rabenseifner 6.2, the ring 10.1); without the tree, Rabenseifner's halving.
   in.nicsPerHost = 8;
   in.intra = NetLevel{2e-6, 1.0 / 450e9, true};
-  auto rail = Tuner::create(in, "", "", 0);
-  REQUIRE(rail.isOk());
-  CHECK(rail->choose(large).algorithm == Algorithm::kTree);
-  auto railNoTree = Tuner::create(in, "ring,doubling,rabenseifner", "", 0);
-  REQUIRE(railNoTree.isOk());
-  CHECK(railNoTree->choose(large).algorithm == Algorithm::kRabenseifner);
+  CHECK(modelChoice(in, "", large) == Algorithm::kTree);
+  CHECK(modelChoice(in, "ring,doubling,rabenseifner", large) == Algorithm::kRabenseifner);
   // 4 NICs: two ranks share each; the tree's two crossing ranks still have a NIC each (ferry-sim:
   // 5.4 ms, the ring 10.1, Rabenseifner 11.5), and without the tree the ring is back in front.
   in.nicsPerHost = 4;
-  auto four = Tuner::create(in, "", "", 0);
-  REQUIRE(four.isOk());
-  CHECK(four->choose(large).algorithm == Algorithm::kTree);
-  auto fourNoTree = Tuner::create(in, "ring,doubling,rabenseifner", "", 0);
-  REQUIRE(fourNoTree.isOk());
-  CHECK(fourNoTree->choose(large).algorithm == Algorithm::kRing);
+  CHECK(modelChoice(in, "", large) == Algorithm::kTree);
+  CHECK(modelChoice(in, "ring,doubling,rabenseifner", large) == Algorithm::kRing);
 }
 
 TEST_CASE("halving and doubling by blocks: steps within a host at its rate, those across sharing its links",
           "[tuner][net]") {
-  // Two hosts of 8 ranks, 4 us and 50 GB/s a stream between hosts, 2 us and 450 GB/s within one.
-  TunerInputs in = networkInputs(16, 2, false);
-  in.net.alpha = 4e-6;
-  in.net.beta = 1.0 / 50e9;
+  // 2 us and 450 GB/s within a host.
+  TunerInputs in = twoHostsOfEight();
   in.intra = NetLevel{2e-6, 1.0 / 450e9, true};
   const double block = 1 << 20;
   for (int nics : {1, 4, 8}) {
@@ -752,13 +752,9 @@ TEST_CASE("halving and doubling by blocks: steps within a host at its rate, thos
   // (one stream per host link) wins; with a NIC per rank recursive doubling does.
   const OpDesc gather{CallKind::kAllGather, size_t{1} << 20, DataType::kFloat32, RedOp::kSum, -1};
   in.nicsPerHost = 1;
-  auto one = Tuner::create(in, "", "", 0);
-  REQUIRE(one.isOk());
-  CHECK(one->choose(gather).algorithm == Algorithm::kRing);
+  CHECK(modelChoice(in, "", gather) == Algorithm::kRing);
   in.nicsPerHost = 8;
-  auto rail = Tuner::create(in, "", "", 0);
-  REQUIRE(rail.isOk());
-  CHECK(rail->choose(gather).algorithm == Algorithm::kDoubling);
+  CHECK(modelChoice(in, "", gather) == Algorithm::kDoubling);
 }
 
 TEST_CASE("FERRY_ALGO may pick another order class: the user's choice", "[tuner][net]") {
