@@ -67,12 +67,13 @@ double Pricing::doubleTree(double m, double b) const {
   const double slice = static_cast<double>(std::max<size_t>(in.sliceBytes, 1));
   // The first chunk climbs and descends; later ones follow a step behind, their latencies hidden.
   const double fill = 2 * log2Floor(m) * msg(std::min(b / 2, slice), 1);
-  if (H <= 1) return fill + (hostMsg(2 * b) - hostMsg(0));
+  const double within = hostMsg(2 * b) - hostMsg(0);  // the bytes alone: the fill has the latencies
+  if (H <= 1) return fill + within;
   // A rank sends about 2b, mostly to ranks of its own host where they are numbered host by host;
   // each tree's edges between hosts meet at one rank of a host, which sends and receives up to b
   // through its own link: the two trees' such ranks differ, so two or more NICs carry them apart.
   const double across = b * in.net.beta * (in.nicsPerHost >= 2 ? 1.0 : 2.0);
-  return fill + std::max(hostMsg(2 * b) - hostMsg(0), across);
+  return fill + std::max(within, across);
 }
 
 double Pricing::rabenseifner(double m, double b) const {

@@ -25,6 +25,7 @@
 //                  order they were posted: a rank posts its receives in the order its peers send
 //                  them, by the sender's step and then its events (climbs A, B; descents A, B).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -73,18 +74,21 @@ TreeNode inOrderNode(int r, int n, Label label, RankOf rankOf) {
   return t;
 }
 
+// Rank r's label in tree A or B of the double tree (file comment), and the rank of label l.
+int doubleTreeLabel(int r, int n, int tree) {
+  if (tree == 0) return r + 1;
+  return n % 2 == 0 ? n - r : (r + 1) % n + 1;
+}
+int doubleTreeRank(int l, int n, int tree) {
+  if (tree == 0) return l - 1;
+  return n % 2 == 0 ? n - l : (l + n - 2) % n;
+}
+
 // Trees A and B of the double tree.
 TreeNode doubleTreeNode(int r, int n, int tree) {
-  if (tree == 0) {
-    return inOrderNode(
-        r, n, [](int x) { return x + 1; }, [](int l) { return l - 1; });
-  }
-  if (n % 2 == 0) {
-    return inOrderNode(
-        r, n, [n](int x) { return n - x; }, [n](int l) { return n - l; });
-  }
   return inOrderNode(
-      r, n, [n](int x) { return (x + 1) % n + 1; }, [n](int l) { return (l + n - 2) % n; });
+      r, n, [n, tree](int x) { return doubleTreeLabel(x, n, tree); },
+      [n, tree](int l) { return doubleTreeRank(l, n, tree); });
 }
 
 int inOrderDepth(int n) {
@@ -95,11 +99,7 @@ int inOrderDepth(int n) {
 
 // Rank r's height in tree A or B of the double tree (file comment).
 int doubleTreeHeight(int r, int n, int tree) {
-  int label = r + 1;
-  if (tree == 1) label = n % 2 == 0 ? n - r : (r + 1) % n + 1;
-  int h = 0;
-  while ((lowBit(label) >> h) > 1) ++h;
-  return h;
+  return std::countr_zero(static_cast<unsigned>(doubleTreeLabel(r, n, tree)));
 }
 
 // One climb or descent of a chunk through a tree: [begin, begin + elems) of the vector.
