@@ -6,6 +6,7 @@
 
 At every row, the out-of-place and the in-place measurement with the shortest time, each from
 whichever run had it (the row's "repeat" says which); a wrong value in any run stays in the result.
+A row only some files have (bench/compare --by-collective: a file per collective) is taken as it is.
 Other work on a shared machine only ever slows a run down, so the best of several is the figure
 closest to what the library can do. Standard library only.
 """
@@ -19,9 +20,15 @@ def main(out, reps):
     key = lambda r: (r["collective"], r["size"], r["type"], r["redop"], r["root"])
     rows = {key(r): r for r in merged["results"]}
     for i, run in enumerate(runs):
+        known = set(rows)
         for r in run["results"]:
             m = rows.get(key(r))
-            if m is None:
+            if key(r) not in known:
+                rows[key(r)] = r
+                merged["results"].append(r)
+                for side in ("out_of_place", "in_place"):
+                    if isinstance(r.get(side), dict):
+                        r[side]["repeat"] = i + 1
                 continue
             for side in ("out_of_place", "in_place"):
                 a, b = m.get(side), r.get(side)
@@ -34,6 +41,12 @@ def main(out, reps):
                     m[side] = dict(b, repeat=i + 1)
                 if isinstance(m[side].get("nwrong"), int):
                     m[side]["nwrong"] = wrong
+        # A file of other collectives adds them to the list and their summaries.
+        for c in run.get("collectives", []):
+            if c not in merged.setdefault("collectives", []):
+                merged["collectives"].append(c)
+                merged.setdefault("per_collective", []).extend(
+                    p for p in run.get("per_collective", []) if p.get("collective") == c)
     merged["repeats"] = len(runs)
     errors = [run.get("errors") for run in runs]
     merged["errors"] = sum(errors) if all(isinstance(e, int) for e in errors) else merged.get("errors")

@@ -1,7 +1,7 @@
 // memcpy-rate: how fast one core copies memory, the ceiling against which bench/compare reads the
 // host collectives' bandwidths.
 //
-//   memcpy-rate [SIZE ...] [-P N] [-J FILE]   sizes with K, M, G (powers of 1024); default 16M 256M
+//   memcpy-rate [SIZE ...] [-P N | -H] [-J FILE]   sizes with K, M, G (powers of 1024); default 16M 256M
 //
 // For each size: two page-aligned buffers, written once so that no page fault is timed, then
 // memcpy from one to the other, repeated, the best (shortest) copy kept. The rate is bytes copied
@@ -15,9 +15,16 @@
 // can reach together: 2 ranks of an out-of-place all-gather or all-to-all each write their whole
 // output, so their bus bandwidth cannot pass half of the -P 2 rate.
 //
+// -H: hand-off. Two processes take turns through one buffer of SIZE bytes in shared memory: one
+// copies its own SIZE bytes in, then the other copies them out to its own buffer, as a mailbox
+// passes data between ranks that hold plain buffers. A repeat is both copies; the rate is SIZE
+// over that time. The second copy reads lines the other core has just written, and the first
+// writes lines the other core has just read, so this measures what moving a cache line between
+// the two cores costs, which a single-core memcpy does not see.
+//
 // With -J the results are also written as JSON: {"schema": "ferry-memcpy/1", "host", "cpu",
-// "processes", "results": [{"size", "repeats", "best_seconds", "median_seconds", "best_gbps",
-// "median_gbps"}]}.
+// "processes", "handoff" (with -H), "results": [{"size", "repeats", "best_seconds",
+// "median_seconds", "best_gbps", "median_gbps"}]}.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -107,6 +114,77 @@ bool copyRepeats(Shared* sh, int self, int processes, size_t size, int repeats) 
   return sh->failed.load() == 0;
 }
 
+// Waits until `turn` reaches `want` (the other process's copy finished), or kBarrierSeconds.
+bool awaitTurn(const std::atomic<int>& turn, int want, const Shared* sh) {
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned i = 1; turn.load(std::memory_order_acquire) != want; ++i) {
+    if (sh->failed.load() != 0) return false;
+    if ((i & 1023) == 0) {
+      sched_yield();  // the other process may share this core
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kBarrierSeconds) {
+        std::fprintf(stderr, "memcpy-rate: the other process did not finish its copy within %.0f s\n", kBarrierSeconds);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// -H: `repeats` + 1 rounds of a copy in by the child and a copy out by the parent through one
+// shared buffer; the first round (page faults, caches) untimed.
+bool measureHandoff(size_t size, Rate* rate) {
+  const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{1} << 30) / size));
+  const size_t bytes = sizeof(Shared) + sizeof(double) * static_cast<size_t>(repeats) + 64 + size;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::fprintf(stderr, "memcpy-rate: cannot map %zu bytes of shared memory\n", bytes);
+    return false;
+  }
+  auto* sh = new (mem) Shared;
+  // The turn word: 2i (the child copies in round i), 2i + 1 (the parent copies out); -1 until the
+  // parent starts round 0, so that its first store cannot overwrite the child's answer.
+  auto* turn = new (static_cast<char*>(mem) + sizeof(Shared) + sizeof(double) * repeats) std::atomic<int>(-1);
+  uint8_t* box = reinterpret_cast<uint8_t*>(turn) + 64;
+  std::vector<uint8_t> own(size, 1);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < repeats + 1; ++i) {
+      if (!awaitTurn(*turn, 2 * i, sh)) _exit(1);
+      std::memcpy(box, own.data(), size);
+      turn->store(2 * i + 1, std::memory_order_release);
+    }
+    _exit(0);
+  }
+  bool ok = pid > 0;
+  if (!ok) std::fprintf(stderr, "memcpy-rate: fork failed\n");
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; ok && i < repeats + 1; ++i) {
+    // A round starts when the child may begin its copy in.
+    if (i > 0) start = std::chrono::steady_clock::now();
+    turn->store(2 * i, std::memory_order_release);
+    if (!awaitTurn(*turn, 2 * i + 1, sh)) {
+      ok = false;
+      break;
+    }
+    std::memcpy(own.data(), box, size);
+    touch(own.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i > 0) sh->times()[i - 1] = s;
+  }
+  if (!ok) sh->failed.store(1);
+  if (pid > 0) {
+    int status = 0;
+    ok &= waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (ok) {
+    std::vector<double> seconds(sh->times(), sh->times() + repeats);
+    std::sort(seconds.begin(), seconds.end());
+    *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
+  }
+  munmap(mem, bytes);
+  return ok;
+}
+
 bool measure(size_t size, int processes, Rate* rate) {
   const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{2} << 30) / size));
   const size_t bytes = sizeof(Shared) + sizeof(double) * static_cast<size_t>(processes) * repeats;
@@ -167,10 +245,13 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   std::string json;
   int processes = 1;
+  bool handoff = false;
   for (int i = 1; i < argc; ++i) {
     size_t s = 0;
     if (std::strcmp(argv[i], "-J") == 0 && i + 1 < argc) {
       json = argv[++i];
+    } else if (std::strcmp(argv[i], "-H") == 0) {
+      handoff = true;
     } else if (std::strcmp(argv[i], "-P") == 0 && i + 1 < argc) {
       char* end = nullptr;
       const long v = std::strtol(argv[++i], &end, 10);
@@ -184,18 +265,28 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
-                   "usage: memcpy-rate [SIZE ...] [-P N] [-J FILE]\n",
+                   "usage: memcpy-rate [SIZE ...] [-P N | -H] [-J FILE]\n",
                    argv[i]);
       return 2;
     }
   }
   if (sizes.empty()) sizes = {size_t{16} << 20, size_t{256} << 20};
+  if (handoff && processes != 1) {
+    std::fprintf(stderr, "memcpy-rate: -H is two processes by itself; leave out -P\n");
+    return 2;
+  }
+  if (handoff) processes = 2;
 
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   std::string out = "{\n  \"schema\": \"ferry-memcpy/1\",\n  \"host\": \"" + std::string(host) + "\",\n  \"cpu\": \"" +
-                    cpuModel() + "\",\n  \"processes\": " + std::to_string(processes) + ",\n  \"results\": [";
-  if (processes == 1) {
+                    cpuModel() + "\",\n  \"processes\": " + std::to_string(processes) +
+                    (handoff ? ",\n  \"handoff\": true" : "") + ",\n  \"results\": [";
+  if (handoff) {
+    std::printf(
+        "# memcpy-rate: hand-off, one process copies into shared memory and another copies it out, in turn; "
+        "best of N rounds (GB/s = 1e9 bytes handed over per second)\n");
+  } else if (processes == 1) {
     std::printf("# memcpy-rate: one core, best of N copies (GB/s = 1e9 bytes copied per second)\n");
   } else {
     std::printf(
@@ -206,7 +297,7 @@ int main(int argc, char** argv) {
   std::printf("# %12s  %7s  %10s  %10s\n", "size (B)", "repeats", "best GB/s", "median GB/s");
   for (size_t i = 0; i < sizes.size(); ++i) {
     Rate r;
-    if (!measure(sizes[i], processes, &r)) return 1;
+    if (!(handoff ? measureHandoff(sizes[i], &r) : measure(sizes[i], processes, &r))) return 1;
     const double best = static_cast<double>(r.size) / r.bestSeconds / 1e9;
     const double median = static_cast<double>(r.size) / r.medianSeconds / 1e9;
     std::printf("  %12zu  %7d  %10.2f  %10.2f\n", r.size, r.repeats, best, median);

@@ -85,6 +85,11 @@ class Run:
         for when, name in self.record.get("memcpy_concurrent", {}).items():
             path = os.path.join(results, name)
             self.memcpy2[when] = load_json(path, "memcpy rate, 2 processes") if os.path.exists(path) else None
+        # One process handing data to another through shared memory (memcpy-rate -H), where measured.
+        self.handoff = {}
+        for when, name in self.record.get("memcpy_handoff", {}).items():
+            path = os.path.join(results, name)
+            self.handoff[when] = load_json(path, "hand-off rate") if os.path.exists(path) else None
 
     def keys(self, n):
         return [k for k in LIBRARY_ORDER if (n, k) in self.docs]
@@ -304,6 +309,22 @@ def machine_section(run):
                     best = max(best or 0, r["best_gbps"])
             bound = f"{best / 2:.2f} GB/s" if best else "-"
             lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} | {bound} |")
+    if any(run.handoff.values()):
+        lines += ["", "Handing data from one core to the other (`memcpy-rate -H`: one process copies into a buffer in "
+                  "shared memory, then another copies it out, in turn; GB/s = 10⁹ bytes handed over per second, both "
+                  "copies counted in the time). This is what every path through a shared buffer pays with plain "
+                  "buffers (ferry's mailboxes, Open MPI without CMA, MPICH): each line is written on one core and read "
+                  "on the other. The median is the figure to read; a round whose two processes shared one core "
+                  "keeps the data in its cache and makes the best look far higher:", "",
+                  "| size | start | end |", "| --- | --- | --- |"]
+        sizes = sorted({r["size"] for d in run.handoff.values() if d for r in d["results"]})
+        for s in sizes:
+            cells = []
+            for when in ("start", "end"):
+                d = run.handoff.get(when)
+                r = next((x for x in d["results"] if x["size"] == s), None) if d else None
+                cells.append(f"median {r['median_gbps']:.2f} GB/s (best {r['best_gbps']:.2f})" if r else "-")
+            lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} |")
     return lines + [""]
 
 
@@ -436,6 +457,11 @@ def analysis_lines(path):
 def repeat_note(rec):
     """With bench/compare --repeat R: how the R runs of each library became one figure."""
     r = rec.get("settings", {}).get("repeat", 1)
+    if rec.get("settings", {}).get("by_collective"):
+        return (f", one collective at a time: for each collective every library ran its sweep {r} time(s), the "
+                f"libraries taking turns (ferry, then each peer, then ferry again), before the next collective "
+                f"began, so each point's figures were taken minutes apart; each figure is that library's best of "
+                f"its {r} runs at that size (other work on this shared virtual machine only ever slows a run down)")
     if r <= 1:
         return ""
     return (f", in which every library ran the whole sweep {r} times, the libraries taking turns (ferry, then each "

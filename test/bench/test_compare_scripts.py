@@ -131,6 +131,34 @@ EXPECTED = [
 ]
 
 
+def check_best_of(bench):
+    """bench/best_of.py as bench/compare --by-collective uses it: a repetition's file put together from
+    one file per collective, then the repetitions merged, each row keeping its faster measurement."""
+    failures = []
+    times = {("all_gather", 1): 5.0, ("all_gather", 2): 4.0, ("alltoall", 1): 3.0, ("alltoall", 2): 6.0}
+    with tempfile.TemporaryDirectory() as d:
+        reps = []
+        for rep in (1, 2):
+            parts = []
+            for coll in ("all_gather", "alltoall"):
+                part = {"collectives": [coll], "per_collective": [{"collective": coll}], "errors": 0,
+                        "results": [{"collective": coll, "size": 1 << 20, "type": "float", "redop": "none",
+                                     "root": -1, "out_of_place": measurement(coll, 2, 1 << 20, times[(coll, rep)])}]}
+                parts.append(os.path.join(d, f"rep{rep}-{coll}.json"))
+                json.dump(part, open(parts[-1], "w"))
+            reps.append(os.path.join(d, f"rep{rep}.json"))
+            subprocess.run([sys.executable, os.path.join(bench, "best_of.py"), reps[-1]] + parts, check=True)
+        out = os.path.join(d, "best.json")
+        subprocess.run([sys.executable, os.path.join(bench, "best_of.py"), out] + reps, check=True)
+        merged = json.load(open(out))
+        got = {r["collective"]: (r["out_of_place"]["time"], r["out_of_place"]["repeat"]) for r in merged["results"]}
+        if got != {"all_gather": (4.0, 2), "alltoall": (3.0, 1)}:
+            failures.append(f"best_of.py: expected all_gather 4 us from run 2, alltoall 3 us from run 1, got {got}")
+        if merged.get("collectives") != ["all_gather", "alltoall"] or len(merged.get("per_collective", [])) != 2:
+            failures.append(f"best_of.py must list both collectives: {merged.get('collectives')}")
+    return failures
+
+
 def main():
     bench = sys.argv[1]
     failures = []
@@ -184,10 +212,11 @@ def main():
                                  "--charts", charts, "--strict"], capture_output=True, text=True)
         if strict.returncode != 1:
             failures.append(f"--strict must exit 1 when a target fails, got {strict.returncode}")
+    failures += check_best_of(bench)
     for f in failures:
         print("FAIL:", f)
     if not failures:
-        print("compare_table.py, performance_md.py: all checks passed")
+        print("compare_table.py, performance_md.py, best_of.py: all checks passed")
     return 1 if failures else 0
 
 
