@@ -314,21 +314,26 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const size_t moved = perRank ? bytes * static_cast<size_t>(in_.ranks) : bytes;
   const size_t output = d.kind == CallKind::kAllGather || d.kind == CallKind::kAllToAll ? moved : bytes;
   const bool sensitive = coll::orderSensitive(d.kind, d.type, d.op);
-  const int planKey = sensitiveKey(static_cast<int>(d.kind), sensitive);
+  // On one host, calls on buffers in shared memory and on plain ones are measured apart.
+  const int planKey = sensitiveKey(static_cast<int>(d.kind), sensitive) | (in_.arena && shared ? 0x200 : 0);
   Choice c;
   // Measured: single-host calls, and calls of communicators with two levels (the network's alpha
   // and beta cannot say how a flat ring of processes sharing cores compares with the two levels),
   // up to FERRY_TUNE_MODEL_HOSTS hosts: beyond, the model alone (modelOnly()).
   const bool measurable = in_.arena || (in_.hierarchy && in_.net.measured && !modelOnly());
   if (in_.trials <= 0 || !measurable || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
-    // Beyond the measured sizes two-level communicators keep the algorithm the largest measured
-    // call of the collective settled on.
-    if (!in_.arena && measurable && in_.trials > 0 && moved > in_.measureMaxBytes) {
+    // Beyond the measured sizes a call keeps the algorithm and protocol the largest measured call
+    // of its collective settled on: the model priced that choice wrong once already, and on one
+    // host it prices a mailbox's copies at one core's copy rate, where lines written on one core
+    // and read on another move several times slower (docs/PERFORMANCE.md, "Handing lines between
+    // the cores"). The kind of store follows the rule below.
+    if (measurable && in_.trials > 0 && moved > in_.measureMaxBytes) {
       auto m = measuredPlans_.find(planKey);
       // A measured plan of another order class than this size's (stableOrder) would change bits.
       if (m != measuredPlans_.end() &&
           (!sensitive || coll::reductionOrder(m->second.second.algorithm) == stableOrder(d.kind, bytes))) {
         c.plan = m->second.second;
+        if (in_.arena) c.plan.stores = streamsBeyond(d.kind, output) ? coll::Stores::kStreaming : coll::Stores::kAuto;
         return c;
       }
     }
@@ -342,11 +347,8 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     }
     // Larger than anything measured: stream where the largest measured call of this kind did.
     if (in_.trials > 0 && moved > in_.measureMaxBytes && c.plan.protocol != Protocol::kMessages &&
-        c.plan.stores == coll::Stores::kAuto) {
-      auto m = measuredStores_.find(static_cast<int>(d.kind));
-      if (m != measuredStores_.end() && m->second.second == coll::Stores::kStreaming && output >= m->second.first) {
-        c.plan.stores = coll::Stores::kStreaming;
-      }
+        c.plan.stores == coll::Stores::kAuto && streamsBeyond(d.kind, output)) {
+      c.plan.stores = coll::Stores::kStreaming;
     }
     return c;
   }
@@ -491,10 +493,8 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
     auto& m = measuredStores_[t->kind];
     if (t->output >= m.first) m = {t->output, t->chosen.stores};
   }
-  if (!in_.arena) {
-    auto& m = measuredPlans_[t->planKey];
-    if (t->moved >= m.first) m = {t->moved, t->chosen};
-  }
+  auto& mp = measuredPlans_[t->planKey];
+  if (t->moved >= mp.first) mp = {t->moved, t->chosen};
   if (log::enabled(log::Level::kInfo, log::kTune)) {
     std::string why;
     for (size_t j = 0; j < m; ++j) {

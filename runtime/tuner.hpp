@@ -12,7 +12,8 @@
 // all-reduce of the calls' end times) and keep the fastest. A few constants cannot place a host's
 // crossovers between plans, so they are measured (docs/ARCHITECTURE.md, "The tuner"). Every rank
 // runs the same trials at the same calls and settles at the same call: there is no plan to
-// disagree on. Beyond the measured sizes the kind of store follows the largest measured call.
+// disagree on. Beyond the measured sizes a call keeps the algorithm and protocol of its collective's
+// largest measured call, and the kind of store follows that call's store trials.
 //
 // The tuner at scale: a communicator spanning more than FERRY_TUNE_MODEL_HOSTS hosts (modelOnly())
 // runs no trials: a trial's calls wait for the slowest of all ranks, each candidate runs 26 calls
@@ -123,6 +124,12 @@ class Tuner {
   /// depend on the order may run: from the communicator's shape, the call's size, FERRY_ALGO and
   /// fixed constants, never from a measurement; -1 where no row applies.
   int stableOrder(CallKind kind, size_t bytes) const;
+  /// Whether a call of `kind` beyond the measured sizes, `output` bytes per rank, streams its
+  /// stores: where the largest measured call of the kind whose stores were tried streamed.
+  bool streamsBeyond(CallKind kind, size_t output) const {
+    auto m = measuredStores_.find(static_cast<int>(kind));
+    return m != measuredStores_.end() && m->second.second == coll::Stores::kStreaming && output >= m->second.first;
+  }
 
   TunerInputs in_;
   size_t chunk_ = 0;
@@ -141,8 +148,8 @@ class Tuner {
   bool held_ = false;  // holdTrials()
   // Per collective kind: the largest output whose store trials settled, and the stores that won.
   std::map<int, std::pair<size_t, coll::Stores>> measuredStores_;
-  // Communicators without an arena, per collective kind (sensitiveKey): the largest measured call
-  // (bytes moved) and the plan that won it.
+  // Per collective kind (sensitiveKey, and on one host whether the buffers were shared): the
+  // largest measured call (bytes moved) and the plan that won it.
   std::map<int, std::pair<size_t, coll::Plan>> measuredPlans_;
 };
 
@@ -156,7 +163,7 @@ struct Tuner::Trials {
   coll::Plan chosen;
   std::string what;   ///< "allReduce of 1048576 B on 4 ranks", for the log
   int kind = 0;       ///< the collective (CallKind)
-  int planKey = 0;    ///< measuredPlans_'s key: the collective, and whether the order of reduction is fixed
+  int planKey = 0;    ///< measuredPlans_'s key: the collective, whether the order of reduction is fixed, shared buffers
   size_t output = 0;  ///< each rank's output bytes where stores were tried; 0: not tried
   size_t moved = 0;   ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
 };

@@ -172,12 +172,12 @@ namespace {
 // `cost(plan)` says how long a call with that plan takes, in ns, on every rank. Returns the plans
 // of the measured calls in order.
 template <typename Cost>
-std::vector<coll::Plan> runTrials(Tuner& t, CallKind kind, size_t floats, Cost cost) {
+std::vector<coll::Plan> runTrials(Tuner& t, CallKind kind, size_t floats, Cost cost, bool shared = true) {
   OpDesc d{kind, floats, DataType::kFloat32, RedOp::kSum, kind == CallKind::kBroadcast ? 0 : -1};
   std::vector<coll::Plan> ran;
   int64_t clock = 1000;
   for (int call = 0; call < 100; ++call) {
-    Tuner::Choice c = t.select(d, true);
+    Tuner::Choice c = t.select(d, shared);
     if (c.settle) {
       t.settle(c, t.callEnds(c));  // one rank: the max over ranks is its own times
       return ran;
@@ -346,6 +346,32 @@ TEST_CASE("beyond the measured sizes, outputs stream where the largest measured 
     OpDesc other{CallKind::kAllToAll, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
     CHECK(t->select(other, true).plan.stores == coll::Stores::kAuto);
   }
+}
+
+TEST_CASE("beyond the measured sizes, a call keeps the protocol its collective's largest measured call settled on",
+          "[tuner]") {
+  auto in = inputs(2);
+  in.trials = 2;
+  in.measureMaxBytes = 4 << 20;
+  const size_t measured = 1 << 20, beyond = 16 << 20;  // floats: 4 MiB measured, 64 MiB beyond
+  OpDesc big{CallKind::kAllGather, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  // The trials find the protocol the model would not take beyond them the faster one.
+  const Protocol modelled = t->choose(big, false).protocol;
+  const Protocol winner = modelled == Protocol::kMailbox ? Protocol::kCma : Protocol::kMailbox;
+  auto ran = runTrials(
+      *t, CallKind::kAllGather, measured / 2,
+      [&](const coll::Plan& p) -> int64_t { return p.protocol == winner ? 100 : 1000; }, false);
+  REQUIRE(std::any_of(ran.begin(), ran.end(), [&](const coll::Plan& p) { return p.protocol == winner; }));
+  Tuner::Choice c = t->select(big, false);
+  CHECK(c.trial < 0);
+  CHECK(c.plan.protocol == winner);
+  // Buffers in shared memory were not measured: the model's plan for them.
+  CHECK(t->select(big, true).plan.protocol == t->choose(big, true).protocol);
+  // Nor was another collective.
+  OpDesc other{CallKind::kAllToAll, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+  CHECK(t->select(other, false).plan.protocol == t->choose(other, false).protocol);
 }
 
 // Communicators over the network: the transport algorithms priced by the measured alpha and beta,
