@@ -258,6 +258,20 @@ def targets(run):
 
 
 # -- the page ------------------------------------------------------------------------------------
+def rate_rows(docs):
+    """(size, start row, end row) for every size a memcpy-rate document of the run measured (None where
+    the start or the end did not)."""
+    def row(when, size):
+        d = docs.get(when)
+        return next((x for x in d["results"] if x["size"] == size), None) if d else None
+    sizes = sorted({r["size"] for d in docs.values() if d for r in d["results"]})
+    return [(s, row("start", s), row("end", s)) for s in sizes]
+
+
+def best_first(r):
+    return f"{r['best_gbps']:.2f} GB/s (median {r['median_gbps']:.2f})" if r else "-"
+
+
 def machine_section(run):
     m = run.record.get("machine", {})
     cpu = lscpu_fields(m.get("lscpu", ""))
@@ -279,14 +293,8 @@ def machine_section(run):
     lines += ["One core's memcpy rate (`bench/memcpy_rate.cpp`: best of repeated copies between two pre-faulted "
               "buffers; GB/s = 10⁹ bytes copied per second, the memory moves twice that), measured at the start "
               "and the end of the run:", "", "| size | start | end |", "| --- | --- | --- |"]
-    sizes = sorted({r["size"] for d in run.memcpy.values() if d for r in d["results"]})
-    for s in sizes:
-        cells = []
-        for when in ("start", "end"):
-            d = run.memcpy.get(when)
-            r = next((x for x in d["results"] if x["size"] == s), None) if d else None
-            cells.append(f"{r['best_gbps']:.2f} GB/s (median {r['median_gbps']:.2f})" if r else "-")
-        lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} |")
+    for s, start, end in rate_rows(run.memcpy):
+        lines.append(f"| {size_label(s)} | {best_first(start)} | {best_first(end)} |")
     if run.rate:
         lines += ["", f"The memory limit used below: **{run.rate:.2f} GB/s** (256 MiB, the better of the two)."]
     if any(run.memcpy2.values()):
@@ -298,17 +306,10 @@ def machine_section(run):
                   "size), so calls large enough to cover those buffers in a size's warm-up and timed calls work out of "
                   "the cache, and the rate at the largest size is their bound:", "",
                   "| size | start | end | bound of 2-rank all_gather, alltoall |", "| --- | --- | --- | --- |"]
-        sizes = sorted({r["size"] for d in run.memcpy2.values() if d for r in d["results"]})
-        for s in sizes:
-            cells, best = [], None
-            for when in ("start", "end"):
-                d = run.memcpy2.get(when)
-                r = next((x for x in d["results"] if x["size"] == s), None) if d else None
-                cells.append(f"{r['best_gbps']:.2f} GB/s (median {r['median_gbps']:.2f})" if r else "-")
-                if r:
-                    best = max(best or 0, r["best_gbps"])
+        for s, start, end in rate_rows(run.memcpy2):
+            best = max((r["best_gbps"] for r in (start, end) if r), default=None)
             bound = f"{best / 2:.2f} GB/s" if best else "-"
-            lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} | {bound} |")
+            lines.append(f"| {size_label(s)} | {best_first(start)} | {best_first(end)} | {bound} |")
     if any(run.handoff.values()):
         lines += ["", "Handing data from one core to the other (`memcpy-rate -H`: one process copies into a buffer in "
                   "shared memory, then another copies it out, in turn; GB/s = 10⁹ bytes handed over per second, both "
@@ -317,14 +318,10 @@ def machine_section(run):
                   "on the other. The median is the figure to read; a round whose two processes shared one core "
                   "keeps the data in its cache and makes the best look far higher:", "",
                   "| size | start | end |", "| --- | --- | --- |"]
-        sizes = sorted({r["size"] for d in run.handoff.values() if d for r in d["results"]})
-        for s in sizes:
-            cells = []
-            for when in ("start", "end"):
-                d = run.handoff.get(when)
-                r = next((x for x in d["results"] if x["size"] == s), None) if d else None
-                cells.append(f"median {r['median_gbps']:.2f} GB/s (best {r['best_gbps']:.2f})" if r else "-")
-            lines.append(f"| {size_label(s)} | {cells[0]} | {cells[1]} |")
+        for s, start, end in rate_rows(run.handoff):
+            median = [f"median {r['median_gbps']:.2f} GB/s (best {r['best_gbps']:.2f})" if r else "-"
+                      for r in (start, end)]
+            lines.append(f"| {size_label(s)} | {median[0]} | {median[1]} |")
     return lines + [""]
 
 
