@@ -9,6 +9,9 @@
 namespace ferry {
 namespace {
 constexpr size_t kControlBytes = 2048;
+// Reports: [i32 error code][text]. A report passed on (Watchdog::report) sets this bit in the code,
+// and its text is the first report as its receiver worded it, source included.
+constexpr int32_t kPassedOn = 1 << 30;
 constexpr uint64_t kControlTag = coll::makeTag(coll::TagClass::kControl, 0, 0);
 constexpr uint64_t kStatusTag = coll::makeTag(coll::TagClass::kStatus, 0, 0);
 constexpr size_t kStatusBytes = 1024;
@@ -218,9 +221,12 @@ Status Watchdog::checkControl() {
     std::memcpy(&code, controlBuffer_.data(), 4);
     text.assign(controlBuffer_.data() + 4, control_.received - 4);
   }
+  const bool passedOn = (code & kPassedOn) != 0;
+  code &= ~kPassedOn;
   ErrorCode ec = code > 0 && code <= static_cast<int32_t>(ErrorCode::kAborted) ? static_cast<ErrorCode>(code)
                                                                                : ErrorCode::kRemoteError;
   if (ec == ErrorCode::kInvalidArgument || ec == ErrorCode::kInvalidUsage) ec = ErrorCode::kRemoteError;
+  if (passedOn) return makeError(ec, "%s (passed on by rank %d)", text.c_str(), control_.source);
   return makeError(ec, "rank %d failed and reported: %s", control_.source, text.c_str());
 }
 
@@ -261,16 +267,20 @@ void Watchdog::abort(const std::string& reason) {
 
 void Watchdog::report(const Status& why) {
   if (transport_ == nullptr) return;
-  // A rank that learned of the failure from another rank's report does not echo it.
-  if (control_.state == transport::Request::State::kDone) return;
+  // A rank that failed on another rank's report passes that report on to the rest before it
+  // closes: a rank that then sees this one's connection end reads the cause just before the end,
+  // even where the first report to it comes late (its sender descheduled between its sends).
+  const bool passOn = control_.state == transport::Request::State::kDone;
+  const Status reported = passOn ? checkControl() : Status::ok();
+  const Status& what = passOn ? reported : why;
   std::string payload(4, '\0');
-  int32_t code = static_cast<int32_t>(why.code());
+  int32_t code = static_cast<int32_t>(what.code()) | (passOn ? kPassedOn : 0);
   std::memcpy(payload.data(), &code, 4);
-  payload += why.message().substr(0, kControlBytes - 4);
+  payload += what.message().substr(0, kControlBytes - 4);
   reports_.push_back(std::move(payload));
   const std::string& p = reports_.back();
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-    if (r == rank_ || !transport_->peerError(r).isOk()) continue;
+    if (r == rank_ || (passOn && r == control_.source) || !transport_->peerError(r).isOk()) continue;
     reportRequests_.push_back(std::make_unique<transport::Request>());
     if (!transport_->postSend(r, kControlTag, p.data(), p.size(), reportRequests_.back().get()).isOk()) {
       reportRequests_.pop_back();
