@@ -24,8 +24,8 @@ constexpr uint64_t kControlTag = coll::makeTag(coll::TagClass::kControl, 0, 0);
 std::vector<PeerInfo> distinctHosts(int n) {
   // Each rank on a host of its own: the watchdog checks no process ids, only what the ranks say.
   std::vector<PeerInfo> peers(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) peers[static_cast<size_t>(r)].hostname = peers[static_cast<size_t>(r)].hostId =
-      "host" + std::to_string(r);
+  for (int r = 0; r < n; ++r)
+    peers[static_cast<size_t>(r)].hostname = peers[static_cast<size_t>(r)].hostId = "host" + std::to_string(r);
   return peers;
 }
 
@@ -81,8 +81,7 @@ TEST_CASE("a rank that fails on a report passes it on before its connections end
         Status why = dog.poll(-1);
         if (why.isOk()) {
           failed = "rank 1's connection ended (" + req.error + ") with no report before it";
-        } else if (why.code() != ErrorCode::kMismatch ||
-                   why.message().find("planted by rank 0") == std::string::npos ||
+        } else if (why.code() != ErrorCode::kMismatch || why.message().find("planted by rank 0") == std::string::npos ||
                    why.message().find("passed on by rank 1") == std::string::npos) {
           failed = "expected rank 0's mismatch passed on by rank 1, got " + why.toString();
         }
