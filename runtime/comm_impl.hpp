@@ -232,6 +232,7 @@ struct Comm::Impl {
       // own trials, run in the same calls, would be charged to it (Tuner::holdTrials).
       const bool hold = choice.trial >= 0 && p.algorithm == coll::Algorithm::kHierarchical && hier;
       if (hold) holdLevelTrials(true);
+      if (choice.trial >= 0) tuner->recordStart(choice, steadyNs());
       st = body(ex, p);
       if (hold) holdLevelTrials(false);
       if (!st.isOk() && p.algorithm == coll::Algorithm::kHierarchical) {

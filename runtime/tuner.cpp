@@ -33,6 +33,18 @@ constexpr size_t kMeasureMinBytes = 64 * 1024;
 constexpr size_t kStoreTrialBytes = 256 * 1024;
 // Runs of each candidate: one on a host, two in turn across hosts (Tuner::settle).
 size_t trialRounds(const TunerInputs& in) { return in.arena ? 1 : 2; }
+// Watching kept plans (tuner.hpp). A kept plan is timed again after kWatchEvery of its calls, and
+// after twice as many each time nothing changed, up to kWatchMax: a watch of the kept plan alone
+// costs one agreement. Where the two changed places every watch also runs the rival, a few calls
+// of the plan that may be the slower, so those space out to kCompareMax only: the machine may
+// change back. A plan drifted when it runs kDrift times its fastest watched time: "fastest of two
+// calls" moves by tens of percent from one watch to the next, the machine's slow spells by 3-5x.
+// The rival takes its place when kSwitch times faster.
+constexpr int kWatchEvery = 16;
+constexpr int kWatchMax = 1024;
+constexpr int kCompareMax = 256;
+constexpr double kDrift = 1.8;
+constexpr double kSwitch = 1.2;
 
 // The constants stableOrder() prices with in place of the measured ones: fixed, so that every run
 // of a job picks the same order class for the same call. Their values only place the crossover
@@ -331,10 +343,36 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
       auto m = measuredPlans_.find(planKey);
       // A measured plan of another order class than this size's (stableOrder) would change bits.
       if (m != measuredPlans_.end() &&
-          (!sensitive || coll::reductionOrder(m->second.second.algorithm) == stableOrder(d.kind, bytes))) {
-        c.plan = m->second.second;
-        if (in_.arena) c.plan.stores = streamsBeyond(d.kind, output) ? coll::Stores::kStreaming : coll::Stores::kAuto;
-        return c;
+          (!sensitive || coll::reductionOrder(m->second.plan.algorithm) == stableOrder(d.kind, bytes))) {
+        const MeasuredPlan& mp = m->second;
+        c.plan = mp.plan;
+        if (!in_.arena) return c;
+        c.plan.stores = streamsBeyond(d.kind, output) ? coll::Stores::kStreaming : coll::Stores::kAuto;
+        if (!mp.hasRival || held_) return c;
+        // Watched as the measured calls are: held to the largest one's time, scaled, against its rival.
+        auto key =
+            std::make_tuple(static_cast<int>(d.kind), bytes, shared, sensitiveKey(static_cast<int>(d.type), sensitive));
+        auto it = trials_.find(key);
+        if (it == trials_.end()) {
+          if (trials_.size() >= 4096) trials_.clear();
+          Trials t;
+          t.settled = true;
+          t.chosen = c.plan;
+          t.rival = mp.rival;
+          t.rival.stores = c.plan.stores;
+          t.hasRival = true;
+          t.fastestSeen = mp.seconds * static_cast<double>(moved) / static_cast<double>(std::max<size_t>(mp.moved, 1));
+          t.watchEvery = kWatchEvery;
+          t.kind = static_cast<int>(d.kind);
+          t.planKey = planKey;
+          t.moved = moved;
+          char what[128];
+          std::snprintf(what, sizeof(what), "%s of %zu B on %d ranks%s", callKindName(d.kind), bytes, in_.ranks,
+                        shared ? " (buffers in shared memory)" : "");
+          t.what = what;
+          it = trials_.emplace(key, std::move(t)).first;
+        }
+        return watchOrKeep(it->second);
       }
     }
     c.plan = choose(d, shared);
@@ -425,10 +463,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     it = trials_.emplace(key, std::move(t)).first;
   }
   Trials& t = it->second;
-  if (t.settled) {
-    c.plan = t.chosen;
-    return c;
-  }
+  if (t.settled) return watchOrKeep(t);
   c.trials = &t;
   if (t.next < static_cast<int>(t.ends.size())) {
     c.trial = t.next++;
@@ -439,9 +474,90 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   return c;
 }
 
+Tuner::Choice Tuner::watchOrKeep(Trials& t) {
+  Choice c;
+  if (t.watchRuns == 0) {
+    if (!in_.arena || !t.hasRival || ++t.sinceWatch < t.watchEvery) {
+      c.plan = t.chosen;
+      return c;
+    }
+    t.sinceWatch = 0;
+    t.watchRuns = t.compareNext || t.changedPlaces ? 2 : 1;
+    t.compareNext = false;
+    // Each watched call's start and end: ends[2 i], ends[2 i + 1].
+    t.ends.assign(2 * static_cast<size_t>(t.watchRuns) * static_cast<size_t>(in_.trials + 1), 0);
+    t.next = 0;
+  }
+  c.trials = &t;
+  if (2 * t.next < static_cast<int>(t.ends.size())) {
+    c.trial = t.next++;
+    c.plan = c.trial / (in_.trials + 1) == 0 ? t.chosen : t.rival;
+  } else {
+    c.plan = t.chosen;
+    c.settle = true;
+  }
+  return c;
+}
+
+void Tuner::settleWatch(Trials& t, const std::vector<int64_t>& times) {
+  const size_t run = static_cast<size_t>(in_.trials + 1);
+  const int runs = t.watchRuns;
+  // Per run, its fastest call after the first (which may still fault in the plan's pages), each
+  // call the shorter of its time since the call before (as the trials timed it, in a stream) and
+  // of its own time, from the last rank's start (what the application does between calls).
+  double best[2] = {kInf, kInf};
+  for (size_t b = 0; b < static_cast<size_t>(runs); ++b) {
+    for (size_t k = b * run + 1; k < (b + 1) * run && 2 * k + 1 < times.size(); ++k) {
+      const int64_t start = times[2 * k], end = times[2 * k + 1], before = times[2 * k - 1];
+      if (start <= 0 || end <= 0 || before <= 0) continue;
+      const int64_t ns = std::min(end - before, end - start);
+      best[b] = std::min(best[b], std::max(static_cast<double>(ns) * 1e-9, 0.0));
+    }
+  }
+  t.watchRuns = 0;
+  t.ends.clear();
+  t.ends.shrink_to_fit();
+  if (best[0] >= kInf) return;  // nothing timed (cannot happen: every rank records every call)
+  if (runs == 2 && best[1] * kSwitch < best[0]) {
+    FERRY_INFO(log::kTune, "%s: %s now takes %.1f us a call against %.1f for %s (held to %.1f): switched",
+               t.what.c_str(), planName(t.rival).c_str(), best[1] * 1e6, best[0] * 1e6, planName(t.chosen).c_str(),
+               t.fastestSeen * 1e6);
+    std::swap(t.chosen, t.rival);
+    t.fastestSeen = best[1];
+    t.changedPlaces = true;
+    t.watchEvery = kWatchEvery;
+    auto& mp = measuredPlans_[t.planKey];
+    if (t.moved >= mp.moved) mp = {t.moved, t.chosen, t.rival, true, t.fastestSeen};
+    return;
+  }
+  if (runs == 1 && t.fastestSeen > 0 && best[0] > kDrift * t.fastestSeen) {
+    FERRY_INFO(log::kTune, "%s: kept %s takes %.1f us a call, %.1fx the %.1f it is held to: timing it against %s",
+               t.what.c_str(), planName(t.chosen).c_str(), best[0] * 1e6, best[0] / t.fastestSeen, t.fastestSeen * 1e6,
+               planName(t.rival).c_str());
+    t.compareNext = true;
+    t.sinceWatch = t.watchEvery;  // at the next call
+    return;
+  }
+  // The kept plan stays. Compared with its rival, it is held from now on to what the machine
+  // gives it now: its trials' time may be one it cannot reach any more.
+  if (runs == 2) {
+    FERRY_INFO(log::kTune, "%s: %s takes %.1f us a call against %.1f for %s: kept", t.what.c_str(),
+               planName(t.chosen).c_str(), best[0] * 1e6, best[1] * 1e6, planName(t.rival).c_str());
+  }
+  t.fastestSeen = runs == 2 || t.fastestSeen <= 0 ? best[0] : std::min(t.fastestSeen, best[0]);
+  t.watchEvery = std::min(t.watchEvery * 2, t.changedPlaces ? kCompareMax : kWatchMax);
+}
+
+void Tuner::recordStart(const Choice& c, int64_t startNs) {
+  Trials* t = c.trials;
+  if (t == nullptr || t->watchRuns == 0 || c.trial < 0 || 2 * static_cast<size_t>(c.trial) >= t->ends.size()) return;
+  t->ends[2 * static_cast<size_t>(c.trial)] = startNs;
+}
+
 void Tuner::record(const Choice& c, int64_t endNs) {
-  if (c.trials == nullptr || c.trial < 0 || static_cast<size_t>(c.trial) >= c.trials->ends.size()) return;
-  c.trials->ends[static_cast<size_t>(c.trial)] = endNs;
+  if (c.trials == nullptr || c.trial < 0) return;
+  const size_t i = c.trials->watchRuns > 0 ? 2 * static_cast<size_t>(c.trial) + 1 : static_cast<size_t>(c.trial);
+  if (i < c.trials->ends.size()) c.trials->ends[i] = endNs;
 }
 
 std::vector<int64_t> Tuner::callEnds(const Choice& c) const {
@@ -459,6 +575,10 @@ std::vector<int64_t> Tuner::intervals(const std::vector<int64_t>& ends, int tria
 
 void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areIntervals) {
   Trials* t = c.trials;
+  if (t != nullptr && t->watchRuns > 0) {
+    settleWatch(*t, times);
+    return;
+  }
   if (t == nullptr || t->settled) return;
   const size_t m = t->plans.size(), run = static_cast<size_t>(in_.trials + 1);
   // One host: the fastest call of each run (ends on the shared clock, the last rank's). Across
@@ -489,12 +609,24 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
   }
   t->chosen = t->plans[win];
   t->settled = true;
+  // The rival a watch times the kept plan against: the fastest of another algorithm or protocol.
+  size_t rival = m;
+  for (size_t j = 0; j < m; ++j) {
+    const Plan& p = t->plans[j];
+    if (p.algorithm == t->chosen.algorithm && p.protocol == t->chosen.protocol) continue;
+    if (rival == m || bestOf[j] < bestOf[rival]) rival = j;
+  }
+  t->hasRival = rival < m;
+  if (t->hasRival) t->rival = t->plans[rival];
+  t->fastestSeen = bestOf[win];
+  t->watchEvery = kWatchEvery;
+  t->sinceWatch = 0;
   if (t->output > 0 && t->chosen.stores != coll::Stores::kAuto) {
     auto& m = measuredStores_[t->kind];
     if (t->output >= m.first) m = {t->output, t->chosen.stores};
   }
   auto& mp = measuredPlans_[t->planKey];
-  if (t->moved >= mp.first) mp = {t->moved, t->chosen};
+  if (t->moved >= mp.moved) mp = {t->moved, t->chosen, t->rival, t->hasRival, t->fastestSeen};
   if (log::enabled(log::Level::kInfo, log::kTune)) {
     std::string why;
     for (size_t j = 0; j < m; ++j) {

@@ -15,6 +15,18 @@
 // disagree on. Beyond the measured sizes a call keeps the algorithm and protocol of its collective's
 // largest measured call, and the kind of store follows that call's store trials.
 //
+// Watching a kept plan (one host): a plan measured once can stop being the fastest when the machine
+// changes under it (on a virtual machine the cost of handing lines between cores moves several
+// times within seconds: docs/PERFORMANCE.md, "Handing lines between the cores"). Every
+// watchEvery-th call of a kept plan starts a watch: trials + 1 calls, each timed as the trials
+// did (since the call before) or from the last rank's entry where that is shorter (what the
+// application does between calls does not count), then an agreement. A kept plan found kDrift times slower than its
+// trials found it (or, since, the fastest it was watched at) is timed against its rival (the fastest trial plan of
+// another algorithm or protocol) and the faster kept; once the two have changed places, each watch times both, so the
+// plan follows the machine back. Quiet watches space out (up to kWatchMax calls, kCompareMax where both run). Every
+// rank watches the same calls and agrees on the same times, so the ranks switch together. Calls
+// beyond the measured sizes are watched likewise, against the rival of the largest measured call.
+//
 // The tuner at scale: a communicator spanning more than FERRY_TUNE_MODEL_HOSTS hosts (modelOnly())
 // runs no trials: a trial's calls wait for the slowest of all ranks, each candidate runs 26 calls
 // per size, and the measured selection was only ever checked up to the namespace cluster's 16
@@ -85,6 +97,8 @@ class Tuner {
   void holdTrials(bool held) { held_ = held; }
   /// When this rank finished measured call `c.trial` (steady clock, ns).
   void record(const Choice& c, int64_t endNs);
+  /// When this rank started measured call `c.trial`, just before its data moves (steady clock, ns).
+  void recordStart(const Choice& c, int64_t startNs);
   /// When this rank finished each measured call of `c`, in order.
   std::vector<int64_t> callEnds(const Choice& c) const;
   /// Keep the fastest candidate of `c`, given each measured call's end maximised over the ranks
@@ -149,8 +163,19 @@ class Tuner {
   // Per collective kind: the largest output whose store trials settled, and the stores that won.
   std::map<int, std::pair<size_t, coll::Stores>> measuredStores_;
   // Per collective kind (sensitiveKey, and on one host whether the buffers were shared): the
-  // largest measured call (bytes moved) and the plan that won it.
-  std::map<int, std::pair<size_t, coll::Plan>> measuredPlans_;
+  // largest measured call and the plan that won it.
+  struct MeasuredPlan {
+    size_t moved = 0;  ///< bytes the call moved
+    coll::Plan plan;
+    coll::Plan rival;  ///< valid where hasRival
+    bool hasRival = false;
+    double seconds = 0;  ///< the plan's time per call in a stream, in its trials
+  };
+  std::map<int, MeasuredPlan> measuredPlans_;
+  /// A call of settled `t`: its kept plan, or a call of a watch (tuner.hpp's top).
+  Choice watchOrKeep(Trials& t);
+  /// A watch of settled `t` ends: `times` as settle() takes them.
+  void settleWatch(Trials& t, const std::vector<int64_t>& times);
 };
 
 /// The candidates of one (collective, bytes, type, shared) under measurement.
@@ -166,6 +191,15 @@ struct Tuner::Trials {
   int planKey = 0;    ///< measuredPlans_'s key: the collective, whether the order of reduction is fixed, shared buffers
   size_t output = 0;  ///< each rank's output bytes where stores were tried; 0: not tried
   size_t moved = 0;   ///< bytes the call moves (as FERRY_TUNE_MEASURE_BYTES counts them)
+  // Watching the settled plan (see the top of this file).
+  coll::Plan rival;  ///< the fastest trial plan of another algorithm or protocol than chosen
+  bool hasRival = false;
+  double fastestSeen = 0;      ///< what chosen is held to: its time when kept, or since watched
+  int watchEvery = 0;          ///< calls between watches
+  int sinceWatch = 0;          ///< calls since the last watch
+  int watchRuns = 0;           ///< 0: not watching; 1: the kept plan is timed; 2: it and its rival
+  bool compareNext = false;    ///< the next watch times both (the kept plan drifted)
+  bool changedPlaces = false;  ///< the rival was kept once: every watch times both
 };
 
 }  // namespace ferry

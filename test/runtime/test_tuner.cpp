@@ -915,3 +915,99 @@ TEST_CASE("select() answers a call below the measured sizes as a fresh tuner wou
   }
   CHECK(differs >= 4);  // neighbours with different plans: a stale answer would show
 }
+
+namespace {
+
+// Runs `calls` calls of `d` through select() as the communicator does (settling where asked), each
+// taking cost(plan) ns on every rank; returns the plan of each call and counts the timed ones.
+template <typename Cost>
+std::vector<coll::Plan> drive(Tuner& t, const OpDesc& d, bool shared, int calls, Cost cost, int* timed = nullptr) {
+  static int64_t clock = 1'000'000;
+  std::vector<coll::Plan> ran;
+  while (static_cast<int>(ran.size()) < calls) {
+    Tuner::Choice c = t.select(d, shared);
+    if (c.settle) {
+      t.settle(c, t.callEnds(c));  // one rank: the max over ranks is its own times
+      continue;
+    }
+    ran.push_back(c.plan);
+    if (c.trial >= 0) t.recordStart(c, clock);
+    clock += cost(c.plan);
+    if (c.trial >= 0) {
+      t.record(c, clock);
+      if (timed != nullptr) ++*timed;
+    }
+  }
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("a kept plan that drifts is timed against its rival, and the faster runs; quiet watches space out",
+          "[tuner]") {
+  auto in = inputs(2);
+  in.trials = 2;
+  in.measureMaxBytes = 64 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t floats = 128 * 1024;  // a 1 MiB all-gather: mailbox and cma both plausible
+  OpDesc d{CallKind::kAllGather, floats, DataType::kFloat32, RedOp::kSum, -1};
+  Protocol fast = Protocol::kMailbox;  // the machine's state: which protocol runs fast
+  auto cost = [&](const coll::Plan& p) -> int64_t { return p.protocol == fast ? 100'000 : 400'000; };
+  auto ran = runTrials(*t, CallKind::kAllGather, floats, cost, false);
+  REQUIRE(std::any_of(ran.begin(), ran.end(), [](const coll::Plan& p) { return p.protocol == Protocol::kCma; }));
+  CHECK(t->select(d, false).plan.protocol == Protocol::kMailbox);
+  // Quiet: watches after 16, then 32, 64, ... calls, each three calls of the kept plan.
+  int timed = 0;
+  auto quiet = drive(*t, d, false, 1000, cost, &timed);
+  CHECK(std::all_of(quiet.begin(), quiet.end(), [](const coll::Plan& p) { return p.protocol == Protocol::kMailbox; }));
+  CHECK(timed >= 3);
+  CHECK(timed <= 3 * 7);
+  // The machine changes: the kept plan runs 4x slower, the rival stays. Within the next watch
+  // (at most 1024 calls away) and the comparison after it, the rival is kept.
+  fast = Protocol::kCma;
+  auto after = drive(*t, d, false, 1100, cost);
+  CHECK(after.back().protocol == Protocol::kCma);
+  // Once the two changed places every watch times both: a few calls of the slower one, spaced out.
+  const auto tail = std::count_if(after.end() - 512, after.end(),
+                                  [](const coll::Plan& p) { return p.protocol == Protocol::kMailbox; });
+  CHECK(tail >= 3);
+  CHECK(tail <= 3 * 6);
+  // And back, within a comparison's spacing (at most 256 calls).
+  fast = Protocol::kMailbox;
+  auto back = drive(*t, d, false, 300, cost);
+  CHECK(back.back().protocol == Protocol::kMailbox);
+  // A drift smaller than kDrift (1.8x) changes nothing: no call of the rival.
+  auto u = Tuner::create(in, "", "", 0);
+  REQUIRE(u.isOk());
+  runTrials(*u, CallKind::kAllGather, floats, cost, false);
+  auto mild = [&](const coll::Plan& p) -> int64_t { return p.protocol == fast ? 150'000 : 400'000; };
+  auto steady = drive(*u, d, false, 2000, mild);
+  CHECK(
+      std::all_of(steady.begin(), steady.end(), [](const coll::Plan& p) { return p.protocol == Protocol::kMailbox; }));
+}
+
+TEST_CASE("beyond the measured sizes, a kept plan that drifts gives way to its rival too", "[tuner]") {
+  auto in = inputs(2);
+  in.trials = 2;
+  in.measureMaxBytes = 4 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t measured = 1 << 20, beyond = 16 << 20;  // floats: 4 MiB measured, 64 MiB beyond
+  OpDesc big{CallKind::kAllGather, beyond / 2, DataType::kFloat32, RedOp::kSum, -1};
+  Protocol fast = Protocol::kMailbox;
+  int64_t scale = 1;  // 64 MiB: 16 times the time of 4 MiB
+  auto cost = [&](const coll::Plan& p) -> int64_t { return scale * (p.protocol == fast ? 100'000 : 400'000); };
+  runTrials(*t, CallKind::kAllGather, measured / 2, cost, false);
+  REQUIRE(t->select(big, false).plan.protocol == Protocol::kMailbox);
+  scale = 16;
+  auto held = drive(*t, big, false, 200, cost);
+  CHECK(std::all_of(held.begin(), held.end(), [](const coll::Plan& p) { return p.protocol == Protocol::kMailbox; }));
+  fast = Protocol::kCma;
+  auto after = drive(*t, big, false, 300, cost);
+  CHECK(after.back().protocol == Protocol::kCma);
+  // Buffers in shared memory were never measured: nothing to watch, the model's plan.
+  int timed = 0;
+  drive(*t, big, true, 100, cost, &timed);
+  CHECK(timed == 0);
+}
