@@ -45,6 +45,11 @@ constexpr int kWatchMax = 1024;
 constexpr int kCompareMax = 256;
 constexpr double kDrift = 1.8;
 constexpr double kSwitch = 1.2;
+// Plans kept at less than this a call are not watched: a watch's agreement makes the ranks wait for
+// each other, tens of microseconds where ranks outnumber cores, which calls of a few microseconds
+// would pay for in full (4-rank reduce of 64 KiB, 6.8 us a call: 5.1-6.6 GB/s watched against
+// 11.0-12.0 unwatched).
+constexpr double kWatchMinSeconds = 100e-6;
 
 // The constants stableOrder() prices with in place of the measured ones: fixed, so that every run
 // of a job picks the same order class for the same call. Their values only place the crossover
@@ -477,7 +482,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
 Tuner::Choice Tuner::watchOrKeep(Trials& t) {
   Choice c;
   if (t.watchRuns == 0) {
-    if (!in_.arena || !t.hasRival || ++t.sinceWatch < t.watchEvery) {
+    if (!in_.arena || !t.hasRival || t.fastestSeen < kWatchMinSeconds || ++t.sinceWatch < t.watchEvery) {
       c.plan = t.chosen;
       return c;
     }

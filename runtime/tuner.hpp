@@ -15,8 +15,8 @@
 // disagree on. Beyond the measured sizes a call keeps the algorithm and protocol of its collective's
 // largest measured call, and the kind of store follows that call's store trials.
 //
-// Watching a kept plan (one host): a plan measured once can stop being the fastest when the machine
-// changes under it (on a virtual machine the cost of handing lines between cores moves several
+// Watching a kept plan (one host, kept at kWatchMinSeconds a call or more): a plan measured once can stop being the
+// fastest when the machine changes under it (on a virtual machine the cost of handing lines between cores moves several
 // times within seconds: docs/PERFORMANCE.md, "Handing lines between the cores"). Every
 // watchEvery-th call of a kept plan starts a watch: trials + 1 calls, each timed as the trials
 // did (since the call before) or from the last rank's entry where that is shorter (what the

@@ -1011,3 +1011,22 @@ TEST_CASE("beyond the measured sizes, a kept plan that drifts gives way to its r
   drive(*t, big, true, 100, cost, &timed);
   CHECK(timed == 0);
 }
+
+TEST_CASE("plans kept at a few tens of microseconds a call are not watched", "[tuner]") {
+  auto in = inputs(2);
+  in.trials = 2;
+  in.measureMaxBytes = 64 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  const size_t floats = 128 * 1024;
+  OpDesc d{CallKind::kAllGather, floats, DataType::kFloat32, RedOp::kSum, -1};
+  Protocol fast = Protocol::kMailbox;
+  auto cost = [&](const coll::Plan& p) -> int64_t { return p.protocol == fast ? 50'000 : 200'000; };
+  runTrials(*t, CallKind::kAllGather, floats, cost, false);
+  // Even a 4x drift: the watch's agreement would cost these calls more than it could win back.
+  fast = Protocol::kCma;
+  int timed = 0;
+  auto ran = drive(*t, d, false, 2000, cost, &timed);
+  CHECK(timed == 0);
+  CHECK(std::all_of(ran.begin(), ran.end(), [](const coll::Plan& p) { return p.protocol == Protocol::kMailbox; }));
+}
