@@ -33,22 +33,20 @@ constexpr size_t kMeasureMinBytes = 64 * 1024;
 constexpr size_t kStoreTrialBytes = 256 * 1024;
 // Runs of each candidate: one on a host, two in turn across hosts (Tuner::settle).
 size_t trialRounds(const TunerInputs& in) { return in.arena ? 1 : 2; }
-// Watching kept plans (tuner.hpp). A kept plan is timed again after kWatchEvery of its calls, and
-// after twice as many each time nothing changed, up to kWatchMax: a watch of the kept plan alone
-// costs one agreement. Where the two changed places every watch also runs the rival, a few calls
-// of the plan that may be the slower, so those space out to kCompareMax only: the machine may
-// change back. A plan drifted when it runs kDrift times its fastest watched time: "fastest of two
-// calls" moves by tens of percent from one watch to the next, the machine's slow spells by 3-5x.
-// The rival takes its place when kSwitch times faster.
+// Watching kept plans (tuner.hpp). A watch of the kept plan alone costs one agreement, so quiet
+// watches space out, doubling from kWatchEvery calls to kWatchMax. A watch that also runs the rival
+// costs a few calls of what may be the slower plan, so those stop spacing out at kCompareMax: the
+// machine may change back. kDrift sits above what "fastest of two calls" moves by from one watch
+// to the next (tens of percent) and below what the machine's slow spells cost (several times); a
+// rival must be kSwitch times faster to take over, so that noise does not swap two equal plans.
 constexpr int kWatchEvery = 16;
 constexpr int kWatchMax = 1024;
 constexpr int kCompareMax = 256;
 constexpr double kDrift = 1.8;
 constexpr double kSwitch = 1.2;
 // Plans kept at less than this a call are not watched: a watch's agreement makes the ranks wait for
-// each other, tens of microseconds where ranks outnumber cores, which calls of a few microseconds
-// would pay for in full (4-rank reduce of 64 KiB, 6.8 us a call: 5.1-6.6 GB/s watched against
-// 11.0-12.0 unwatched).
+// each other, tens of microseconds where ranks outnumber cores, which short calls pay in full
+// (docs/PERFORMANCE.md, "Watching the kept plan").
 constexpr double kWatchMinSeconds = 100e-6;
 
 // The constants stableOrder() prices with in place of the measured ones: fixed, so that every run

@@ -15,17 +15,17 @@
 // disagree on. Beyond the measured sizes a call keeps the algorithm and protocol of its collective's
 // largest measured call, and the kind of store follows that call's store trials.
 //
-// Watching a kept plan (one host, kept at kWatchMinSeconds a call or more): a plan measured once can stop being the
-// fastest when the machine changes under it (on a virtual machine the cost of handing lines between cores moves several
-// times within seconds: docs/PERFORMANCE.md, "Handing lines between the cores"). Every
-// watchEvery-th call of a kept plan starts a watch: trials + 1 calls, each timed as the trials
-// did (since the call before) or from the last rank's entry where that is shorter (what the
-// application does between calls does not count), then an agreement. A kept plan found kDrift times slower than its
-// trials found it (or, since, the fastest it was watched at) is timed against its rival (the fastest trial plan of
-// another algorithm or protocol) and the faster kept; once the two have changed places, each watch times both, so the
-// plan follows the machine back. Quiet watches space out (up to kWatchMax calls, kCompareMax where both run). Every
-// rank watches the same calls and agrees on the same times, so the ranks switch together. Calls
-// beyond the measured sizes are watched likewise, against the rival of the largest measured call.
+// Watching a kept plan (one host; plans of kWatchMinSeconds a call or more): a plan measured once
+// can stop being the fastest when the machine changes under it (docs/PERFORMANCE.md, "Watching
+// the kept plan"). Every watchEvery-th call of a kept plan starts a watch: trials + 1 calls, each
+// timed as the trials did (since the call before) or from the last rank's entry where that is
+// shorter (work between calls does not count), then an agreement. A plan found kDrift times slower
+// than it is held to (its trials' time, or since, the fastest it was watched at) is timed against
+// its rival (the fastest trial plan of another algorithm or protocol) and the faster kept; once
+// the two have changed places every watch times both, so the plan can follow the machine back.
+// Quiet watches space out (to kWatchMax calls; kCompareMax where both run). Every rank watches the
+// same calls and agrees on the same times, so the ranks switch together. Calls beyond the measured
+// sizes are watched likewise, held to the largest measured call's time scaled by size.
 //
 // The tuner at scale: a communicator spanning more than FERRY_TUNE_MODEL_HOSTS hosts (modelOnly())
 // runs no trials: a trial's calls wait for the slowest of all ranks, each candidate runs 26 calls
