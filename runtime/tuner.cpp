@@ -331,6 +331,15 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const bool sensitive = coll::orderSensitive(d.kind, d.type, d.op);
   // On one host, calls on buffers in shared memory and on plain ones are measured apart.
   const int planKey = sensitiveKey(static_cast<int>(d.kind), sensitive) | (in_.arena && shared ? 0x200 : 0);
+  const auto key =
+      std::make_tuple(static_cast<int>(d.kind), bytes, shared, sensitiveKey(static_cast<int>(d.type), sensitive));
+  // "allReduce of 1048576 B on 4 ranks", for the log of trials and watches.
+  auto label = [&] {
+    char what[128];
+    std::snprintf(what, sizeof(what), "%s of %zu B on %d ranks%s", callKindName(d.kind), bytes, in_.ranks,
+                  shared ? " (buffers in shared memory)" : "");
+    return std::string(what);
+  };
   Choice c;
   // Measured: single-host calls, and calls of communicators with two levels (the network's alpha
   // and beta cannot say how a flat ring of processes sharing cores compares with the two levels),
@@ -338,10 +347,9 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
   const bool measurable = in_.arena || (in_.hierarchy && in_.net.measured && !modelOnly());
   if (in_.trials <= 0 || !measurable || in_.ranks < 2 || moved < kMeasureMinBytes || moved > in_.measureMaxBytes) {
     // Beyond the measured sizes a call keeps the algorithm and protocol the largest measured call
-    // of its collective settled on: the model priced that choice wrong once already, and on one
-    // host it prices a mailbox's copies at one core's copy rate, where lines written on one core
-    // and read on another move several times slower (docs/PERFORMANCE.md, "Handing lines between
-    // the cores"). The kind of store follows the rule below.
+    // of its collective settled on: where trials ran, the model's prices proved unreliable (one
+    // core's copy rate stands in for lines handed between cores: docs/PERFORMANCE.md, "The plan
+    // beyond the measured sizes"). The kind of store follows the rule below.
     if (measurable && in_.trials > 0 && moved > in_.measureMaxBytes) {
       auto m = measuredPlans_.find(planKey);
       // A measured plan of another order class than this size's (stableOrder) would change bits.
@@ -353,8 +361,6 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
         c.plan.stores = streamsBeyond(d.kind, output) ? coll::Stores::kStreaming : coll::Stores::kAuto;
         if (!mp.hasRival || held_) return c;
         // Watched as the measured calls are: held to the largest one's time, scaled, against its rival.
-        auto key =
-            std::make_tuple(static_cast<int>(d.kind), bytes, shared, sensitiveKey(static_cast<int>(d.type), sensitive));
         auto it = trials_.find(key);
         if (it == trials_.end()) {
           if (trials_.size() >= 4096) trials_.clear();
@@ -369,10 +375,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
           t.kind = static_cast<int>(d.kind);
           t.planKey = planKey;
           t.moved = moved;
-          char what[128];
-          std::snprintf(what, sizeof(what), "%s of %zu B on %d ranks%s", callKindName(d.kind), bytes, in_.ranks,
-                        shared ? " (buffers in shared memory)" : "");
-          t.what = what;
+          t.what = label();
           it = trials_.emplace(key, std::move(t)).first;
         }
         return watchOrKeep(it->second);
@@ -393,8 +396,6 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
     }
     return c;
   }
-  auto key =
-      std::make_tuple(static_cast<int>(d.kind), bytes, shared, sensitiveKey(static_cast<int>(d.type), sensitive));
   auto it = trials_.find(key);
   if (held_) {
     c.plan = it != trials_.end() && it->second.settled ? it->second.chosen : choose(d, shared);
@@ -458,10 +459,7 @@ Tuner::Choice Tuner::select(const coll::OpDesc& d, bool shared) {
         t.predicted.push_back(x.seconds);
       }
       t.ends.assign(t.plans.size() * static_cast<size_t>(in_.trials + 1) * trialRounds(in_), 0);
-      char what[128];
-      std::snprintf(what, sizeof(what), "%s of %zu B on %d ranks%s", callKindName(d.kind), bytes, in_.ranks,
-                    shared ? " (buffers in shared memory)" : "");
-      t.what = what;
+      t.what = label();
     }
     it = trials_.emplace(key, std::move(t)).first;
   }
