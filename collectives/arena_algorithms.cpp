@@ -219,6 +219,14 @@ Status readInto(Exec& ex, int p, uint64_t remote, uint8_t* dst, size_t bytes, bo
 void announce(Exec& ex, const Plan& plan, const void* a0, const void* a1) {
   ex.announce(static_cast<uint32_t>(plan.algorithm), static_cast<uint32_t>(plan.protocol), a0, a1);
 }
+// The same, naming what the kCma plans of the call let peers read with readPeer: the first
+// `read0` bytes of a0 and `read1` of a1 (0: none). Those reads pin this rank's pages, so the arena
+// may prepare them; whatever this call's plan, since the tuner's next may be a kCma one.
+void announce(Exec& ex, const Plan& plan, const void* a0, size_t read0, const void* a1, size_t read1) {
+  ex.exposeForRead(a0, read0);
+  if (a1 != a0) ex.exposeForRead(a1, read1);
+  announce(ex, plan, a0, a1);
+}
 
 // Announce, post 1, await everyone's 1; then note whether every rank's buffers are shared
 // memory (the tuner's hint for the next calls).
@@ -550,7 +558,7 @@ Status arenaAllReduce(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const int r = ex.rank();
   const size_t es = dataTypeSize(type), bytes = count * es;
   auto* o = static_cast<uint8_t*>(out);
-  announce(ex, plan, in, out);
+  announce(ex, plan, in, bytes, out, bytes);  // twoshot/cma reads both
   if (plan.algorithm == Algorithm::kTwoShot && plan.protocol == Protocol::kMailbox) {
     return pipelinedAllReduce(ex, plan, in, o, count, type, op);
   }
@@ -639,8 +647,8 @@ Status reduceScatterFromBuffers(Exec& ex, const Plan& plan, const void* in, void
 //   direct/cma: rank r reduces block r reading every peer's input buffer; departure barrier.
 Status arenaReduceScatter(Exec& ex, const Plan& plan, const void* in, void* out, size_t recvCount, DataType type,
                           RedOp op) {
-  announce(ex, plan, in, out);
   const size_t block = recvCount * dataTypeSize(type);
+  announce(ex, plan, in, block * static_cast<size_t>(ex.size()), out, 0);
   if (plan.protocol == Protocol::kMailbox && block * static_cast<size_t>(ex.size()) <= ex.lineBytes()) {
     FERRY_TRY(ex.publishLine(in, block * static_cast<size_t>(ex.size())));
     ex.setPhase("arrival", 0, 1);
@@ -679,7 +687,7 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const int n = ex.size(), r = ex.rank();
   const size_t block = sendCount * dataTypeSize(type);
   auto* o = static_cast<uint8_t*>(out);
-  announce(ex, plan, in, out);
+  announce(ex, plan, in, block, out, 0);
   if (plan.protocol == Protocol::kMailbox && block <= ex.lineBytes()) {
     FERRY_TRY(ex.publishLine(in, block));
     if (o + r * block != in) std::memcpy(o + r * block, in, block);
@@ -716,7 +724,7 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
   const size_t block = count * dataTypeSize(type);
   auto* o = static_cast<uint8_t*>(out);
   const auto* i0 = static_cast<const uint8_t*>(in);
-  announce(ex, plan, in, out);
+  announce(ex, plan, in, block * n, out, 0);
   if (plan.protocol == Protocol::kMailbox && block * n <= ex.lineBytes()) {
     // Every block from a line slot, this rank's own too: in place, the input is read only there.
     FERRY_TRY(ex.publishLine(in, block * n));
@@ -780,7 +788,7 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
 Status arenaBroadcast(Exec& ex, const Plan& plan, const void* in, void* out, size_t count, DataType type, int root) {
   const int n = ex.size(), r = ex.rank();
   const size_t bytes = count * dataTypeSize(type);
-  announce(ex, plan, r == root ? in : nullptr, out);
+  announce(ex, plan, r == root ? in : nullptr, r == root ? bytes : 0, out, 0);
   // Small enough for one mailbox half: filled before the entry barrier, read right after it.
   const bool single = plan.protocol == Protocol::kMailbox && bytes <= ex.context().arena->slotBytes() / 2 &&
                       bytes <= (plan.chunkBytes != 0 ? plan.chunkBytes : ex.context().chunkBytes);
@@ -886,7 +894,7 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
         static_cast<uint8_t*>(out), count, type, op);
   }
   if (plan.protocol == Protocol::kMailbox) {
-    announce(ex, plan, in, out);
+    announce(ex, plan, in, count * es, out, 0);
     return pipelinedReduce(ex, plan, in, static_cast<uint8_t*>(out), count, type, op, root);
   }
   uint8_t* mine = nullptr;  // where this rank's reduced segment goes
@@ -895,7 +903,7 @@ Status arenaReduce(Exec& ex, const Plan& plan, const void* in, void* out, size_t
   } else {
     mine = static_cast<uint8_t*>(ex.context().scratch->get(std::max<size_t>(segN * es, 1)));
   }
-  announce(ex, plan, in, mine);
+  announce(ex, plan, in, count * es, mine, segN * es);
   FERRY_TRY(enter(ex));
   ex.setPhase("reduce", 0, 1);
   // The root's output, not read again here: streaming stores where it is large.

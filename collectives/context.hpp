@@ -261,6 +261,9 @@ class Exec {
   /// Publish this call in the arena header with the algorithm and protocol the rank chose and two
   /// of its buffers that peers may read. No-op without an arena.
   void announce(uint32_t algorithm, uint32_t protocol, const void* addr0, const void* addr1);
+  /// Before announce(): peers will read [addr, addr + bytes) of this rank's with readPeer() in this
+  /// call; the arena may prepare it for that (Arena::exposeForRead). No-op without an arena.
+  void exposeForRead(const void* addr, size_t bytes);
   /// This rank finished `phase` (1 .. 2^24-1) of the call; phase 0: it entered the call (posted
   /// by the runtime for every collective call, whatever its algorithm).
   void post(int phase);

@@ -726,6 +726,10 @@ bool Exec::noteShared() {
   return any && all;
 }
 
+void Exec::exposeForRead(const void* addr, size_t bytes) {
+  if (ctx_.arena != nullptr && addr != nullptr && bytes > 0) ctx_.arena->exposeForRead(addr, bytes);
+}
+
 uint64_t Exec::peerAddr(int peer, int which) {
   return ctx_.arena->header(peer, static_cast<int>(seq_ & 1)).addr[which & 1];
 }

@@ -29,7 +29,7 @@ Result<std::unique_ptr<transport::Transport>> createTransport(const std::vector<
                        "on %s; use ucx or tcp across hosts)",
                        rank, size, me.hostname.c_str());
     }
-    return transport::shm::createShmTransport({rank, size, commId});
+    return transport::shm::createShmTransport({rank, size, commId, config().hugePages});
   }
   if (choice == "tcp") {
     transport::tcp::TcpOptions to;
@@ -137,6 +137,7 @@ transport::shm::ArenaOptions arenaOptions(const Comm::Impl& impl, int cores) {
   ao.spinNs = resolveSpinNs(impl.size, cores);
   ao.yieldNs = resolveYieldNs(impl.size, cores);
   ao.pollSleep = impl.size > cores;
+  ao.hugePages = config().hugePages;
   return ao;
 }
 

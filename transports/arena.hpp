@@ -124,6 +124,12 @@ class Arena {
   virtual uint64_t matchCalls(int r, uint64_t first, uint64_t last, uint32_t digest, bool* differs) const = 0;
   /// Whether [addr, addr + bytes) of this process lies in memory peers can map.
   virtual bool mappable(const void* addr, size_t bytes) const = 0;
+  /// This rank announces [addr, addr + bytes) for peers to read() in this call: the arena may
+  /// prepare it for cheaper reads (never changing its contents). No effect by default.
+  virtual void exposeForRead(const void* addr, size_t bytes) {
+    (void)addr;
+    (void)bytes;
+  }
 };
 
 }  // namespace ferry::transport

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "base/log.hpp"
+#include "transports/shm/huge_pages.hpp"
 #include "transports/shm/segment.hpp"
 #include "transports/shm/shared_memory.hpp"
 
@@ -128,7 +129,8 @@ class ShmArena final : public Arena {
   explicit ShmArena(const ArenaOptions& o)
       : rank_(o.rank), size_(o.size), commId_(o.commId), slotBytes_((o.slotBytes + kPage - 1) & ~(kPage - 1)),
         spinNs_(o.spinNs), spinBudgetNs_(o.spinNs), yieldNs_(o.yieldNs), pollSleep_(o.pollSleep),
-        maps_(o.size, nullptr), pids_(o.size, 0), peerMemory_(static_cast<size_t>(o.size)) {}
+        huge_(o.hugePages ? processHugeBacking() : nullptr), maps_(o.size, nullptr), pids_(o.size, 0),
+        peerMemory_(static_cast<size_t>(o.size)) {}
 
   ~ShmArena() override {
     sealed();
@@ -400,6 +402,12 @@ class ShmArena final : public Arena {
 
   bool mappable(const void* addr, size_t bytes) const override { return isShared(addr, bytes); }
 
+  void exposeForRead(const void* addr, size_t bytes) override {
+    if (huge_ == nullptr || addr == nullptr || bytes < huge_->regionBytes() || !canRead_) return;
+    if (isShared(addr, bytes)) return;  // peers map it: read() copies without pinning pages
+    huge_->offer(addr, bytes);
+  }
+
   Status read(int r, uint64_t remote, void* local, size_t bytes) override {
     if (const uint8_t* m = mapped(r, remote, bytes)) {
       std::memcpy(local, m, bytes);
@@ -453,6 +461,7 @@ class ShmArena final : public Arena {
   int64_t spinBudgetNs_;  // how long the next wait spins (adapted by wait())
   int64_t yieldNs_;
   bool pollSleep_;
+  HugeBacking* const huge_;  // null: plain buffers stay on the pages they have
   std::vector<void*> maps_;
   std::vector<pid_t> pids_;
   std::vector<std::unique_ptr<PeerMemory>> peerMemory_;  // per peer; null: its memory is not mapped

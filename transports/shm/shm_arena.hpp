@@ -23,6 +23,9 @@ struct ArenaOptions {
   /// Then sleep in short timed naps (2 us doubling to 100 us) instead of a futex wait that the
   /// poster must wake: better when ranks outnumber cores.
   bool pollSleep = false;
+  /// Move the plain buffers peers read with cross-memory attach onto huge pages when they are
+  /// offered again (huge_pages.hpp): reads from them then run at memcpy's rate.
+  bool hugePages = true;
 };
 
 /// All ranks must run on this host in one pid namespace. Segments are memfds (segment.hpp): nothing

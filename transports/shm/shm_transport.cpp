@@ -41,6 +41,7 @@
 
 #include "base/deadline.hpp"
 #include "base/log.hpp"
+#include "transports/shm/huge_pages.hpp"
 #include "transports/shm/segment.hpp"
 
 namespace ferry::transport::shm {
@@ -128,9 +129,9 @@ void fail(Request* r, std::string why) {
 
 class ShmTransport final : public Transport {
  public:
-  ShmTransport(int rank, int size, uint64_t commId)
+  ShmTransport(int rank, int size, uint64_t commId, HugeBacking* huge)
       : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr), pids_(size, 0),
-        pending_(size), posted_(size + 1) {}
+        pending_(size), posted_(size + 1), huge_(huge) {}
 
   ~ShmTransport() override {
     close(0, true);
@@ -230,6 +231,7 @@ class ShmTransport final : public Transport {
     } else {
       o.h.kind = static_cast<uint32_t>(Kind::kRendezvous);
       o.h.addr = reinterpret_cast<uint64_t>(buf);
+      if (huge_ != nullptr) huge_->offer(buf, bytes);  // the receiver reads it with process_vm_readv
       o.h.cookie = ++lastSendId_;
       awaitingAck_[o.h.cookie] = AwaitingAck{req, false};
       req->handle = reinterpret_cast<void*>(o.h.cookie);
@@ -569,12 +571,14 @@ class ShmTransport final : public Transport {
   uint64_t lastSendId_ = 0;
   uint64_t lastOrder_ = 0;
   bool closed_ = false;
+  HugeBacking* const huge_;  // null: send buffers stay on the pages they have
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Transport>> createShmTransport(const ShmOptions& options) {
-  auto t = std::make_unique<ShmTransport>(options.rank, options.size, options.commId);
+  auto t = std::make_unique<ShmTransport>(options.rank, options.size, options.commId,
+                                          options.hugePages ? processHugeBacking() : nullptr);
   FERRY_TRY(t->init());
   FERRY_INFO(log::kTransport, "shared-memory transport: %d rings of %d x %zu-byte slots", options.size, kSlots,
              kSlotBytes);

@@ -17,6 +17,8 @@ struct ShmOptions {
   int size = 1;
   /// Unique per communicator and identical on all ranks (segment names derive from it).
   uint64_t commId = 0;
+  /// Move rendezvous send buffers onto huge pages when they are sent again (huge_pages.hpp).
+  bool hugePages = true;
 };
 
 /// All peers must run on this host (same pid namespace). Segments are memfds (segment.hpp): nothing
