@@ -373,6 +373,7 @@ class Bench:
                         continue
                     elt = self.torch.empty(0, dtype=self.tt[typ]).element_size()
                     for root in roots:
+                        self.opening_warmup(coll, typ, op, root, elt)
                         for size in sizes(a):
                             self.row(coll, typ, op, root, size, elt, summary)
             self.print(f"# {'Out of bounds values':<20} : {summary['errors']} "
@@ -380,6 +381,18 @@ class Bench:
             bw = summary["busbw"]
             self.print(f"# {'Avg bus bandwidth':<20} : {sum(bw) / len(bw) if bw else 0:g} ")
             self.print(f"#\n# Collective test concluded: {coll}")
+
+    def opening_warmup(self, coll, typ, op, root, elt):
+        """nccl-tests' (and ferry-perf's) opening warm-up: calls at the largest size, then the smallest."""
+        every = list(sizes(self.a))
+        for size in (every[-1], every[0]) if every else ():
+            c = coll_counts(coll, size // elt, elt, self.n)
+            if c[2] == 0:
+                continue
+            total = max(c[0], c[1]) * elt
+            _, warm = iters_for(self.a, total)
+            for i in range(warm * self.a.agg_iters):
+                self.op(coll, typ, op, root, c, *self.views(coll, typ, c, False, i, total), False)
 
     def row(self, coll, typ, op, root, size, elt, summary):
         c = coll_counts(coll, size // elt, elt, self.n)

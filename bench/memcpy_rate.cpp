@@ -1,7 +1,7 @@
 // memcpy-rate: how fast one core copies memory, the ceiling against which bench/compare reads the
 // host collectives' bandwidths.
 //
-//   memcpy-rate [SIZE ...] [-P N | -H] [-J FILE]   sizes with K, M, G (powers of 1024); default 16M 256M
+//   memcpy-rate [SIZE ...] [-P N | -H | -C] [-J FILE]   sizes with K, M, G (powers of 1024); default 16M 256M
 //
 // For each size: two page-aligned buffers, written once so that no page fault is timed, then
 // memcpy from one to the other, repeated, the best (shortest) copy kept. The rate is bytes copied
@@ -22,14 +22,20 @@
 // writes lines the other core has just read, so this measures what moving a cache line between
 // the two cores costs, which a single-core memcpy does not see.
 //
+// -C: cross-memory attach. One process reads another's buffer of SIZE bytes into its own with
+// process_vm_readv, as a single-copy reader of a peer's plain buffer does: once from a buffer on
+// 4 KiB pages, once from one moved onto 2 MiB pages (two rows per size). The kernel pins the
+// source's pages one by one, so small pages cost the read about half its rate.
+//
 // With -J the results are also written as JSON: {"schema": "ferry-memcpy/1", "host", "cpu",
-// "processes", "handoff" (with -H), "results": [{"size", "repeats", "best_seconds",
-// "median_seconds", "best_gbps", "median_gbps"}]}.
+// "processes", "handoff" (with -H), "cma" (with -C), "results": [{"size", "repeats", "best_seconds",
+// "median_seconds", "best_gbps", "median_gbps", "source_page_kib" (with -C)}]}.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -39,6 +45,7 @@
 
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,6 +192,82 @@ bool measureHandoff(size_t size, Rate* rate) {
   return ok;
 }
 
+// -C: `repeats` + 1 single-copy reads (process_vm_readv, cross-memory attach) of a child's buffer of
+// `size` bytes into the parent's own, the first (page faults) untimed. The child's buffer is on
+// 4 KiB pages or, with `huge`, moved onto huge pages (MADV_COLLAPSE): the kernel pins the source's
+// pages one by one before it copies, so the page size sets the rate (ferry's FERRY_HUGE_PAGES).
+bool measureCma(size_t size, bool huge, Rate* rate) {
+  const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{1} << 30) / size));
+  const size_t bytes = sizeof(Shared) + sizeof(double) * static_cast<size_t>(repeats) + 64;
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    std::fprintf(stderr, "memcpy-rate: cannot map %zu bytes of shared memory\n", bytes);
+    return false;
+  }
+  auto* sh = new (mem) Shared;
+  // The child's buffer address once it is ready (0 before); the parent stores 1 in `done` to end it.
+  auto* where = new (static_cast<char*>(mem) + sizeof(Shared) + sizeof(double) * repeats) std::atomic<uintptr_t>(0);
+  auto* done = new (where + 1) std::atomic<int>(0);
+  constexpr size_t kAlign = size_t{2} << 20;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    void* m = mmap(nullptr, size + kAlign, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) _exit(1);
+    auto* buf = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(m) + kAlign - 1) & ~(kAlign - 1));
+    madvise(buf, size, MADV_NOHUGEPAGE);
+    std::memset(buf, 1, size);
+    if (huge) {
+      madvise(buf, size, MADV_HUGEPAGE);
+      if (madvise(buf, size, 25 /* MADV_COLLAPSE */) != 0) {
+        std::fprintf(stderr, "memcpy-rate: the kernel would not move %zu bytes onto huge pages: %s\n", size,
+                     std::strerror(errno));
+        _exit(1);
+      }
+    }
+    where->store(reinterpret_cast<uintptr_t>(buf), std::memory_order_release);
+    if (!awaitTurn(*done, 1, sh)) _exit(1);
+    _exit(0);
+  }
+  bool ok = pid > 0;
+  if (!ok) std::fprintf(stderr, "memcpy-rate: fork failed\n");
+  std::vector<uint8_t> own(size, 2);
+  const auto start = std::chrono::steady_clock::now();
+  while (ok && where->load(std::memory_order_acquire) == 0) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid ||
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kBarrierSeconds) {
+      ok = false;
+      break;
+    }
+    sched_yield();
+  }
+  for (int i = 0; ok && i < repeats + 1; ++i) {
+    iovec local{own.data(), size};
+    iovec remote{reinterpret_cast<void*>(where->load()), size};
+    const auto t0 = std::chrono::steady_clock::now();
+    if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(size)) {
+      std::fprintf(stderr, "memcpy-rate: process_vm_readv of %zu bytes failed: %s\n", size, std::strerror(errno));
+      ok = false;
+      break;
+    }
+    touch(own.data());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) sh->times()[i - 1] = s;
+  }
+  done->store(1, std::memory_order_release);
+  if (pid > 0) {
+    int status = 0;
+    ok &= waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (ok) {
+    std::vector<double> seconds(sh->times(), sh->times() + repeats);
+    std::sort(seconds.begin(), seconds.end());
+    *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
+  }
+  munmap(mem, bytes);
+  return ok;
+}
+
 bool measure(size_t size, int processes, Rate* rate) {
   const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{2} << 30) / size));
   const size_t bytes = sizeof(Shared) + sizeof(double) * static_cast<size_t>(processes) * repeats;
@@ -245,13 +328,15 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   std::string json;
   int processes = 1;
-  bool handoff = false;
+  bool handoff = false, cma = false;
   for (int i = 1; i < argc; ++i) {
     size_t s = 0;
     if (std::strcmp(argv[i], "-J") == 0 && i + 1 < argc) {
       json = argv[++i];
     } else if (std::strcmp(argv[i], "-H") == 0) {
       handoff = true;
+    } else if (std::strcmp(argv[i], "-C") == 0) {
+      cma = true;
     } else if (std::strcmp(argv[i], "-P") == 0 && i + 1 < argc) {
       char* end = nullptr;
       const long v = std::strtol(argv[++i], &end, 10);
@@ -265,24 +350,33 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
-                   "usage: memcpy-rate [SIZE ...] [-P N | -H] [-J FILE]\n",
+                   "usage: memcpy-rate [SIZE ...] [-P N | -H | -C] [-J FILE]\n",
                    argv[i]);
       return 2;
     }
   }
   if (sizes.empty()) sizes = {size_t{16} << 20, size_t{256} << 20};
-  if (handoff && processes != 1) {
-    std::fprintf(stderr, "memcpy-rate: -H is two processes by itself; leave out -P\n");
+  if ((handoff || cma) && processes != 1) {
+    std::fprintf(stderr, "memcpy-rate: -H and -C are two processes by themselves; leave out -P\n");
     return 2;
   }
-  if (handoff) processes = 2;
+  if (handoff && cma) {
+    std::fprintf(stderr, "memcpy-rate: -H or -C, not both\n");
+    return 2;
+  }
+  if (handoff || cma) processes = 2;
 
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   std::string out = "{\n  \"schema\": \"ferry-memcpy/1\",\n  \"host\": \"" + std::string(host) + "\",\n  \"cpu\": \"" +
                     cpuModel() + "\",\n  \"processes\": " + std::to_string(processes) +
-                    (handoff ? ",\n  \"handoff\": true" : "") + ",\n  \"results\": [";
-  if (handoff) {
+                    (handoff ? ",\n  \"handoff\": true" : "") + (cma ? ",\n  \"cma\": true" : "") +
+                    ",\n  \"results\": [";
+  if (cma) {
+    std::printf(
+        "# memcpy-rate: cross-memory attach, one process reads another's buffer with process_vm_readv, from "
+        "4 KiB and from 2 MiB pages; best of N reads (GB/s = 1e9 bytes read per second)\n");
+  } else if (handoff) {
     std::printf(
         "# memcpy-rate: hand-off, one process copies into shared memory and another copies it out, in turn; "
         "best of N rounds (GB/s = 1e9 bytes handed over per second)\n");
@@ -294,19 +388,30 @@ int main(int argc, char** argv) {
         "per second; a round lasts until its slowest copy ends)\n",
         processes);
   }
-  std::printf("# %12s  %7s  %10s  %10s\n", "size (B)", "repeats", "best GB/s", "median GB/s");
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    Rate r;
-    if (!(handoff ? measureHandoff(sizes[i], &r) : measure(sizes[i], processes, &r))) return 1;
-    const double best = static_cast<double>(r.size) / r.bestSeconds / 1e9;
-    const double median = static_cast<double>(r.size) / r.medianSeconds / 1e9;
-    std::printf("  %12zu  %7d  %10.2f  %10.2f\n", r.size, r.repeats, best, median);
-    char buf[320];
-    std::snprintf(buf, sizeof(buf),
-                  "%s\n    {\"size\": %zu, \"repeats\": %d, \"best_seconds\": %.9g, \"median_seconds\": %.9g, "
-                  "\"best_gbps\": %.6g, \"median_gbps\": %.6g}",
-                  i ? "," : "", r.size, r.repeats, r.bestSeconds, r.medianSeconds, best, median);
-    out += buf;
+  std::printf("# %12s  %7s  %10s  %10s%s\n", "size (B)", "repeats", "best GB/s", "median GB/s",
+              cma ? "  source pages" : "");
+  bool first = true;
+  for (size_t size : sizes) {
+    for (int pages : cma ? std::vector<int>{4, 2048} : std::vector<int>{0}) {  // KiB; 0: not -C
+      Rate r;
+      const bool measured = cma       ? measureCma(size, pages != 4, &r)
+                            : handoff ? measureHandoff(size, &r)
+                                      : measure(size, processes, &r);
+      if (!measured) return 1;
+      const double best = static_cast<double>(r.size) / r.bestSeconds / 1e9;
+      const double median = static_cast<double>(r.size) / r.medianSeconds / 1e9;
+      std::printf("  %12zu  %7d  %10.2f  %10.2f", r.size, r.repeats, best, median);
+      if (cma) std::printf("  %d KiB", pages);
+      std::printf("\n");
+      char buf[360];
+      std::snprintf(buf, sizeof(buf),
+                    "%s\n    {\"size\": %zu, \"repeats\": %d, \"best_seconds\": %.9g, \"median_seconds\": %.9g, "
+                    "\"best_gbps\": %.6g, \"median_gbps\": %.6g%s}",
+                    first ? "" : ",", r.size, r.repeats, r.bestSeconds, r.medianSeconds, best, median,
+                    cma ? (", \"source_page_kib\": " + std::to_string(pages)).c_str() : "");
+      out += buf;
+      first = false;
+    }
   }
   out += "\n  ]\n}\n";
   if (!json.empty()) {

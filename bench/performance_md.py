@@ -90,6 +90,11 @@ class Run:
         for when, name in self.record.get("memcpy_handoff", {}).items():
             path = os.path.join(results, name)
             self.handoff[when] = load_json(path, "hand-off rate") if os.path.exists(path) else None
+        # One process reading another's buffer with cross-memory attach (memcpy-rate -C), where measured.
+        self.cma = {}
+        for when, name in self.record.get("memcpy_cma", {}).items():
+            path = os.path.join(results, name)
+            self.cma[when] = load_json(path, "cross-memory read rate") if os.path.exists(path) else None
 
     def keys(self, n):
         return [k for k in LIBRARY_ORDER if (n, k) in self.docs]
@@ -322,6 +327,24 @@ def machine_section(run):
             median = [f"median {r['median_gbps']:.2f} GB/s (best {r['best_gbps']:.2f})" if r else "-"
                       for r in (start, end)]
             lines.append(f"| {size_label(s)} | {median[0]} | {median[1]} |")
+    if any(run.cma.values()):
+        lines += ["", "One process reading another's buffer with cross-memory attach (`memcpy-rate -C`: "
+                  "`process_vm_readv` of a buffer in the other process into one of its own, as Open MPI's CMA and "
+                  "ferry's single-copy plans read a peer's plain buffer; GB/s = 10⁹ bytes read per second). The "
+                  "kernel pins the source's pages one by one before it copies, so a source on 4 KiB pages reads "
+                  "at about half the rate of one on 2 MiB pages; ferry moves the plain buffers peers read onto "
+                  "huge pages from their second call (`FERRY_HUGE_PAGES`), the peers read them as they are:", "",
+                  "| size | source pages | start | end |", "| --- | --- | --- | --- |"]
+        keys = sorted({(r["size"], r.get("source_page_kib", 4)) for d in run.cma.values() if d for r in d["results"]})
+        for size, kib in keys:
+            cells = []
+            for when in ("start", "end"):
+                d = run.cma.get(when)
+                r = next((x for x in d["results"] if x["size"] == size and x.get("source_page_kib", 4) == kib),
+                         None) if d else None
+                cells.append(best_first(r))
+            lines.append(f"| {size_label(size)} | {'2 MiB' if kib == 2048 else f'{kib} KiB'} | {cells[0]} | "
+                         f"{cells[1]} |")
     return lines + [""]
 
 

@@ -163,6 +163,7 @@ class Runner {
   };
   Pointers pointers(const CollCounts& c, size_t elt, bool inPlace, size_t iter) const;
   Status call(const Call& c);
+  Status openingWarmup(Coll coll, DataType type, RedOp op, int root, const std::vector<size_t>& sizes);
   Status measure(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m);
   Status check(Coll coll, DataType type, RedOp op, int root, const CollCounts& c, bool inPlace, Measurement& m);
   /// --reference-run: this rank's output of check run `seed`, recorded or compared; the differing
@@ -200,6 +201,27 @@ Status Runner::call(const Call& c) {
   watchdog_.disarm();
   FERRY_TRY(s);
   if (o_.blocking == 1) FERRY_TRY(be_.barrier());
+  return Status::ok();
+}
+
+// nccl-tests' opening warm-up, before each sweep: the warm-up count (under the budget) of calls at
+// the largest size, then at the smallest, out of place. The largest size's calls cover the buffers
+// the sweep walks through, so what a library pays once per buffer (the first copy through a page,
+// moving pages it reads onto huge pages) is paid here and not in whichever size first reaches them;
+// every size still gets its own warm-up in measure().
+Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const std::vector<size_t>& sizes) {
+  if (sizes.empty()) return Status::ok();
+  const size_t elt = typeInfo(type).size;
+  for (size_t bytes : {sizes.back(), sizes.front()}) {
+    const CollCounts c = collCounts(coll, bytes / elt, elt, n_);
+    if (c.paramCount == 0) continue;
+    watchdog_.describe(std::string(collInfo(coll).name) + " " + formatBytes(c.bytes(elt)) + " opening warm-up");
+    const int calls = o_.warmupFor(c.bytes(elt));
+    for (int i = 0; i < calls * o_.aggIters; ++i) {
+      const Pointers p = pointers(c, elt, false, static_cast<size_t>(i));
+      FERRY_TRY(call({coll, p.send, p.recv, c.paramCount, type, op, root}));
+    }
+  }
   return Status::ok();
 }
 
@@ -346,6 +368,7 @@ Status Runner::runAll() {
             continue;
           }
           for (int root : roots) {
+            FERRY_TRY(openingWarmup(coll, type, op, root, sizes));
             for (size_t i = 0; i < sizes.size(); ++i) {
               const size_t elt = typeInfo(type).size;
               const CollCounts c = collCounts(coll, sizes[i] / elt, elt, n_);

@@ -1,5 +1,6 @@
 // The sweep's warm-up against a library that measures candidate plans on its first calls: the
-// timed calls must run the kept plan on buffers that plan has already run on.
+// timed calls must run the kept plan on buffers that plan has already run on; and nccl-tests'
+// opening warm-up before each sweep.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -27,6 +28,7 @@ class MeasuringBackend : public Backend {
   struct Logged {
     const void* send;
     bool measured;
+    size_t count;
   };
   std::vector<Logged> log;
 
@@ -38,7 +40,7 @@ class MeasuringBackend : public Backend {
     const bool measured = calls_ < trials_;
     ++calls_;
     if (measured) ++measured_;
-    log.push_back({c.send, measured});
+    log.push_back({c.send, measured, c.count});
     if (c.send != c.recv) std::memcpy(c.recv, c.send, c.count * 4);
     return Status::ok();
   }
@@ -81,21 +83,42 @@ TEST_CASE("perf sweep: timed calls run the kept plan on buffers it has warmed", 
   o->maxBytes = 64 << 10;
   o->minBytes = 1 << 10;
 
+  // nccl-tests' opening warm-up comes first: -w calls at the largest size, then at the smallest
+  // (both 1 KiB here).
+  const size_t opening = 6;
   SECTION("trials outlast -w: the kept plan runs -w more calls on the timed calls' buffers") {
-    MeasuringBackend be(7);
+    MeasuringBackend be(opening + 7);
     REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
     // Out of place: 3 warm-ups (measured), settle calls until the last ran the kept plan (4 more:
     // calls 3-6 measure, call 7 does not), 3 again on the first shifts, then 3 timed.
     const size_t settle = 5, rewarm = 3;
-    requireTimedCallsWarm(be.log, 3 + settle + rewarm, 3);
+    requireTimedCallsWarm(be.log, opening + 3 + settle + rewarm, 3);
     // The timed calls walk the same shifts as the warm-up.
-    CHECK(be.log[3 + settle + rewarm].send == be.log[0].send);
+    CHECK(be.log[opening + 3 + settle + rewarm].send == be.log[opening].send);
   }
   SECTION("no trials: the warm-up is -w calls, as nccl-tests'") {
     MeasuringBackend be(0);
     REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
-    // Out of place 3 + 3, in place 3 + 3: nothing added.
-    REQUIRE(be.log.size() == 12);
-    CHECK(be.log[3].send == be.log[0].send);
+    // The opening 3 + 3, then out of place 3 + 3, in place 3 + 3: nothing added.
+    REQUIRE(be.log.size() == opening + 12);
+    CHECK(be.log[opening + 3].send == be.log[opening].send);
   }
+}
+
+TEST_CASE("perf sweep: the opening warm-up runs the largest size, then the smallest", "[perf]") {
+  auto o = parseOptions({"broadcast", "-b", "1K", "-e", "4K", "-f", "2", "-n", "2", "-w", "3", "-c", "0"});
+  REQUIRE(o.isOk());
+  MeasuringBackend be(0);
+  REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
+  // 3 calls of 4 KiB walking through the buffers (here only one 4 KiB slice), then 3 of 1 KiB, then
+  // the sweep from 1 KiB: (3 warm-ups + 2 timed) x 2 placements x 3 sizes.
+  REQUIRE(be.log.size() == 6 + 5 * 2 * 3);
+  const auto* base = static_cast<const uint8_t*>(be.log[0].send);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(be.log[i].count == 1024);  // floats
+    CHECK(be.log[i].send == base);
+    CHECK(be.log[3 + i].count == 256);
+    CHECK(be.log[3 + i].send == base + 1024 * i);
+  }
+  CHECK(be.log[6].count == 256);
 }
