@@ -32,13 +32,14 @@ struct Recorded {
   int answer = 0;
   HugeBacking backing;
   explicit Recorded(size_t maxRegions = size_t{1} << 16)
-      : backing(kRegion,
-                [this](void* addr, size_t bytes) {
-                  std::lock_guard<std::mutex> lock(mutex);
-                  runs.emplace_back(reinterpret_cast<uintptr_t>(addr), bytes);
-                  return answer;
-                },
-                maxRegions) {}
+      : backing(
+            kRegion,
+            [this](void* addr, size_t bytes) {
+              std::lock_guard<std::mutex> lock(mutex);
+              runs.emplace_back(reinterpret_cast<uintptr_t>(addr), bytes);
+              return answer;
+            },
+            maxRegions) {}
   void offer(uintptr_t at, size_t bytes) { backing.offer(reinterpret_cast<const void*>(at), bytes); }
 };
 

@@ -114,8 +114,8 @@ HugeBacking* processHugeBacking() {
   // Never destroyed: threads of the application may offer buffers while statics are torn down.
   static HugeBacking* const backing = []() -> HugeBacking* {
     const std::string enabled = firstLine("/sys/kernel/mm/transparent_hugepage/enabled");
-    const size_t pmd = std::strtoull(firstLine("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").c_str(),
-                                     nullptr, 10);
+    const size_t pmd =
+        std::strtoull(firstLine("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").c_str(), nullptr, 10);
     if (enabled.empty() || enabled.find("[never]") != std::string::npos) return nullptr;
     if (pmd < 4096 || (pmd & (pmd - 1)) != 0) return nullptr;
     return new HugeBacking(pmd, [](void* addr, size_t bytes) {
