@@ -383,16 +383,17 @@ class Bench:
             self.print(f"#\n# Collective test concluded: {coll}")
 
     def opening_warmup(self, coll, typ, op, root, elt):
-        """nccl-tests' (and ferry-perf's) opening warm-up: calls at the largest size, then the smallest."""
+        """ferry-perf's opening warm-up (nccl-tests' and in place at the largest size): calls at the largest
+        size out of place and in place, then at the smallest out of place."""
         every = list(sizes(self.a))
-        for size in (every[-1], every[0]) if every else ():
+        for size, in_place in ((every[-1], False), (every[-1], True), (every[0], False)) if every else ():
             c = coll_counts(coll, size // elt, elt, self.n)
             if c[2] == 0:
                 continue
             total = max(c[0], c[1]) * elt
             _, warm = iters_for(self.a, total)
             for i in range(warm * self.a.agg_iters):
-                self.op(coll, typ, op, root, c, *self.views(coll, typ, c, False, i, total), False)
+                self.op(coll, typ, op, root, c, *self.views(coll, typ, c, in_place, i, total), in_place)
 
     def row(self, coll, typ, op, root, size, elt, summary):
         c = coll_counts(coll, size // elt, elt, self.n)

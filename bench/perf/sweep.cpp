@@ -205,20 +205,23 @@ Status Runner::call(const Call& c) {
 }
 
 // nccl-tests' opening warm-up, before each sweep: the warm-up count (under the budget) of calls at
-// the largest size, then at the smallest, out of place. The largest size's calls cover the buffers
-// the sweep walks through, so what a library pays once per buffer (the first copy through a page,
-// moving pages it reads onto huge pages) is paid here and not in whichever size first reaches them;
+// the largest size, then at the smallest, out of place; and at the largest in place too, since
+// in-place calls read the receive buffer. The largest size's calls cover the buffers the sweep
+// walks through, so what a library pays once per buffer (the first copy through a page, moving
+// pages peers read onto huge pages) is paid here and not in whichever size first reaches them;
 // every size still gets its own warm-up in measure().
 Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const std::vector<size_t>& sizes) {
   if (sizes.empty()) return Status::ok();
   const size_t elt = typeInfo(type).size;
-  for (size_t bytes : {sizes.back(), sizes.front()}) {
+  const std::pair<size_t, bool> runs[] = {{sizes.back(), false}, {sizes.back(), true}, {sizes.front(), false}};
+  for (const auto& [bytes, inPlace] : runs) {
     const CollCounts c = collCounts(coll, bytes / elt, elt, n_);
     if (c.paramCount == 0) continue;
-    watchdog_.describe(std::string(collInfo(coll).name) + " " + formatBytes(c.bytes(elt)) + " opening warm-up");
+    watchdog_.describe(std::string(collInfo(coll).name) + " " + formatBytes(c.bytes(elt)) + " opening warm-up" +
+                       (inPlace ? " in-place" : ""));
     const int calls = o_.warmupFor(c.bytes(elt));
     for (int i = 0; i < calls * o_.aggIters; ++i) {
-      const Pointers p = pointers(c, elt, false, static_cast<size_t>(i));
+      const Pointers p = pointers(c, elt, inPlace, static_cast<size_t>(i));
       FERRY_TRY(call({coll, p.send, p.recv, c.paramCount, type, op, root}));
     }
   }

@@ -83,9 +83,9 @@ TEST_CASE("perf sweep: timed calls run the kept plan on buffers it has warmed", 
   o->maxBytes = 64 << 10;
   o->minBytes = 1 << 10;
 
-  // nccl-tests' opening warm-up comes first: -w calls at the largest size, then at the smallest
-  // (both 1 KiB here).
-  const size_t opening = 6;
+  // The opening warm-up comes first: -w calls at the largest size out of place and in place, then
+  // at the smallest (all 1 KiB here).
+  const size_t opening = 9;
   SECTION("trials outlast -w: the kept plan runs -w more calls on the timed calls' buffers") {
     MeasuringBackend be(opening + 7);
     REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
@@ -99,7 +99,7 @@ TEST_CASE("perf sweep: timed calls run the kept plan on buffers it has warmed", 
   SECTION("no trials: the warm-up is -w calls, as nccl-tests'") {
     MeasuringBackend be(0);
     REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
-    // The opening 3 + 3, then out of place 3 + 3, in place 3 + 3: nothing added.
+    // The opening 3 + 3 + 3, then out of place 3 + 3, in place 3 + 3: nothing added.
     REQUIRE(be.log.size() == opening + 12);
     CHECK(be.log[opening + 3].send == be.log[opening].send);
   }
@@ -110,15 +110,18 @@ TEST_CASE("perf sweep: the opening warm-up runs the largest size, then the small
   REQUIRE(o.isOk());
   MeasuringBackend be(0);
   REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
-  // 3 calls of 4 KiB walking through the buffers (here only one 4 KiB slice), then 3 of 1 KiB, then
-  // the sweep from 1 KiB: (3 warm-ups + 2 timed) x 2 placements x 3 sizes.
-  REQUIRE(be.log.size() == 6 + 5 * 2 * 3);
+  // 3 calls of 4 KiB out of place (here only one 4 KiB slice), 3 in place (send is the receive
+  // buffer), 3 of 1 KiB walking through the buffers; then the sweep from 1 KiB: (3 warm-ups + 2
+  // timed) x 2 placements x 3 sizes.
+  REQUIRE(be.log.size() == 9 + 5 * 2 * 3);
   const auto* base = static_cast<const uint8_t*>(be.log[0].send);
   for (size_t i = 0; i < 3; ++i) {
     CHECK(be.log[i].count == 1024);  // floats
     CHECK(be.log[i].send == base);
-    CHECK(be.log[3 + i].count == 256);
-    CHECK(be.log[3 + i].send == base + 1024 * i);
+    CHECK(be.log[3 + i].count == 1024);
+    CHECK(be.log[3 + i].send != base);
+    CHECK(be.log[6 + i].count == 256);
+    CHECK(be.log[6 + i].send == base + 1024 * i);
   }
-  CHECK(be.log[6].count == 256);
+  CHECK(be.log[9].count == 256);
 }
