@@ -687,7 +687,15 @@ Status arenaAllGather(Exec& ex, const Plan& plan, const void* in, void* out, siz
   const int n = ex.size(), r = ex.rank();
   const size_t block = sendCount * dataTypeSize(type);
   auto* o = static_cast<uint8_t*>(out);
-  announce(ex, plan, in, block, out, 0);
+  // Peers read `in`. In place it is this rank's block of the output, which callers reuse whole
+  // (and whose other blocks are other ranks' inputs in the next in-place calls that shift it):
+  // offered whole, once, it is prepared at once and never piece by piece.
+  if (o + r * block == in) {
+    ex.exposeForRead(out, block * static_cast<size_t>(n));
+    announce(ex, plan, in, out);
+  } else {
+    announce(ex, plan, in, block, out, 0);
+  }
   if (plan.protocol == Protocol::kMailbox && block <= ex.lineBytes()) {
     FERRY_TRY(ex.publishLine(in, block));
     if (o + r * block != in) std::memcpy(o + r * block, in, block);

@@ -69,9 +69,12 @@ void HugeBacking::offer(const void* addr, size_t bytes) {
     } else if (!toldRefusal_.exchange(true)) {
       // Once per process at INFO: why reads from such buffers stay at the small pages' rate.
       FERRY_INFO(log::kTransport,
-                 "the kernel would not move %zu KiB at %p that peers read onto huge pages (%s); such "
-                 "buffers are retried rarely and read at the small pages' rate",
-                 count * regionBytes_ >> 10, reinterpret_cast<void*>(at), std::strerror(err));
+                 "the kernel would not move %zu KiB at %p that peers read onto huge pages (%s, %.2f ms); "
+                 "such buffers are retried rarely and read at the small pages' rate",
+                 count * regionBytes_ >> 10, reinterpret_cast<void*>(at), std::strerror(err), ms);
+    } else {
+      FERRY_TRACE(log::kTransport, "the kernel would not move %zu KiB at %p onto huge pages (%s, %.2f ms)",
+                  count * regionBytes_ >> 10, reinterpret_cast<void*>(at), std::strerror(err), ms);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     settle(at, count, err);
