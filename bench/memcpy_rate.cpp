@@ -71,6 +71,7 @@ struct alignas(64) Shared {
   std::atomic<int> failed{0};
   // Followed in the mapping by processes x repeats seconds: times()[process * repeats + repeat].
   double* times() { return reinterpret_cast<double*>(this + 1); }
+  const double* times() const { return reinterpret_cast<const double*>(this + 1); }
 };
 
 // Every process calls it with the same count of processes; returns when all have arrived, or
@@ -137,6 +138,21 @@ bool awaitTurn(const std::atomic<int>& turn, int want, const Shared* sh) {
   return true;
 }
 
+// The end of a two-process measurement: waits for the child `pid` (none where fork failed) and,
+// where both sides succeeded, sets `rate` from the `repeats` times the parent recorded in `sh`.
+bool reapAndRate(pid_t pid, bool ok, const Shared* sh, size_t size, int repeats, Rate* rate) {
+  if (pid > 0) {
+    int status = 0;
+    ok &= waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (ok) {
+    std::vector<double> seconds(sh->times(), sh->times() + repeats);
+    std::sort(seconds.begin(), seconds.end());
+    *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
+  }
+  return ok;
+}
+
 // -H: `repeats` + 1 rounds of a copy in by the child and a copy out by the parent through one
 // shared buffer; the first round (page faults, caches) untimed.
 bool measureHandoff(size_t size, Rate* rate) {
@@ -179,15 +195,7 @@ bool measureHandoff(size_t size, Rate* rate) {
     if (i > 0) sh->times()[i - 1] = s;
   }
   if (!ok) sh->failed.store(1);
-  if (pid > 0) {
-    int status = 0;
-    ok &= waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (ok) {
-    std::vector<double> seconds(sh->times(), sh->times() + repeats);
-    std::sort(seconds.begin(), seconds.end());
-    *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
-  }
+  ok = reapAndRate(pid, ok, sh, size, repeats, rate);
   munmap(mem, bytes);
   return ok;
 }
@@ -255,15 +263,7 @@ bool measureCma(size_t size, bool huge, Rate* rate) {
     if (i > 0) sh->times()[i - 1] = s;
   }
   done->store(1, std::memory_order_release);
-  if (pid > 0) {
-    int status = 0;
-    ok &= waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  if (ok) {
-    std::vector<double> seconds(sh->times(), sh->times() + repeats);
-    std::sort(seconds.begin(), seconds.end());
-    *rate = {size, repeats, seconds.front(), seconds[seconds.size() / 2]};
-  }
+  ok = reapAndRate(pid, ok, sh, size, repeats, rate);
   munmap(mem, bytes);
   return ok;
 }
