@@ -392,6 +392,7 @@ class Bench:
                 continue
             total = max(c[0], c[1]) * elt
             _, warm = iters_for(self.a, total)
+            warm = max(warm, min(2, self.a.warmup_iters))  # twice at least, as ferry-perf's
             for i in range(warm * self.a.agg_iters):
                 self.op(coll, typ, op, root, c, *self.views(coll, typ, c, in_place, i, total), in_place)
 

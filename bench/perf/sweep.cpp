@@ -204,8 +204,8 @@ Status Runner::call(const Call& c) {
   return Status::ok();
 }
 
-// nccl-tests' opening warm-up, before each sweep: the warm-up count (under the budget) of calls at
-// the largest size, then at the smallest, out of place; and at the largest in place too, since
+// nccl-tests' opening warm-up, before each sweep: the warm-up count (under the budget, but two at
+// least) of calls at the largest size, then at the smallest, out of place; and at the largest in place too, since
 // in-place calls read the receive buffer. The largest size's calls cover the buffers the sweep
 // walks through, so what a library pays once per buffer (the first copy through a page, moving
 // pages peers read onto huge pages) is paid here and not in whichever size first reaches them;
@@ -219,7 +219,9 @@ Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const
     if (c.paramCount == 0) continue;
     watchdog_.describe(std::string(collInfo(coll).name) + " " + formatBytes(c.bytes(elt)) + " opening warm-up" +
                        (inPlace ? " in-place" : ""));
-    const int calls = o_.warmupFor(c.bytes(elt));
+    // Twice at least, under any budget: a buffer's first call pays what only its first call pays,
+    // the second is the reuse every later call is.
+    const int calls = std::max(o_.warmupFor(c.bytes(elt)), std::min(2, o_.warmupIters));
     for (int i = 0; i < calls * o_.aggIters; ++i) {
       const Pointers p = pointers(c, elt, inPlace, static_cast<size_t>(i));
       FERRY_TRY(call({coll, p.send, p.recv, c.paramCount, type, op, root}));

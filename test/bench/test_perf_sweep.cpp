@@ -124,4 +124,17 @@ TEST_CASE("perf sweep: the opening warm-up runs the largest size, then the small
     CHECK(be.log[6 + i].send == base + 1024 * i);
   }
   CHECK(be.log[9].count == 256);
+
+  // Under a budget that allows one call of the largest size, the opening still makes two.
+  auto b = parseOptions(
+      {"broadcast", "-b", "1K", "-e", "4K", "-f", "2", "-n", "2", "-w", "3", "-c", "0", "--iter_budget", "4K"});
+  REQUIRE(b.isOk());
+  MeasuringBackend budgeted(0);
+  REQUIRE(runSweep(*b, budgeted, {}, 0, "test") == 0);
+  REQUIRE(budgeted.log.size() > 4);
+  CHECK(budgeted.log[0].count == 1024);
+  CHECK(budgeted.log[1].count == 1024);
+  CHECK(budgeted.log[2].count == 1024);  // in place
+  CHECK(budgeted.log[3].count == 1024);
+  CHECK(budgeted.log[4].count == 256);
 }
