@@ -72,9 +72,9 @@ class HugeBacking {
   std::atomic<bool> toldRefusal_{false};
 };
 
-/// The process's own, collapsing with the kernel's MADV_COLLAPSE in the call that offers: the one
-/// call pays the copy (about a third of a memcpy's rate), which a benchmark's warm-up or a training
-/// loop's first step absorbs. Null where transparent huge pages are off ("never") or unknown.
+/// The process's own, collapsing with the kernel's MADV_COLLAPSE in the call that offers: that one
+/// call pays the copy, as a training loop's second step or a benchmark's warm-up does. Null where
+/// transparent huge pages are off ("never") or unknown.
 HugeBacking* processHugeBacking();
 
 }  // namespace ferry::transport::shm
