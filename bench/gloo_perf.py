@@ -244,16 +244,17 @@ class Bench:
         elt = self.torch.empty(0, dtype=self.tt[typ]).element_size()
         return buf[offset_bytes:offset_bytes + count * elt].view(self.tt[typ])
 
-    def views(self, coll, typ, c, in_place, index, total):
-        """(send, recv) for operation number `index`: nccl-tests' shift walks through the buffers."""
+    def views(self, coll, typ, c, in_place, index, total, send_place=0, recv_place=0):
+        """(send, recv) for operation number `index`: nccl-tests' shift walks through the buffers; out of
+        place, the opening warm-up moves each side further by its place (bytes)."""
         steps = self.a.max_bytes // total if total else 1
         shift = total * (index % steps) if steps else 0
         send_count, recv_count, param = c
         if in_place and coll == "reduce_scatter":  # NCCL's in place: recv is rank r's block of send
             send = self.typed(self.recv, typ, send_count, shift)
             return send, send[self.rank * param:(self.rank + 1) * param]
-        recv = self.typed(self.recv, typ, recv_count, shift)
-        send = recv if in_place else self.typed(self.send, typ, send_count, shift)
+        recv = self.typed(self.recv, typ, recv_count, shift + recv_place)
+        send = recv if in_place else self.typed(self.send, typ, send_count, shift + send_place)
         return send, recv
 
     def measure(self, coll, typ, op, root, c, in_place, elt):
@@ -384,17 +385,24 @@ class Bench:
 
     def opening_warmup(self, coll, typ, op, root, elt):
         """ferry-perf's opening warm-up (nccl-tests' and in place at the largest size): calls at the largest
-        size out of place and in place, then at the smallest out of place."""
+        size out of place and in place, then at the smallest out of place. The largest out-of-place calls
+        walk a smaller side (all_gather's input, reduce_scatter's output) through its whole buffer, as
+        ferry-perf's do."""
         every = list(sizes(self.a))
-        for size, in_place in ((every[-1], False), (every[-1], True), (every[0], False)) if every else ():
+        for run, (size, in_place) in enumerate(((every[-1], False), (every[-1], True), (every[0], False))
+                                               if every else ()):
             c = coll_counts(coll, size // elt, elt, self.n)
             if c[2] == 0:
                 continue
             total = max(c[0], c[1]) * elt
             _, warm = iters_for(self.a, total)
             warm = max(warm, min(2, self.a.warmup_iters))  # twice at least, as ferry-perf's
-            for i in range(warm * self.a.agg_iters):
-                self.op(coll, typ, op, root, c, *self.views(coll, typ, c, in_place, i, total), in_place)
+            send_places, recv_places = total // (c[0] * elt), total // (c[1] * elt)
+            for place in range(max(send_places, recv_places) if run == 0 else 1):
+                for i in range(warm * self.a.agg_iters):
+                    send, recv = self.views(coll, typ, c, in_place, i, total,
+                                            (place % send_places) * c[0] * elt, (place % recv_places) * c[1] * elt)
+                    self.op(coll, typ, op, root, c, send, recv, in_place)
 
     def row(self, coll, typ, op, root, size, elt, summary):
         c = coll_counts(coll, size // elt, elt, self.n)

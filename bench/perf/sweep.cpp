@@ -209,12 +209,15 @@ Status Runner::call(const Call& c) {
 // in-place calls read the receive buffer. The largest size's calls cover the buffers the sweep
 // walks through, so what a library pays once per buffer (the first copy through a page, moving
 // pages peers read onto huge pages) is paid here and not in whichever size first reaches them;
-// every size still gets its own warm-up in measure().
+// every size still gets its own warm-up in measure(). Where one side is smaller than the other
+// (all-gather's input, reduce-scatter's output), the smaller sizes' shifts reach all of its
+// buffer, so the largest size's out-of-place calls walk that side through its buffer too.
 Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const std::vector<size_t>& sizes) {
   if (sizes.empty()) return Status::ok();
   const size_t elt = typeInfo(type).size;
   const std::pair<size_t, bool> runs[] = {{sizes.back(), false}, {sizes.back(), true}, {sizes.front(), false}};
-  for (const auto& [bytes, inPlace] : runs) {
+  for (const auto& run : runs) {
+    const auto& [bytes, inPlace] = run;
     const CollCounts c = collCounts(coll, bytes / elt, elt, n_);
     if (c.paramCount == 0) continue;
     watchdog_.describe(std::string(collInfo(coll).name) + " " + formatBytes(c.bytes(elt)) + " opening warm-up" +
@@ -222,9 +225,17 @@ Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const
     // Twice at least, under any budget: a buffer's first call pays what only its first call pays,
     // the second is the reuse every later call is.
     const int calls = std::max(o_.warmupFor(c.bytes(elt)), std::min(2, o_.warmupIters));
-    for (int i = 0; i < calls * o_.aggIters; ++i) {
-      const Pointers p = pointers(c, elt, inPlace, static_cast<size_t>(i));
-      FERRY_TRY(call({coll, p.send, p.recv, c.paramCount, type, op, root}));
+    const size_t sendBytes = c.sendCount * elt, recvBytes = c.recvCount * elt;
+    const size_t sendPlaces = c.bytes(elt) / sendBytes, recvPlaces = c.bytes(elt) / recvBytes;
+    const bool walk = &run == &runs[0];  // the smallest size's calls shift as the sweep's do
+    const size_t places = walk ? std::max(sendPlaces, recvPlaces) : 1;
+    for (size_t place = 0; place < places; ++place) {
+      for (int i = 0; i < calls * o_.aggIters; ++i) {
+        const Pointers p = pointers(c, elt, inPlace, static_cast<size_t>(i));
+        const auto* send = static_cast<const uint8_t*>(p.send) + (place % sendPlaces) * sendBytes;
+        auto* recv = static_cast<uint8_t*>(p.recv) + (place % recvPlaces) * recvBytes;
+        FERRY_TRY(call({coll, send, recv, c.paramCount, type, op, root}));
+      }
     }
   }
   return Status::ok();

@@ -24,23 +24,24 @@ using ferry::Status;
 // sweep's check passes.
 class MeasuringBackend : public Backend {
  public:
-  explicit MeasuringBackend(uint64_t trials) : trials_(trials) {}
+  explicit MeasuringBackend(uint64_t trials, int ranks = 1) : trials_(trials), ranks_(ranks) {}
   struct Logged {
     const void* send;
+    const void* recv;
     bool measured;
     size_t count;
   };
   std::vector<Logged> log;
 
   int rank() const override { return 0; }
-  int size() const override { return 1; }
+  int size() const override { return ranks_; }
   std::string library() const override { return "fake"; }
   bool supports(Coll, DataType, RedOp) const override { return true; }
   Status run(const Call& c) override {
     const bool measured = calls_ < trials_;
     ++calls_;
     if (measured) ++measured_;
-    log.push_back({c.send, measured, c.count});
+    log.push_back({c.send, c.recv, measured, c.count});
     if (c.send != c.recv) std::memcpy(c.recv, c.send, c.count * 4);
     return Status::ok();
   }
@@ -57,6 +58,7 @@ class MeasuringBackend : public Backend {
 
  private:
   uint64_t trials_;
+  int ranks_;
   uint64_t calls_ = 0;
   uint64_t measured_ = 0;
 };
@@ -137,4 +139,38 @@ TEST_CASE("perf sweep: the opening warm-up runs the largest size, then the small
   CHECK(budgeted.log[2].count == 1024);  // in place
   CHECK(budgeted.log[3].count == 1024);
   CHECK(budgeted.log[4].count == 256);
+}
+
+TEST_CASE("perf sweep: the opening warm-up walks a smaller side through its whole buffer", "[perf]") {
+  // Over 4 ranks an all-gather of 4 KiB reads 1 KiB per rank: the sweep's shifts at smaller sizes
+  // reach all 4 KiB of the send buffer, so the opening's largest calls run at each of its 4 places.
+  auto o = parseOptions({"all_gather", "-b", "1K", "-e", "4K", "-f", "2", "-n", "2", "-w", "2", "-c", "0"});
+  REQUIRE(o.isOk());
+  MeasuringBackend be(0, 4);
+  REQUIRE(runSweep(*o, be, {}, 0, "test") == 0);
+  const auto* send = static_cast<const uint8_t*>(be.log[0].send);
+  const auto* recv = static_cast<const uint8_t*>(be.log[0].recv);
+  for (size_t place = 0; place < 4; ++place) {
+    for (size_t i = 0; i < 2; ++i) {
+      const auto& call = be.log[place * 2 + i];
+      CHECK(call.count == 256);  // floats per rank
+      CHECK(call.send == send + place * 1024);
+      CHECK(call.recv == recv);  // the output fills its buffer at every place
+    }
+  }
+  // Then in place (2 calls) and the smallest size (2 calls), as before; nothing else walks.
+  CHECK(be.log[8].count == 256);
+  CHECK(be.log[10].count == 64);
+  CHECK(be.log[12].count == 64);
+  REQUIRE(be.log.size() == 8 + 2 + 2 + 4 * 2 * 3);
+
+  // Reduce-scatter: the output is the smaller side and walks; the input stays.
+  auto r = parseOptions({"reduce_scatter", "-b", "4K", "-e", "4K", "-n", "1", "-w", "2", "-c", "0"});
+  REQUIRE(r.isOk());
+  MeasuringBackend rs(0, 4);
+  REQUIRE(runSweep(*r, rs, {}, 0, "test") == 0);
+  for (size_t place = 0; place < 4; ++place) {
+    CHECK(rs.log[place * 2].send == rs.log[0].send);
+    CHECK(rs.log[place * 2].recv == static_cast<const uint8_t*>(rs.log[0].recv) + place * 1024);
+  }
 }
