@@ -769,8 +769,10 @@ Status arenaAllToAll(Exec& ex, const Plan& plan, const void* in, void* out, size
       }
       ex.post(2 + static_cast<int>(j));
       FERRY_TRY(ex.awaitAll(2 + static_cast<int>(j)));
+      // Streaming stores whatever the plan's kind: every peer has just read these lines of ours
+      // (the kernel copied them on its core), and a cached store would first fetch each one back.
       for (int p = 0; p < n; ++p) {
-        if (p != r) std::memcpy(o + p * block + off, tmp + p * kc, len);
+        if (p != r) kernels::copyStreaming(o + p * block + off, tmp + p * kc, len);
       }
     }
     return Status::ok();  // every peer passed the last chunk: none reads this buffer again
