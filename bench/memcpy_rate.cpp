@@ -1,7 +1,8 @@
 // memcpy-rate: how fast one core copies memory, the ceiling against which bench/compare reads the
 // host collectives' bandwidths.
 //
-//   memcpy-rate [SIZE ...] [-P N | -H | -C] [-J FILE]   sizes with K, M, G (powers of 1024); default 16M 256M
+//   memcpy-rate [SIZE ...] [-P N [-W STEPS] | -H | -C] [-J FILE]   sizes with K, M, G (powers of 1024);
+//                                                                   default 16M 256M
 //
 // For each size: two page-aligned buffers, written once so that no page fault is timed, then
 // memcpy from one to the other, repeated, the best (shortest) copy kept. The rate is bytes copied
@@ -14,6 +15,12 @@
 // the rate is per process (SIZE over that time). This is what N ranks that each copy SIZE bytes
 // can reach together: 2 ranks of an out-of-place all-gather or all-to-all each write their whole
 // output, so their bus bandwidth cannot pass half of the -P 2 rate.
+//
+// -W STEPS: each process walks through buffers sized for the largest SIZE given, as ferry-perf's
+// sweep walks nccl-tests' shifts: copy i moves SIZE bytes at offset (i mod steps) x SIZE, steps
+// being STEPS or as many as fit. So the data a size's copies touch is what a sweep's -n STEPS
+// timed calls touch: in the caches up to some size, from memory past it, and a benchmark's bus
+// bandwidth steps down there whatever the library does (./run bench prints both).
 //
 // -H: hand-off. Two processes take turns through one buffer of SIZE bytes in shared memory: one
 // copies its own SIZE bytes in, then the other copies them out to its own buffer, as a mailbox
@@ -97,22 +104,24 @@ void barrier(Shared* sh, int self, int processes) {
 }
 
 // One process's part: `repeats` + 1 copies of `size` bytes, each after the barrier; the first one
-// (caches, TLBs) untimed.
-bool copyRepeats(Shared* sh, int self, int processes, size_t size, int repeats) {
+// (caches, TLBs) untimed. The buffers are `span` bytes, walked in steps of `size`.
+bool copyRepeats(Shared* sh, int self, int processes, size_t size, size_t span, int repeats) {
   void* src = nullptr;
   void* dst = nullptr;
-  if (posix_memalign(&src, 4096, size) != 0 || posix_memalign(&dst, 4096, size) != 0) {
-    std::fprintf(stderr, "memcpy-rate: cannot allocate two buffers of %zu bytes\n", size);
+  if (posix_memalign(&src, 4096, span) != 0 || posix_memalign(&dst, 4096, span) != 0) {
+    std::fprintf(stderr, "memcpy-rate: cannot allocate two buffers of %zu bytes\n", span);
     sh->failed.store(1);  // both are freed below
   } else {
-    std::memset(src, 1, size);
-    std::memset(dst, 2, size);
+    std::memset(src, 1, span);
+    std::memset(dst, 2, span);
   }
+  const size_t steps = span / size;
   for (int i = 0; i < repeats + 1; ++i) {
     barrier(sh, self, processes);
     if (sh->failed.load() != 0) break;  // every process leaves at the same repeat
+    const size_t at = static_cast<size_t>(i) % steps * size;
     const auto t0 = std::chrono::steady_clock::now();
-    std::memcpy(dst, src, size);
+    std::memcpy(static_cast<uint8_t*>(dst) + at, static_cast<const uint8_t*>(src) + at, size);
     touch(dst);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (i > 0) sh->times()[static_cast<size_t>(self) * repeats + (i - 1)] = s;
@@ -268,7 +277,7 @@ bool measureCma(size_t size, bool huge, Rate* rate) {
   return ok;
 }
 
-bool measure(size_t size, int processes, Rate* rate) {
+bool measure(size_t size, size_t span, int processes, Rate* rate) {
   const int repeats = static_cast<int>(std::max<size_t>(5, (size_t{2} << 30) / size));
   const size_t bytes = sizeof(Shared) + sizeof(double) * static_cast<size_t>(processes) * repeats;
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -280,7 +289,7 @@ bool measure(size_t size, int processes, Rate* rate) {
   std::vector<pid_t> children;
   for (int p = 1; p < processes; ++p) {
     const pid_t pid = fork();
-    if (pid == 0) _exit(copyRepeats(sh, p, processes, size, repeats) ? 0 : 1);
+    if (pid == 0) _exit(copyRepeats(sh, p, processes, size, span, repeats) ? 0 : 1);
     if (pid < 0) {
       std::fprintf(stderr, "memcpy-rate: fork failed for process %d of %d\n", p, processes);
       sh->failed.store(1);
@@ -291,7 +300,7 @@ bool measure(size_t size, int processes, Rate* rate) {
     }
     children.push_back(pid);
   }
-  bool ok = copyRepeats(sh, 0, processes, size, repeats);
+  bool ok = copyRepeats(sh, 0, processes, size, span, repeats);
   for (pid_t c : children) {
     int status = 0;
     ok &= waitpid(c, &status, 0) == c && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -327,7 +336,7 @@ std::string cpuModel() {
 int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   std::string json;
-  int processes = 1;
+  int processes = 1, walk = 0;
   bool handoff = false, cma = false;
   for (int i = 1; i < argc; ++i) {
     size_t s = 0;
@@ -345,12 +354,20 @@ int main(int argc, char** argv) {
         return 2;
       }
       processes = static_cast<int>(v);
+    } else if (std::strcmp(argv[i], "-W") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || v < 1 || v > 1000000) {
+        std::fprintf(stderr, "memcpy-rate: -W '%s' is not a count of steps (expected 1 to 1000000)\n", argv[i]);
+        return 2;
+      }
+      walk = static_cast<int>(v);
     } else if (ferry::bench::parseSizeArg(argv[i], &s)) {
       sizes.push_back(s);
     } else {
       std::fprintf(stderr,
                    "memcpy-rate: '%s' is not a size (K, M, G are powers of 1024)\n"
-                   "usage: memcpy-rate [SIZE ...] [-P N | -H | -C] [-J FILE]\n",
+                   "usage: memcpy-rate [SIZE ...] [-P N [-W STEPS] | -H | -C] [-J FILE]\n",
                    argv[i]);
       return 2;
     }
@@ -358,6 +375,10 @@ int main(int argc, char** argv) {
   if (sizes.empty()) sizes = {size_t{16} << 20, size_t{256} << 20};
   if ((handoff || cma) && processes != 1) {
     std::fprintf(stderr, "memcpy-rate: -H and -C are two processes by themselves; leave out -P\n");
+    return 2;
+  }
+  if (walk != 0 && (handoff || cma)) {
+    std::fprintf(stderr, "memcpy-rate: -W walks the copies of -P; leave out -H and -C\n");
     return 2;
   }
   if (handoff && cma) {
@@ -371,7 +392,7 @@ int main(int argc, char** argv) {
   std::string out = "{\n  \"schema\": \"ferry-memcpy/1\",\n  \"host\": \"" + std::string(host) + "\",\n  \"cpu\": \"" +
                     cpuModel() + "\",\n  \"processes\": " + std::to_string(processes) +
                     (handoff ? ",\n  \"handoff\": true" : "") + (cma ? ",\n  \"cma\": true" : "") +
-                    ",\n  \"results\": [";
+                    (walk != 0 ? ",\n  \"walk_steps\": " + std::to_string(walk) : "") + ",\n  \"results\": [";
   if (cma) {
     std::printf(
         "# memcpy-rate: cross-memory attach, one process reads another's buffer with process_vm_readv, from "
@@ -388,6 +409,11 @@ int main(int argc, char** argv) {
         "per second; a round lasts until its slowest copy ends)\n",
         processes);
   }
+  const size_t largest = *std::max_element(sizes.begin(), sizes.end());
+  if (walk != 0) {
+    std::printf("# each walking %d steps of the size through buffers of up to %zu bytes, as a sweep's shifts\n", walk,
+                largest);
+  }
   std::printf("# %12s  %7s  %10s  %10s%s\n", "size (B)", "repeats", "best GB/s", "median GB/s",
               cma ? "  source pages" : "");
   bool first = true;
@@ -396,7 +422,7 @@ int main(int argc, char** argv) {
       Rate r;
       const bool measured = cma       ? measureCma(size, pages != 4, &r)
                             : handoff ? measureHandoff(size, &r)
-                                      : measure(size, processes, &r);
+                                      : measure(size, walk != 0 ? std::min(largest, size * walk) : size, processes, &r);
       if (!measured) return 1;
       const double best = static_cast<double>(r.size) / r.bestSeconds / 1e9;
       const double median = static_cast<double>(r.size) / r.medianSeconds / 1e9;

@@ -165,6 +165,56 @@ def check_best_of(bench):
     return failures
 
 
+def check_steps(bench):
+    """bench/steps.py as ./run bench uses it: the steps over 2x, memcpy-rate's arguments for their sizes,
+    and each step the memory's or the library's by the copy rate's own fall between the same sizes."""
+    failures = []
+    busbw = {"broadcast": [8.0, 10.0, 4.0, 3.9], "alltoall": [3.0, 3.0, 2.9, 1.0], "reduce": [1.0, 1.1, 1.2, 1.3]}
+    sizes = [64 << 10, 128 << 10, 256 << 10, 512 << 10]
+    rows = [{"collective": c, "size": s, "type": "float", "redop": "sum", "root": 0,
+             "out_of_place": {"time": 1.0, "bus_bw": b[i]}, "in_place": {"time": 1.0, "bus_bw": b[i]}}
+            for c, b in busbw.items() for i, s in enumerate(sizes)]
+    run = {"schema": "ferry-perf/1", "nranks": 4, "config": {"iterations": 20, "maximum_bytes": 256 << 20},
+           "results": rows}
+    # The copy rate falls 1.6x from 128 to 256 KiB (broadcast's 2.5x is then 1.56x beyond it: the
+    # memory's) and not at all from 256 to 512 KiB (alltoall's 2.9x is the library's).
+    walk = {"schema": "ferry-memcpy/1", "processes": 4, "walk_steps": 20,
+            "results": [{"size": s, "median_gbps": g} for s, g in
+                        ((128 << 10, 32.0), (256 << 10, 20.0), (512 << 10, 20.0), (256 << 20, 5.0))]}
+    steps = os.path.join(bench, "steps.py")
+    with tempfile.TemporaryDirectory() as d:
+        rf, wf, flat = os.path.join(d, "run.json"), os.path.join(d, "walk.json"), os.path.join(d, "flat.json")
+        json.dump(run, open(rf, "w"))
+        json.dump(walk, open(wf, "w"))
+        json.dump(dict(run, results=[r for r in rows if r["collective"] == "reduce"]), open(flat, "w"))
+        args = subprocess.run([sys.executable, steps, rf, "--memcpy-args"], capture_output=True, text=True)
+        if args.stdout.split() != ["-P", "4", "-W", "20", str(128 << 10), str(256 << 10), str(512 << 10),
+                                   str(256 << 20)]:
+            failures.append(f"steps.py --memcpy-args: {args.stdout!r}")
+        got = subprocess.run([sys.executable, steps, rf, "--copy", wf], capture_output=True, text=True)
+        lines = got.stdout.splitlines()
+        want = ["broadcast out-of-place 128 KiB -> 256 KiB: 10.00 -> 4.00 GB/s, 2.50x; copy 32.00 -> 20.00 GB/s, "
+                "1.60x; 1.56x beyond it: the memory's",
+                "alltoall in-place 256 KiB -> 512 KiB: 2.90 -> 1.00 GB/s, 2.90x; copy 20.00 -> 20.00 GB/s, 1.00x; "
+                "2.90x beyond it: the library's",
+                "steps: 2 of 4 the library's"]
+        for w in want:
+            if not any(w in line for line in lines):
+                failures.append(f"steps.py output lacks {w!r}:\n{got.stdout}")
+        if got.returncode != 1:
+            failures.append(f"steps.py must exit 1 where a step is the library's, got {got.returncode}")
+        none = subprocess.run([sys.executable, steps, flat], capture_output=True, text=True)
+        if none.returncode != 0 or "no collective's bus bandwidth falls" not in none.stdout:
+            failures.append(f"steps.py without steps: exit {none.returncode}, {none.stdout!r}")
+        empty = subprocess.run([sys.executable, steps, flat, "--memcpy-args"], capture_output=True, text=True)
+        if empty.stdout.strip():
+            failures.append(f"steps.py --memcpy-args without steps must print nothing: {empty.stdout!r}")
+        bad = subprocess.run([sys.executable, steps, wf], capture_output=True, text=True)
+        if bad.returncode != 2:
+            failures.append(f"steps.py on a memcpy-rate file must exit 2, got {bad.returncode}")
+    return failures
+
+
 def main():
     bench = sys.argv[1]
     failures = []
@@ -221,10 +271,11 @@ def main():
         if strict.returncode != 1:
             failures.append(f"--strict must exit 1 when a target fails, got {strict.returncode}")
     failures += check_best_of(bench)
+    failures += check_steps(bench)
     for f in failures:
         print("FAIL:", f)
     if not failures:
-        print("compare_table.py, performance_md.py, best_of.py: all checks passed")
+        print("compare_table.py, performance_md.py, best_of.py, steps.py: all checks passed")
     return 1 if failures else 0
 
 
