@@ -21,10 +21,12 @@ class Deadline {
   /// Expires `seconds` from now. Seconds outside (0, 1e9), infinity (FERRY_TIMEOUT=none) and NaN
   /// included, never expire: 1e9 s is 1e18 ns, the most the clock's int64 nanoseconds hold with room
   /// for now(). User input is checked before it gets here (config.cpp's Seconds knobs).
-  static Deadline after(double seconds) {
+  static Deadline after(double seconds) { return after(seconds, Clock::now()); }
+  /// Expires `seconds` after `from`: for a caller that has just read the clock itself.
+  static Deadline after(double seconds, Clock::time_point from) {
     Deadline d;
     if (seconds > 0 && seconds < 1e9) {
-      d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+      d.at_ = from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     }
     return d;
   }

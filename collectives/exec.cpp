@@ -77,7 +77,7 @@ void Exec::startClock() {
   if (clockStarted_) return;
   clockStarted_ = true;
   start_ = Clock::now();
-  deadline_ = Deadline::after(timeout_);
+  deadline_ = Deadline::after(timeout_, start_);
   if (ctx_.trace != nullptr) ctx_.trace->startNs.store(start_.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
