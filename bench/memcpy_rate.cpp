@@ -320,6 +320,18 @@ bool measure(size_t size, size_t span, int processes, Rate* rate) {
   return ok;
 }
 
+// A flag's count from 1 to `most`; false (and a message naming the flag) for anything else.
+bool parseCount(const char* flag, const char* text, const char* what, long most, int* out) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 1 || v > most) {
+    std::fprintf(stderr, "memcpy-rate: %s '%s' is not a count of %s (expected 1 to %ld)\n", flag, text, what, most);
+    return false;
+  }
+  *out = static_cast<int>(v);
+  return true;
+}
+
 std::string cpuModel() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -347,21 +359,9 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "-C") == 0) {
       cma = true;
     } else if (std::strcmp(argv[i], "-P") == 0 && i + 1 < argc) {
-      char* end = nullptr;
-      const long v = std::strtol(argv[++i], &end, 10);
-      if (end == argv[i] || *end != '\0' || v < 1 || v > 256) {
-        std::fprintf(stderr, "memcpy-rate: -P '%s' is not a count of processes (expected 1 to 256)\n", argv[i]);
-        return 2;
-      }
-      processes = static_cast<int>(v);
+      if (!parseCount("-P", argv[++i], "processes", 256, &processes)) return 2;
     } else if (std::strcmp(argv[i], "-W") == 0 && i + 1 < argc) {
-      char* end = nullptr;
-      const long v = std::strtol(argv[++i], &end, 10);
-      if (end == argv[i] || *end != '\0' || v < 1 || v > 1000000) {
-        std::fprintf(stderr, "memcpy-rate: -W '%s' is not a count of steps (expected 1 to 1000000)\n", argv[i]);
-        return 2;
-      }
-      walk = static_cast<int>(v);
+      if (!parseCount("-W", argv[++i], "steps", 1000000, &walk)) return 2;
     } else if (ferry::bench::parseSizeArg(argv[i], &s)) {
       sizes.push_back(s);
     } else {
