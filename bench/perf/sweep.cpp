@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -216,8 +217,8 @@ Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const
   if (sizes.empty()) return Status::ok();
   const size_t elt = typeInfo(type).size;
   const std::pair<size_t, bool> runs[] = {{sizes.back(), false}, {sizes.back(), true}, {sizes.front(), false}};
-  for (const auto& run : runs) {
-    const auto& [bytes, inPlace] = run;
+  for (size_t k = 0; k < std::size(runs); ++k) {
+    const auto& [bytes, inPlace] = runs[k];
     const CollCounts c = collCounts(coll, bytes / elt, elt, n_);
     if (c.paramCount == 0) continue;
     watchdog_.describe(std::string(collInfo(coll).name) + " " + formatBytes(c.bytes(elt)) + " opening warm-up" +
@@ -227,8 +228,9 @@ Status Runner::openingWarmup(Coll coll, DataType type, RedOp op, int root, const
     const int calls = std::max(o_.warmupFor(c.bytes(elt)), std::min(2, o_.warmupIters));
     const size_t sendBytes = c.sendCount * elt, recvBytes = c.recvCount * elt;
     const size_t sendPlaces = c.bytes(elt) / sendBytes, recvPlaces = c.bytes(elt) / recvBytes;
-    const bool walk = &run == &runs[0];  // the smallest size's calls shift as the sweep's do
-    const size_t places = walk ? std::max(sendPlaces, recvPlaces) : 1;
+    // Only the largest size out of place walks: in place the buffer is the output, all of it, and
+    // the smallest size's calls already shift through the buffers as the sweep's do.
+    const size_t places = k == 0 ? std::max(sendPlaces, recvPlaces) : 1;
     for (size_t place = 0; place < places; ++place) {
       for (int i = 0; i < calls * o_.aggIters; ++i) {
         const Pointers p = pointers(c, elt, inPlace, static_cast<size_t>(i));
