@@ -242,6 +242,12 @@ struct Comm::Impl {
       }
       // A rank that waited on no peer compares its call with theirs (call logs, acknowledgements).
       if (st.isOk()) st = ex.finish();
+      if (st.isOk() && tuner->opensRun(choice)) {
+        // The run's timed calls start together (Tuner::opensRun): a rank that ran ahead into them
+        // would do part of their work before the clock starts.
+        std::vector<int64_t> fence{0};
+        FERRY_TRY(agreeMax(fence));  // agreeMax reports its own failure
+      }
       if (st.isOk() && choice.trial >= 0) tuner->record(choice, steadyNs());
     } else if (st.isOk()) {
       st = body(ex, Plan{});

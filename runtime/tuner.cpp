@@ -555,6 +555,11 @@ void Tuner::recordStart(const Choice& c, int64_t startNs) {
   t->ends[2 * static_cast<size_t>(c.trial)] = startNs;
 }
 
+bool Tuner::opensRun(const Choice& c) const {
+  return in_.arena && c.trials != nullptr && c.trial >= 0 && c.trials->watchRuns == 0 &&
+         c.trial % (in_.trials + 1) == 0;
+}
+
 void Tuner::record(const Choice& c, int64_t endNs) {
   if (c.trials == nullptr || c.trial < 0) return;
   const size_t i = c.trials->watchRuns > 0 ? 2 * static_cast<size_t>(c.trial) + 1 : static_cast<size_t>(c.trial);
@@ -582,27 +587,33 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
   }
   if (t == nullptr || t->settled) return;
   const size_t m = t->plans.size(), run = static_cast<size_t>(in_.trials + 1);
-  // One host: the fastest call of each run (ends on the shared clock, the last rank's). Across
-  // hosts: the mean of the second half of each run's calls (each the slowest rank's), since plans
-  // that let ranks run ahead through socket buffers finish most calls at once and pay it back every
-  // few calls; and each candidate runs twice in turn (A B A B) keeping its better run, so a stall
-  // or the first touch of a new size's memory spoils one run, not the plan (docs/ARCHITECTURE.md,
-  // "The tuner").
+  // One host: the mean time a call of each run took after its first, from the last rank's end of
+  // that first call (a barrier: opensRun) to the last rank's end of the run's last call. Not the
+  // fastest interval between two ends: a plan whose ranks run ahead (a broadcast root filling the
+  // mailboxes) ends a few calls at once and looks 2-4x faster in three calls than in fifty
+  // (docs/ARCHITECTURE.md, "The tuner"). Across hosts: the mean of the second half of each run's
+  // calls (each the slowest rank's), since plans that let ranks run ahead through socket buffers
+  // finish most calls at once and pay it back every few calls; and each candidate runs twice in
+  // turn (A B A B) keeping its better run, so a stall or the first touch of a new size's memory
+  // spoils one run, not the plan.
   std::vector<double> bestOf(m, kInf);
   for (size_t b = 0; b * run < times.size(); ++b) {
     const size_t j = b % m;
-    double fastest = kInf, sum = 0;
-    int n = 0;
-    for (size_t k = b * run + 1; k < (b + 1) * run && k < times.size(); ++k) {
-      const int64_t ns = areIntervals ? times[k] : times[k] - times[k - 1];
-      const double s = std::max(static_cast<double>(ns) * 1e-9, 0.0);
-      fastest = std::min(fastest, s);
-      if (k - b * run > run / 2) {
-        sum += s;
+    const size_t first = b * run, last = std::min((b + 1) * run, times.size()) - 1;
+    if (last == first) continue;
+    double score = 0;
+    if (areIntervals) {
+      double sum = 0;
+      int n = 0;
+      for (size_t k = first + 1 + std::min(run / 2, run - 2); k <= last; ++k) {
+        sum += std::max(static_cast<double>(times[k]) * 1e-9, 0.0);
         ++n;
       }
+      score = sum / n;
+    } else {
+      score = std::max(static_cast<double>(times[last] - times[first]) * 1e-9, 0.0) / static_cast<double>(last - first);
     }
-    bestOf[j] = std::min(bestOf[j], areIntervals && n > 0 ? sum / n : fastest);
+    bestOf[j] = std::min(bestOf[j], score);
   }
   size_t win = 0;
   for (size_t j = 1; j < m; ++j) {
@@ -636,7 +647,7 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
                     planName(t->plans[j]).c_str(), bestOf[j] * 1e6, t->predicted[j] * 1e6);
       why += buf;
     }
-    const char* how = areIntervals ? "the better of two runs' means of their last half" : "best";
+    const char* how = areIntervals ? "the better of two runs' means of their last half" : "mean";
     FERRY_INFO(log::kTune, "%s: measured %s [per call in a stream, %s of %d: %s]", t->what.c_str(),
                planName(t->chosen).c_str(), how, in_.trials, why.c_str());
   }

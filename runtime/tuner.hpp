@@ -9,17 +9,19 @@
 // Measured selection (select()): calls moving from 64 KiB to FERRY_TUNE_MEASURE_BYTES, on one host
 // or across hosts with two levels, run every candidate the model puts within kPrune of its best for
 // FERRY_TUNE_TRIALS + 1 calls in a row; then the ranks agree on what they saw (an internal
-// all-reduce of the calls' end times) and keep the fastest. A few constants cannot place a host's
-// crossovers between plans, so they are measured (docs/ARCHITECTURE.md, "The tuner"). Every rank
-// runs the same trials at the same calls and settles at the same call: there is no plan to
-// disagree on. Beyond the measured sizes a call keeps the algorithm and protocol of its collective's
-// largest measured call, and the kind of store follows that call's store trials.
+// all-reduce of the calls' end times) and keep the fastest. On one host the ranks meet in a
+// barrier after each run's first call (opensRun) and a run counts as its mean call from there, so
+// a plan whose ranks run ahead of each other pays in its trials for the work it hides. A few constants cannot place a
+// host's crossovers between plans, so they are measured (docs/ARCHITECTURE.md, "The tuner"). Every rank runs the same
+// trials at the same calls and settles at the same call: there is no plan to disagree on. Beyond the measured sizes a
+// call keeps the algorithm and protocol of its collective's largest measured call, and the kind of store follows that
+// call's store trials.
 //
 // Watching a kept plan (one host; plans of kWatchMinSeconds a call or more): a plan measured once
 // can stop being the fastest when the machine changes under it (docs/PERFORMANCE.md, "Watching
 // the kept plan"). Every watchEvery-th call of a kept plan starts a watch: trials + 1 calls, each
-// timed as the trials did (since the call before) or from the last rank's entry where that is
-// shorter (work between calls does not count), then an agreement. A plan found kDrift times slower
+// timed since the call before or from the last rank's entry where that is shorter (work between
+// calls does not count), then an agreement. A plan found kDrift times slower
 // than it is held to (its trials' time, or since, the fastest it was watched at) is timed against
 // its rival (the fastest trial plan of another algorithm or protocol) and the faster kept; once
 // the two have changed places every watch times both, so the plan can follow the machine back.
@@ -97,6 +99,9 @@ class Tuner {
   void holdTrials(bool held) { held_ = held; }
   /// When this rank finished measured call `c.trial` (steady clock, ns).
   void record(const Choice& c, int64_t endNs);
+  /// Whether measured call `c` opens a trial run on one host: the ranks must all have finished it
+  /// (a barrier) before it is recorded, so that no rank starts the run's timed calls early.
+  bool opensRun(const Choice& c) const;
   /// When this rank started measured call `c.trial`, just before its data moves (steady clock, ns).
   void recordStart(const Choice& c, int64_t startNs);
   /// When this rank finished each measured call of `c`, in order.

@@ -288,11 +288,12 @@ TEST_CASE("ranks that diverge where the tuner agrees get an error naming its agr
   // agreement (an internal all-reduce): the error must say so, not show an all-reduce of int64
   // nobody called, and it must not match a user's all-reduce of the same shape.
   bool named = false;
-  for (int k = 1; k <= 16 && !named; ++k) {
+  // Enough calls for the trials of every candidate (FERRY_TUNE_TRIALS + 1 calls each) to end.
+  for (int k = 1; k <= 40 && !named; ++k) {
     INFO("rank 1 broadcasts after " << k << " all-reduces");
     auto outcomes = runRanks(2, [k](Comm& c) -> std::string {
       std::vector<float> buf(32768, 1.0f);
-      for (int i = 0; i < 24; ++i) {
+      for (int i = 0; i < 48; ++i) {
         Status s = c.rank() == 1 && i >= k
                        ? c.broadcast(buf.data(), buf.data(), buf.size(), DataType::kFloat32, 0)
                        : c.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);

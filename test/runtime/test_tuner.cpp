@@ -251,6 +251,45 @@ TEST_CASE("measured selection runs each plausible plan trials + 1 calls in a row
   for (size_t i = 0; i < a.size(); ++i) CHECK(same(a[i], b[i]));
 }
 
+TEST_CASE("on one host a plan is judged by its run's mean from the opening barrier, not its fastest call", "[tuner]") {
+  // A broadcast whose root runs ahead through the mailboxes: the readers end two calls in three
+  // within 100 us of each other and pay it back on the third (3 ms), 1.07 ms a call in a stream.
+  // Every other plan takes 500 us a call, steadily. The first call of each run opens it.
+  auto in = inputs(4);
+  in.trials = 3;
+  in.measureMaxBytes = 64 << 20;
+  auto t = Tuner::create(in, "", "", 0);
+  REQUIRE(t.isOk());
+  OpDesc d{CallKind::kBroadcast, 256 * 1024, DataType::kFloat32, RedOp::kSum, 0};
+  std::vector<coll::Plan> ran;
+  std::vector<bool> opened;
+  int64_t clock = 1000;
+  for (int call = 0; call < 100; ++call) {
+    Tuner::Choice c = t->select(d, false);
+    if (c.settle) {
+      t->settle(c, t->callEnds(c));  // one rank: the max over ranks is its own times
+      break;
+    }
+    REQUIRE(c.trial >= 0);
+    opened.push_back(t->opensRun(c));
+    const size_t inRun = static_cast<size_t>(c.trial % (in.trials + 1));
+    clock += ran.empty() || !same(c.plan, ran.front()) ? 500'000 : inRun == 3 ? 3'000'000 : 100'000;
+    ran.push_back(c.plan);
+    t->record(c, clock);
+  }
+  const size_t runs = ran.size() / 4;
+  REQUIRE(runs >= 2);
+  REQUIRE(ran.size() == 4 * runs);
+  for (size_t i = 0; i < ran.size(); ++i) {
+    CHECK(opened[i] == (i % 4 == 0));  // a barrier after each run's first call, only there
+    CHECK(same(ran[i], ran[i / 4 * 4]));
+  }
+  // The run-ahead plan's fastest interval (100 us) would win; its mean over the run does not.
+  Tuner::Choice kept = t->select(d, false);
+  CHECK(kept.trial < 0);
+  CHECK_FALSE(same(kept.plan, ran.front()));
+}
+
 TEST_CASE("measured selection leaves small and large calls, single plans and FERRY_TUNE_TRIALS=0 to the model",
           "[tuner]") {
   auto in = inputs(2);
