@@ -590,7 +590,7 @@ void Tuner::settle(const Choice& c, const std::vector<int64_t>& times, bool areI
   // One host: the mean time a call of each run took after its first, from the last rank's end of
   // that first call (a barrier: opensRun) to the last rank's end of the run's last call. Not the
   // fastest interval between two ends: a plan whose ranks run ahead (a broadcast root filling the
-  // mailboxes) ends a few calls at once and looks 2-4x faster in three calls than in fifty
+  // mailboxes) ends a few calls at once and looks faster in a few calls than in a stream
   // (docs/ARCHITECTURE.md, "The tuner"). Across hosts: the mean of the second half of each run's
   // calls (each the slowest rank's), since plans that let ranks run ahead through socket buffers
   // finish most calls at once and pay it back every few calls; and each candidate runs twice in

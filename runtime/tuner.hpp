@@ -11,11 +11,12 @@
 // FERRY_TUNE_TRIALS + 1 calls in a row; then the ranks agree on what they saw (an internal
 // all-reduce of the calls' end times) and keep the fastest. On one host the ranks meet in a
 // barrier after each run's first call (opensRun) and a run counts as its mean call from there, so
-// a plan whose ranks run ahead of each other pays in its trials for the work it hides. A few constants cannot place a
-// host's crossovers between plans, so they are measured (docs/ARCHITECTURE.md, "The tuner"). Every rank runs the same
-// trials at the same calls and settles at the same call: there is no plan to disagree on. Beyond the measured sizes a
-// call keeps the algorithm and protocol of its collective's largest measured call, and the kind of store follows that
-// call's store trials.
+// a plan whose ranks run ahead of each other pays in its trials for the work it hides. A few
+// constants cannot place a host's crossovers between plans, so they are measured
+// (docs/ARCHITECTURE.md, "The tuner"). Every rank runs the same trials at the same calls and
+// settles at the same call: there is no plan to disagree on. Beyond the measured sizes a call keeps
+// the algorithm and protocol of its collective's largest measured call, and the kind of store
+// follows that call's store trials.
 //
 // Watching a kept plan (one host; plans of kWatchMinSeconds a call or more): a plan measured once
 // can stop being the fastest when the machine changes under it (docs/PERFORMANCE.md, "Watching
