@@ -17,7 +17,11 @@ input. Standard library only.
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from performance_md import size_label  # noqa: E402  (bench/ is not a package)
 
 LIMIT = 2.0  # the largest fall from one size to the next that is not a step
 
@@ -33,13 +37,6 @@ def load(path, schema):
         print(f"steps.py: {path} has no {schema} schema", file=sys.stderr)
         sys.exit(2)
     return doc
-
-
-def size_label(b):
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if b >= scale and b % scale == 0:
-            return f"{b // scale} {unit}iB"
-    return f"{b} B"
 
 
 def steps(doc):

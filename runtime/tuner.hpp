@@ -22,10 +22,10 @@
 // can stop being the fastest when the machine changes under it (docs/PERFORMANCE.md, "Watching
 // the kept plan"). Every watchEvery-th call of a kept plan starts a watch: trials + 1 calls, each
 // timed since the call before or from the last rank's entry where that is shorter (work between
-// calls does not count), then an agreement. A plan found kDrift times slower
-// than it is held to (its trials' time, or since, the fastest it was watched at) is timed against
-// its rival (the fastest trial plan of another algorithm or protocol) and the faster kept; once
-// the two have changed places every watch times both, so the plan can follow the machine back.
+// calls does not count), then an agreement. A plan found kDrift times slower than it is held to
+// (its trials' time, or since, the fastest it was watched at) is timed against its rival (the
+// fastest trial plan of another algorithm or protocol) and the faster kept; once the two have
+// changed places every watch times both, so the plan can follow the machine back.
 // Quiet watches space out (to kWatchMax calls; kCompareMax where both run). Every rank watches the
 // same calls and agrees on the same times, so the ranks switch together. Calls beyond the measured
 // sizes are watched likewise, held to the largest measured call's time scaled by size.
