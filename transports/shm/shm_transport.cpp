@@ -43,6 +43,7 @@
 #include "base/log.hpp"
 #include "transports/shm/huge_pages.hpp"
 #include "transports/shm/segment.hpp"
+#include "transports/shm/shared_memory.hpp"
 
 namespace ferry::transport::shm {
 namespace {
@@ -131,7 +132,7 @@ class ShmTransport final : public Transport {
  public:
   ShmTransport(int rank, int size, uint64_t commId, HugeBacking* huge)
       : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr), pids_(size, 0),
-        pending_(size), posted_(size + 1), huge_(huge) {}
+        pending_(size), posted_(size + 1), touchedOut_(size, false), touchedIn_(size, false), huge_(huge) {}
 
   ~ShmTransport() override {
     close(0, true);
@@ -290,6 +291,10 @@ class ShmTransport final : public Transport {
       if (!pending_[p].empty()) any |= flush(p);
       Ring& in = rings(own_)[p];
       uint64_t head = in.head.load(std::memory_order_relaxed);
+      if (head != in.tail.load(std::memory_order_acquire) && !touchedIn_[p]) {
+        touchRing(in);
+        touchedIn_[p] = true;
+      }
       while (head != in.tail.load(std::memory_order_acquire)) {
         consume(p, in.slots[head % kSlots]);
         in.head.store(++head, std::memory_order_release);
@@ -418,6 +423,10 @@ class ShmTransport final : public Transport {
   // Writes queued slots to `peer`'s ring while it has room; true when something was written.
   bool flush(int peer) {
     Ring& r = *out_[peer];
+    if (!touchedOut_[peer]) {
+      touchRing(r);
+      touchedOut_[peer] = true;
+    }
     auto& q = pending_[peer];
     bool wrote = false;
     uint64_t tail = r.tail.load(std::memory_order_relaxed);
@@ -434,6 +443,12 @@ class ShmTransport final : public Transport {
     }
     return wrote;
   }
+
+  // Maps a ring's pages into this process at once, on its first message in either direction: a
+  // stream of messages walks a new slot each time, and a fault in each would cost more than the
+  // message. Only rings a pair uses are touched (a segment holds one per sender). Loads only: the
+  // peer may be writing the ring's other lines.
+  static void touchRing(Ring& r) { touchPages(&r, sizeof(Ring), false); }
 
   void consume(int from, const Slot& s) {
     Kind kind = static_cast<Kind>(s.h.kind);
@@ -568,6 +583,7 @@ class ShmTransport final : public Transport {
   std::vector<std::deque<Posted>> posted_;  // per peer, and [size_] for any peer
   std::list<Unexpected> unexpected_;
   std::unordered_map<uint64_t, AwaitingAck> awaitingAck_;  // by cookie
+  std::vector<bool> touchedOut_, touchedIn_;               // per peer: its rings touched (touchRing)
   uint64_t lastSendId_ = 0;
   uint64_t lastOrder_ = 0;
   bool closed_ = false;
