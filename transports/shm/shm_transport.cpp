@@ -2,10 +2,12 @@
 //
 // Every rank owns one shared segment (a memfd that peers map through /proc: segment.hpp) holding
 // one ring per sender: ring s of rank r's segment carries messages from rank s to rank r (single
-// producer, single consumer). A message is one slot: small ones (eager) carry their bytes in the
-// slot; large ones (rendezvous) carry the address of the sender's buffer, and the receiver copies
-// straight from it into the posted buffer with process_vm_readv (one copy, no staging), then puts
-// an acknowledgement in the sender's segment, which completes the send.
+// producer, single consumer). Messages up to kEagerMax (eager) carry their bytes in the ring, in
+// as many consecutive slots as they fill, each slot naming its offset in the message; the send
+// completes once its last slot is written. Larger ones (rendezvous) take one slot with the
+// address of the sender's buffer, and the receiver copies straight from it into the posted buffer
+// with process_vm_readv (one copy, no staging), then puts an acknowledgement in the sender's
+// segment, which completes the send.
 //
 // Withdrawing a rendezvous send (cancel(), close()) cannot just forget it: the receiver holds its
 // slot and would copy whatever the buffer holds later. The sender puts a withdrawal behind it in
@@ -22,7 +24,9 @@
 // Matching follows the Transport contract: a message goes to the earliest posted receive that
 // names its sender (or any sender) and whose tag matches under the receive's mask; messages that
 // find none wait, in arrival order, in an unexpected list (eager bytes copied out of the ring, so
-// rings never stall on an unposted receive). Nothing here blocks: rings that are full leave
+// rings never stall on an unposted receive). An eager message spanning several slots is matched
+// on its first: the rest follow into the same receive, or the same unexpected entry, which a
+// receive posted part way takes over. Nothing here blocks: rings that are full leave
 // outgoing slots queued until progress() finds room. All completion happens inside progress().
 #include "transports/shm/shm_transport.hpp"
 
@@ -63,12 +67,17 @@ struct SlotHeader {
   int32_t status;  // acks: 0, kWithdrawn, kRefused, or the errno the receiver's copy failed with
   uint64_t tag;
   uint64_t bytes;
-  uint64_t addr;    // rendezvous: the sender's buffer
+  uint64_t addr;    // rendezvous: the sender's buffer; eager: the slot's offset in the message
   uint64_t cookie;  // rendezvous, ack and withdraw: the sender's id of the send
   uint8_t pad[24];
 };
 static_assert(sizeof(SlotHeader) == 64);
 constexpr size_t kPayload = kSlotBytes - sizeof(SlotHeader);
+// The largest eager message. Up to here two copies through the ring (each within the caches) beat
+// a cross-memory read, whose system call and acknowledgement cost a round trip between the ranks
+// (evidence: docs/PERFORMANCE.md, "Eager messages over several ring slots"). Well under the ring
+// (kSlots x kPayload), so a sender is rarely held up by a receiver that has not yet drained it.
+constexpr size_t kEagerMax = 64 << 10;
 
 struct Slot {
   SlotHeader h;
@@ -112,8 +121,18 @@ struct Unexpected {
 
 struct Outgoing {
   SlotHeader h;
-  const void* payload;  // eager bytes, copied into the slot when it is written
+  const void* payload;  // eager bytes, copied into the slots when they are written
   Request* req;         // eager sends complete when written; null for acks and rendezvous
+  size_t written = 0;   // eager: bytes already in the ring
+};
+
+// An eager message of several slots being received from one sender: where its slots go.
+struct Assembly {
+  enum class Into { kNothing, kPosted, kUnexpected, kDiscard } into = Into::kNothing;
+  Posted posted{};                   // kPosted: the receive it completes
+  Unexpected* unexpected = nullptr;  // kUnexpected: the entry it fills (list nodes stay put)
+  uint64_t bytes = 0;                // the whole message
+  uint64_t taken = 0;                // bytes of it consumed
 };
 
 // A rendezvous send written to its peer's ring, until the peer answers.
@@ -132,7 +151,8 @@ class ShmTransport final : public Transport {
  public:
   ShmTransport(int rank, int size, uint64_t commId, HugeBacking* huge)
       : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr), pids_(size, 0),
-        pending_(size), posted_(size + 1), touchedOut_(size, false), touchedIn_(size, false), huge_(huge) {}
+        pending_(size), posted_(size + 1), assembling_(size), touchedOut_(size, false), touchedIn_(size, false),
+        huge_(huge) {}
 
   ~ShmTransport() override {
     close(0, true);
@@ -225,7 +245,7 @@ class ShmTransport final : public Transport {
     Outgoing o{};
     o.h.tag = tag & kTagMask;
     o.h.bytes = bytes;
-    if (bytes <= kPayload) {
+    if (bytes <= kEagerMax) {
       o.h.kind = static_cast<uint32_t>(Kind::kEager);
       o.payload = buf;
       o.req = req;
@@ -251,7 +271,12 @@ class ShmTransport final : public Transport {
     Posted p{++lastOrder_, peer, tag & kTagMask, mask & kTagMask, buf, bytes, req};
     for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
       if ((peer == kAnyPeer || it->from == peer) && ((it->tag ^ p.tag) & p.mask) == 0) {
-        deliver(p, *it);
+        Assembly& a = assembling_[static_cast<size_t>(it->from)];
+        if (a.into == Assembly::Into::kUnexpected && a.unexpected == &*it) {
+          takeOver(a, p);
+        } else {
+          deliver(p, *it);
+        }
         unexpected_.erase(it);
         return Status::ok();
       }
@@ -263,6 +288,13 @@ class ShmTransport final : public Transport {
   void cancel(Request* req) override {
     if (!req->pending() || closed_) return;
     if (!req->isSend) {
+      for (Assembly& a : assembling_) {
+        if (a.into == Assembly::Into::kPosted && a.posted.req == req) {
+          a.into = Assembly::Into::kDiscard;
+          fail(req, "canceled");
+          return;
+        }
+      }
       for (auto& q : posted_) {
         for (auto it = q.begin(); it != q.end(); ++it) {
           if (it->req == req) {
@@ -274,8 +306,9 @@ class ShmTransport final : public Transport {
       }
       return;
     }
-    // Not written yet: it never reaches the peer.
-    if (unqueue(req)) {
+    // Not written yet: it never reaches the peer. An eager message partly written stays pending
+    // until the rest follows, then ends kDone: the peer gets the bytes the buffer holds now.
+    if (unqueue(req, false)) {
       fail(req, "canceled");
       return;
     }
@@ -329,9 +362,13 @@ class ShmTransport final : public Transport {
       for (Posted& p : q) fail(p.req, "canceled: the transport was closed");
       q.clear();
     }
+    for (Assembly& a : assembling_) {
+      if (a.into == Assembly::Into::kPosted) fail(a.posted.req, "canceled: the transport was closed");
+      if (a.into != Assembly::Into::kNothing) a.into = Assembly::Into::kDiscard;
+    }
     for (int p = 0; p < size_; ++p) {
       while (Request* r = firstQueuedSend(p)) {
-        unqueue(r);
+        unqueue(r, true);
         fail(r, "canceled: the transport was closed");
       }
     }
@@ -371,14 +408,17 @@ class ShmTransport final : public Transport {
     return nullptr;
   }
 
-  // Removes a send that is still queued (not in the peer's ring); false when it is not there.
-  bool unqueue(Request* req) {
+  // Removes a send that is still queued (not in the peer's ring); false when it is not there, or
+  // when it is an eager message partly written and `partly` is false (the peer would wait for the
+  // rest of it).
+  bool unqueue(Request* req, bool partly) {
     if (req->peer < 0 || req->peer >= size_) return false;
     const uint64_t cookie = reinterpret_cast<uint64_t>(req->handle);
     auto& q = pending_[req->peer];
     for (auto it = q.begin(); it != q.end(); ++it) {
       const bool rendezvous = it->h.kind == static_cast<uint32_t>(Kind::kRendezvous);
       if (it->req == req || (rendezvous && req->handle != nullptr && it->h.cookie == cookie)) {
+        if (it->written > 0 && !partly) return false;
         q.erase(it);
         if (rendezvous) awaitingAck_.erase(cookie);
         req->handle = nullptr;
@@ -418,6 +458,9 @@ class ShmTransport final : public Transport {
       if (m.kind == Kind::kRendezvous) answer(m.from, m.cookie, kRefused);
     }
     unexpected_.clear();
+    for (Assembly& a : assembling_) {
+      if (a.into == Assembly::Into::kUnexpected) a.into = Assembly::Into::kDiscard;
+    }
   }
 
   // Writes queued slots to `peer`'s ring while it has room; true when something was written.
@@ -434,12 +477,17 @@ class ShmTransport final : public Transport {
       Outgoing& o = q.front();
       Slot& s = r.slots[tail % kSlots];
       s.h = o.h;
-      if (o.h.kind == static_cast<uint32_t>(Kind::kEager) && o.h.bytes > 0)
-        std::memcpy(s.payload, o.payload, o.h.bytes);
+      if (o.h.kind == static_cast<uint32_t>(Kind::kEager) && o.h.bytes > 0) {
+        const size_t n = std::min<size_t>(kPayload, o.h.bytes - o.written);
+        s.h.addr = o.written;
+        std::memcpy(s.payload, static_cast<const uint8_t*>(o.payload) + o.written, n);
+        o.written += n;
+      }
       r.tail.store(++tail, std::memory_order_release);
+      wrote = true;
+      if (o.written < o.h.bytes && o.h.kind == static_cast<uint32_t>(Kind::kEager)) continue;
       if (o.req != nullptr) succeed(o.req);
       q.pop_front();
-      wrote = true;
     }
     return wrote;
   }
@@ -482,6 +530,10 @@ class ShmTransport final : public Transport {
       }
       return;
     }
+    if (kind == Kind::kEager && (s.h.addr != 0 || s.h.bytes > kPayload)) {
+      consumePart(from, s);
+      return;
+    }
     Unexpected m{from, kind, s.h.tag, s.h.bytes, s.h.addr, s.h.cookie, {}};
     Posted* match = findPosted(from, m.tag);
     if (match != nullptr) {
@@ -496,6 +548,71 @@ class ShmTransport final : public Transport {
     }
     if (kind == Kind::kEager) m.data.assign(s.payload, s.payload + s.h.bytes);
     unexpected_.push_back(std::move(m));
+  }
+
+  // One slot of an eager message that spans several: the first is matched like a message of one
+  // slot, and where it went (a receive, an unexpected entry, nowhere if it was truncated) the rest
+  // follow, in order, since each sender's ring is.
+  void consumePart(int from, const Slot& s) {
+    Assembly& a = assembling_[static_cast<size_t>(from)];
+    const uint64_t offset = s.h.addr;
+    if (offset == 0) {
+      endCutShort(a, from);
+      a.bytes = s.h.bytes;
+      a.taken = 0;
+      Unexpected m{from, Kind::kEager, s.h.tag, s.h.bytes, 0, 0, {}};
+      if (Posted* match = findPosted(from, m.tag)) {
+        Posted p = *match;
+        erasePosted(match);
+        takeOver(a, p, m);
+      } else {
+        m.data.reserve(m.bytes);
+        unexpected_.push_back(std::move(m));
+        a.into = Assembly::Into::kUnexpected;
+        a.unexpected = &unexpected_.back();
+      }
+    } else if (a.into == Assembly::Into::kNothing || offset != a.taken || s.h.bytes != a.bytes) {
+      FERRY_WARN(log::kTransport, "rank %d: dropped a slot of a %llu-byte message from rank %d at offset %llu, %s",
+                 rank_, static_cast<unsigned long long>(s.h.bytes), from, static_cast<unsigned long long>(offset),
+                 a.into == Assembly::Into::kNothing ? "none begun" : "out of order");
+      return;
+    }
+    const size_t n = std::min<uint64_t>(kPayload, a.bytes - offset);
+    if (a.into == Assembly::Into::kPosted) {
+      std::memcpy(static_cast<uint8_t*>(a.posted.buf) + offset, s.payload, n);
+    } else if (a.into == Assembly::Into::kUnexpected) {
+      a.unexpected->data.insert(a.unexpected->data.end(), s.payload, s.payload + n);
+    }
+    a.taken += n;
+    if (a.taken < a.bytes) return;
+    if (a.into == Assembly::Into::kPosted) succeed(a.posted.req);
+    a.into = Assembly::Into::kNothing;
+  }
+
+  // Receive `p` takes the message `m` being assembled (from the unexpected entry it began in, or
+  // its first slot): the bytes so far are copied, the rest go straight to p's buffer.
+  void takeOver(Assembly& a, const Posted& p, const Unexpected& m) {
+    record(p, m);
+    if (m.bytes > p.bytes) {
+      fail(p.req, "message truncated: the sender sent more than the " + std::to_string(p.bytes) + " bytes posted");
+      a.into = Assembly::Into::kDiscard;
+      return;
+    }
+    if (!m.data.empty()) std::memcpy(p.buf, m.data.data(), m.data.size());
+    a.into = Assembly::Into::kPosted;
+    a.posted = p;
+  }
+  void takeOver(Assembly& a, const Posted& p) { takeOver(a, p, *a.unexpected); }
+
+  // A message begins while the last from the same sender is incomplete: its sender stopped part
+  // way (a forced close), and the rest will never come.
+  void endCutShort(Assembly& a, int from) {
+    if (a.into == Assembly::Into::kPosted) {
+      fail(a.posted.req, "rank " + std::to_string(from) + " stopped part way through the message");
+    } else if (a.into == Assembly::Into::kUnexpected) {
+      unexpected_.remove_if([&](const Unexpected& u) { return &u == a.unexpected; });
+    }
+    a.into = Assembly::Into::kNothing;
   }
 
   // The earliest posted receive (by post order) for a message from `from` with `tag`.
@@ -583,6 +700,7 @@ class ShmTransport final : public Transport {
   std::vector<std::deque<Posted>> posted_;  // per peer, and [size_] for any peer
   std::list<Unexpected> unexpected_;
   std::unordered_map<uint64_t, AwaitingAck> awaitingAck_;  // by cookie
+  std::vector<Assembly> assembling_;                       // per sender: its eager message of several slots
   std::vector<bool> touchedOut_, touchedIn_;               // per peer: its rings touched (touchRing)
   uint64_t lastSendId_ = 0;
   uint64_t lastOrder_ = 0;
