@@ -1,11 +1,11 @@
 // Transport conformance suite: the contract of transports/transport.hpp, checked on real processes
-// over one transport per run (`--transport ucx|ucx-local|shm`, or FERRY_TEST_TRANSPORT; meson
-// declares one test per transport). The ranks bootstrap the transport themselves
-// (rank_harness.hpp). This file holds main() and the data path: sizes, ordering, any-peer receives,
-// tags and many requests at once; transport_faults_mp.cpp holds the edges (truncation, self-sends,
-// cancel, close, a peer that dies); conformance.cpp the shared checks. Checks a transport does not
-// claim in its capabilities are skipped with a warning. FERRY_TEST_VERBOSE=1 prints every rank's
-// output, passing or not.
+// over one transport per run (`--transport NAME`, or FERRY_TEST_TRANSPORT: ucx, ucx-local, shm,
+// shm-rings, shm-refused, tcp, tcp-1; meson declares one test per transport). The ranks bootstrap the
+// transport themselves (rank_harness.hpp). This file holds main() and the data path: sizes,
+// ordering, any-peer receives, tags and many requests at once; transport_faults_mp.cpp holds the
+// edges (truncation, self-sends, cancel, close, a peer that dies); conformance.cpp the shared
+// checks. Checks a transport does not claim in its capabilities are skipped with a warning.
+// FERRY_TEST_VERBOSE=1 prints every rank's output, passing or not.
 #include <catch2/catch.hpp>
 
 #include "test/common/catch_runner.hpp"

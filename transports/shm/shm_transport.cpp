@@ -7,7 +7,9 @@
 // completes once its last slot is written. Larger ones (rendezvous) take one slot with the
 // address of the sender's buffer, and the receiver copies straight from it into the posted buffer
 // with process_vm_readv (one copy, no staging), then puts an acknowledgement in the sender's
-// segment, which completes the send.
+// segment, which completes the send. A receiver that cannot read a sender's memory (ptrace
+// refused: Yama, seccomp, another user) says so in that sender's ring when it connects, and the
+// sender then streams every message through the ring.
 //
 // Withdrawing a rendezvous send (cancel(), close()) cannot just forget it: the receiver holds its
 // slot and would copy whatever the buffer holds later. The sender puts a withdrawal behind it in
@@ -31,6 +33,7 @@
 #include "transports/shm/shm_transport.hpp"
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -87,6 +90,9 @@ struct Slot {
 struct alignas(64) Ring {
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> head;
+  // Set by the receiver when it connects (before the init barrier, so before any send): it will
+  // not read the sender's memory, so every message comes eagerly, whatever its size.
+  alignas(64) std::atomic<uint32_t> eagerOnly;
   alignas(64) Slot slots[kSlots];
 };
 
@@ -149,10 +155,10 @@ void fail(Request* r, std::string why) {
 
 class ShmTransport final : public Transport {
  public:
-  ShmTransport(int rank, int size, uint64_t commId, HugeBacking* huge)
-      : rank_(rank), size_(size), commId_(commId), out_(size, nullptr), peerMaps_(size, nullptr), pids_(size, 0),
-        pending_(size), posted_(size + 1), assembling_(size), touchedOut_(size, false), touchedIn_(size, false),
-        huge_(huge) {}
+  ShmTransport(int rank, int size, uint64_t commId, bool singleCopy, HugeBacking* huge)
+      : rank_(rank), size_(size), commId_(commId), singleCopy_(singleCopy), out_(size, nullptr),
+        peerMaps_(size, nullptr), pids_(size, 0), pending_(size), posted_(size + 1), assembling_(size),
+        touchedOut_(size, false), touchedIn_(size, false), huge_(huge) {}
 
   ~ShmTransport() override {
     close(0, true);
@@ -161,6 +167,23 @@ class ShmTransport final : public Transport {
   }
 
   Status init() {
+    // Under Yama's restricted ptrace only declared tracers may read this process (a rendezvous
+    // receive does); any process may, as in the arena (shm_arena.cpp).
+    if (singleCopy_) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    // A kernel or seccomp profile that refuses the call outright refuses it for every peer: found
+    // here by reading this process's own memory, which ptrace rules always allow.
+    if (singleCopy_) {
+      uint64_t probe = kMagic, seen = 0;
+      iovec local{&seen, sizeof(seen)};
+      iovec remote{&probe, sizeof(probe)};
+      if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof(seen)) || seen != probe) {
+        FERRY_INFO(log::kTransport,
+                   "cross-memory reads are refused here (%s): every message to rank %d comes through the "
+                   "shared rings, two copies instead of one above %zu KiB",
+                   std::strerror(errno), rank_, kEagerMax >> 10);
+        singleCopy_ = false;
+      }
+    }
     char name[96];
     std::snprintf(name, sizeof(name), "ferry-%016llx-%d", static_cast<unsigned long long>(commId_), rank_);
     name_ = name;
@@ -180,6 +203,7 @@ class ShmTransport final : public Transport {
     for (int s = 0; s < size_; ++s) {
       r[s].tail.store(0, std::memory_order_relaxed);
       r[s].head.store(0, std::memory_order_relaxed);
+      r[s].eagerOnly.store(0, std::memory_order_relaxed);
     }
     std::atomic_thread_fence(std::memory_order_release);
     h->magic = kMagic;
@@ -187,15 +211,18 @@ class ShmTransport final : public Transport {
   }
 
   const char* name() const override { return "shm"; }
-  Capabilities capabilities() const override { return {true, false, false}; }
+  // Without single-copy reads every send completes once it is in the ring (buffersSends).
+  Capabilities capabilities() const override { return {singleCopy_, false, false, !singleCopy_}; }
 
-  // [pid: 8 bytes][segment descriptor: 8][segment name]
+  // [pid: 8 bytes][segment descriptor: 8][the segment's address here: 8][segment name]
   std::vector<uint8_t> localAddress() const override {
-    std::vector<uint8_t> a(16);
+    std::vector<uint8_t> a(kAddressHead);
     int64_t pid = getpid();
     int64_t fd = fd_;
+    uint64_t at = reinterpret_cast<uintptr_t>(own_);
     std::memcpy(a.data(), &pid, 8);
     std::memcpy(a.data() + 8, &fd, 8);
+    std::memcpy(a.data() + 16, &at, 8);
     a.insert(a.end(), name_.begin(), name_.end());
     return a;
   }
@@ -204,14 +231,16 @@ class ShmTransport final : public Transport {
     const size_t bytes = segmentBytes(size_);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
-      if (addrs[p].size() <= 16 || addrs[p].size() > 16 + 90) {
+      if (addrs[p].size() <= kAddressHead || addrs[p].size() > kAddressHead + 90) {
         return makeError(ErrorCode::kInternalError, "rank %d published a malformed shared-memory address", p);
       }
       int64_t pid = 0, fd = -1;
+      uint64_t at = 0;
       std::memcpy(&pid, addrs[p].data(), 8);
       std::memcpy(&fd, addrs[p].data() + 8, 8);
+      std::memcpy(&at, addrs[p].data() + 16, 8);
       pids_[p] = static_cast<pid_t>(pid);
-      std::string name(addrs[p].begin() + 16, addrs[p].end());
+      std::string name(addrs[p].begin() + kAddressHead, addrs[p].end());
       auto m = mapPeerSegment(pids_[p], fd, name, bytes);
       if (!m.isOk()) {
         return makeError(m.status().code(), "rank %d cannot map rank %d's shared segment: %s", rank_, p,
@@ -224,8 +253,25 @@ class ShmTransport final : public Transport {
                          p, name.c_str());
       }
       out_[p] = &rings(*m)[rank_];
+      if (!canRead(p, at)) rings(own_)[p].eagerOnly.store(1, std::memory_order_release);
     }
     return Status::ok();
+  }
+
+  // Whether this rank may read rank p's memory (a rendezvous receive does): the magic at the start
+  // of p's segment, read through process_vm_readv at `at`, p's address of it.
+  bool canRead(int p, uint64_t at) {
+    if (!singleCopy_) return false;
+    uint32_t magic = 0;
+    iovec local{&magic, sizeof(magic)};
+    iovec remote{reinterpret_cast<void*>(at), sizeof(magic)};
+    const ssize_t got = process_vm_readv(pids_[p], &local, 1, &remote, 1, 0);
+    if (got == static_cast<ssize_t>(sizeof(magic)) && magic == kMagic) return true;
+    FERRY_INFO(log::kTransport,
+               "rank %d cannot read rank %d's memory (%s): rank %d sends it every message through the "
+               "shared rings, two copies instead of one above %zu KiB",
+               rank_, p, got < 0 ? std::strerror(errno) : "wrong bytes", p, kEagerMax >> 10);
+    return false;
   }
 
   // Peers have mapped the segment: its descriptor served only them.
@@ -245,7 +291,7 @@ class ShmTransport final : public Transport {
     Outgoing o{};
     o.h.tag = tag & kTagMask;
     o.h.bytes = bytes;
-    if (bytes <= kEagerMax) {
+    if (bytes <= kEagerMax || out_[peer]->eagerOnly.load(std::memory_order_acquire) != 0) {
       o.h.kind = static_cast<uint32_t>(Kind::kEager);
       o.payload = buf;
       o.req = req;
@@ -687,9 +733,12 @@ class ShmTransport final : public Transport {
     answer(m.from, m.cookie, err);
   }
 
+  static constexpr size_t kAddressHead = 24;  // localAddress() before the name
+
   int rank_;
   int size_;
   uint64_t commId_;
+  bool singleCopy_;   // false: never read a peer's memory; every peer sends eagerly
   std::string name_;  // the segment's memfd name, which peers check before they map it
   int fd_ = -1;       // the segment until sealed(): peers open it as /proc/<pid>/fd/<fd_>
   void* own_ = nullptr;
@@ -711,7 +760,7 @@ class ShmTransport final : public Transport {
 }  // namespace
 
 Result<std::unique_ptr<Transport>> createShmTransport(const ShmOptions& options) {
-  auto t = std::make_unique<ShmTransport>(options.rank, options.size, options.commId,
+  auto t = std::make_unique<ShmTransport>(options.rank, options.size, options.commId, options.singleCopy,
                                           options.hugePages ? processHugeBacking() : nullptr);
   FERRY_TRY(t->init());
   FERRY_INFO(log::kTransport, "shared-memory transport: %d rings of %d x %zu-byte slots", options.size, kSlots,

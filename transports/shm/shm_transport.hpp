@@ -19,6 +19,10 @@ struct ShmOptions {
   uint64_t commId = 0;
   /// Move rendezvous send buffers onto huge pages when they are sent again (huge_pages.hpp).
   bool hugePages = true;
+  /// Read large messages straight from the sender's memory (process_vm_readv) where the kernel
+  /// permits, probed per peer when connecting; false: never, every message then comes through the
+  /// rings (two copies), as it does from a peer whose memory this rank may not read.
+  bool singleCopy = true;
 };
 
 /// All peers must run on this host (same pid namespace). Segments are memfds (segment.hpp): nothing
