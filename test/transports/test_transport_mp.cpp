@@ -28,14 +28,15 @@ using transport::Request;
 namespace {
 
 // Sizes around every threshold either transport has (shm: 8128-byte slots, eager messages over
-// several slots up to 64 KiB; UCX picks its own rendezvous threshold, typically some KiB over
+// several slots up to 32 KiB; UCX picks its own rendezvous threshold, typically some KiB over
 // TCP), up to 16 MiB.
-const size_t kSizes[] = {0,     1,     7,     64,    4095,  4096,  8127,   8128,    8129,          8192,    16383,
-                         16385, 16256, 16257, 65535, 65536, 65537, 262147, 1 << 20, (4 << 20) + 1, 16 << 20};
+const size_t kSizes[] = {0,     1,     7,     64,     4095,    4096,          8127,    8128,
+                         8129,  8192,  16383, 16385,  16256,   16257,         32767,   32768,
+                         32769, 65536, 65537, 262147, 1 << 20, (4 << 20) + 1, 16 << 20};
 
 // Message sizes the ordering checks cycle through: eager and rendezvous interleaved, so a large
 // message may not be overtaken by the small ones posted after it.
-const size_t kMixedSizes[] = {0, 1, 300, 8000, 9000, 70000, 13, 200000, 40000};
+const size_t kMixedSizes[] = {0, 1, 300, 8000, 9000, 70000, 13, 200000, 24000};
 constexpr size_t kMixedMax = 200000;
 
 size_t mixedSize(uint64_t seq) { return kMixedSizes[seq % std::size(kMixedSizes)]; }
@@ -131,8 +132,8 @@ TEST_CASE("one sender's messages on one tag arrive in order, whether receives co
 TEST_CASE("a receive posted while a message is part way through arriving gets all of it", "[p2p][order]") {
   runAndCheck(2, [](RankContext& c) -> std::string {
     auto& t = c.transport();
-    constexpr int kCount = 8;
-    constexpr size_t kBytes = 40000;  // five shm slots: the seventh message straddles the ring's end
+    constexpr int kCount = 12;
+    constexpr size_t kBytes = 24000;  // three shm slots: the eleventh message straddles the ring's end
     constexpr uint64_t kTag = 78;
     std::vector<std::vector<uint8_t>> bufs(kCount, std::vector<uint8_t>(kBytes));
     std::vector<Request> reqs(kCount);
@@ -142,9 +143,11 @@ TEST_CASE("a receive posted while a message is part way through arriving gets al
         Status s = t.postSend(1, kTag, bufs[i].data(), kBytes, &reqs[i]);
         if (!s.isOk()) return "post #" + std::to_string(i) + " failed: " + s.toString();
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // no progress: the rest waits
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));  // no progress: the rest waits
       return c.waitAll(reqs.data(), kCount, 20, "the sends");
     }
+    // The sender's posts first (they fill the ring), then drain what arrived without a receive.
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
     c.spin(0.25);
     for (int i = 0; i < kCount; ++i) {
       Status s = t.postRecv(0, kTag, kTagMask, bufs[i].data(), kBytes, &reqs[i]);

@@ -76,11 +76,12 @@ struct SlotHeader {
 };
 static_assert(sizeof(SlotHeader) == 64);
 constexpr size_t kPayload = kSlotBytes - sizeof(SlotHeader);
-// The largest eager message. Up to here two copies through the ring (each within the caches) beat
-// a cross-memory read, whose system call and acknowledgement cost a round trip between the ranks
-// (evidence: docs/PERFORMANCE.md, "Eager messages over several ring slots"). Well under the ring
-// (kSlots x kPayload), so a sender is rarely held up by a receiver that has not yet drained it.
-constexpr size_t kEagerMax = 64 << 10;
+// The largest eager message. Up to here two copies through the ring beat a cross-memory read, whose
+// system call and acknowledgement cost a round trip between the ranks; above it the second copy
+// costs more than the trip (evidence: docs/PERFORMANCE.md, "Eager messages over several ring
+// slots"). Well under the ring (kSlots x kPayload), so a sender is rarely held up by a receiver
+// that has not yet drained it.
+constexpr size_t kEagerMax = 32 << 10;
 
 struct Slot {
   SlotHeader h;
