@@ -320,7 +320,7 @@ class ShmTransport final : public Transport {
       if ((peer == kAnyPeer || it->from == peer) && ((it->tag ^ p.tag) & p.mask) == 0) {
         Assembly& a = assembling_[static_cast<size_t>(it->from)];
         if (a.into == Assembly::Into::kUnexpected && a.unexpected == &*it) {
-          takeOver(a, p);
+          takeOver(a, p, *it);
         } else {
           deliver(p, *it);
         }
@@ -371,7 +371,7 @@ class ShmTransport final : public Transport {
       if (!pending_[p].empty()) any |= flush(p);
       Ring& in = rings(own_)[p];
       uint64_t head = in.head.load(std::memory_order_relaxed);
-      if (head != in.tail.load(std::memory_order_acquire) && !touchedIn_[p]) {
+      if (!touchedIn_[p] && head != in.tail.load(std::memory_order_acquire)) {
         touchRing(in);
         touchedIn_[p] = true;
       }
@@ -649,7 +649,6 @@ class ShmTransport final : public Transport {
     a.into = Assembly::Into::kPosted;
     a.posted = p;
   }
-  void takeOver(Assembly& a, const Posted& p) { takeOver(a, p, *a.unexpected); }
 
   // A message begins while the last from the same sender is incomplete: its sender stopped part
   // way (a forced close), and the rest will never come.
