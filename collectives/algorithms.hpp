@@ -29,6 +29,7 @@ enum class Algorithm : uint8_t {
   kTree = 10,          ///< double binary tree (all-reduce), pipelined binary tree (broadcast, reduce)
   kRabenseifner = 11,  ///< recursive halving then doubling (all-reduce): 2 log2(n) exchanges
   kHalving = 12,       ///< recursive halving reduce-scatter: log2(n) exchanges
+  kRails = 13,         ///< one ring per NIC of a host, each crossing hosts through its own (ring's three)
 };
 /// Where the data of a single-host algorithm passes (transport algorithms: kMessages).
 enum class Protocol : uint8_t {
@@ -88,6 +89,16 @@ Status ringReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, 
 
 /// Ring all-gather: out holds every rank's `sendCount` elements, in rank order.
 Status ringAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type);
+
+/// The rails ring (ring.cpp): the vector (or each rank's block) is split into C parts, one per
+/// rail, C = the context's `rails`; part c runs a ring that visits the hosts in order and each
+/// host's ranks from local index c, so its one hop between two hosts leaves from local index c - 1
+/// and enters at c: every rail's traffic between hosts goes through a NIC of its own. The rings
+/// run at once, interleaved step by step. With one rail, or hosts of unequal size, it is the ring
+/// over the ranks in host order.
+Status railsAllReduce(Exec& ex, const void* in, void* out, size_t count, DataType type, RedOp op);
+Status railsReduceScatter(Exec& ex, const void* in, void* out, size_t recvCount, DataType type, RedOp op);
+Status railsAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type);
 
 /// Bruck all-gather: as ringAllGather, in ceil(log2 n) exchanges (bruck.cpp).
 Status bruckAllGather(Exec& ex, const void* in, void* out, size_t sendCount, DataType type);

@@ -98,6 +98,12 @@ struct Context {
   bool checkMismatch = true;
   CallTrace* trace = nullptr;   ///< optional: the runtime's view of the call in progress
   TwoLevels* levels = nullptr;  ///< the two levels of a communicator spanning hosts (table.hpp), or null
+  /// The rails ring (algorithms.hpp, railsAllReduce): the ranks host by host (position -> rank,
+  /// every host's ranks ascending; empty: ranks are numbered host by host already), ranks per host
+  /// where every host has as many (else 1), and rails: rings at once, one per NIC of a host.
+  std::vector<int> hostOrder;
+  int hostRanks = 1;
+  int rails = 1;
   /// The ranks' shared memory when every rank is on this host (null otherwise): the single-host
   /// algorithms (arena_algorithms.cpp) run over it, and every collective announces itself in it so that a
   /// peer running something else is named within milliseconds whatever algorithm either runs.

@@ -41,6 +41,11 @@ bool powerOfTwo(double m) { return m >= 1 && std::exp2(log2Floor(m)) == m; }
 
 double Pricing::hostMsg(double b) const { return in.intra.measured ? in.intra.alpha + b * in.intra.beta : msg(b, 1); }
 
+double Pricing::railsHop(double b) const {
+  const double rails = std::max(1.0, std::min<double>(in.nicsPerHost, L));
+  return std::max(msg(b / rails, 1), hostMsg(b * (rails - 1) / rails));
+}
+
 double Pricing::exchange(double m, double d, double b) const {
   // Folding renumbers the ranks, and uneven hosts break the numbering: then every step may cross.
   const bool withinHost = in.evenHosts && powerOfTwo(m) && powerOfTwo(L) && d < L;

@@ -134,6 +134,10 @@ class Pricing {
   /// One hop of a ring step, b bytes: within the host where the ring stays on one, else the step
   /// waits for its hops between hosts, one stream per host link.
   double ringHop(double b) const { return H <= 1 ? hostMsg(b) : msg(b, 1); }
+  /// One step of the rails ring, b bytes a rank: min(NICs, ranks per host) rings at once, each
+  /// with its part of b; a rail's hop between hosts has a NIC of its own, and a rank's hops within
+  /// its host carry the other rails' parts.
+  double railsHop(double b) const;
   /// One exchange of b bytes at distance d of recursive doubling or halving on m ranks, every rank
   /// exchanging at once: within a host where the ranks are numbered host by host (m and L powers of
   /// two, d < L), else across hosts, `share` streams per host link.

@@ -38,7 +38,7 @@ Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceT
   const RedOp combine = op == RedOp::kAvg ? RedOp::kSum : op;
   std::vector<Request*> recvs(tasks.size(), nullptr);
   auto post = [&](size_t i) -> Status {
-    auto r = ex.recv(prev, staging + (i % depth) * slotBytes, tasks[i].elems * es);
+    auto r = ex.recv(tasks[i].from >= 0 ? tasks[i].from : prev, staging + (i % depth) * slotBytes, tasks[i].elems * es);
     FERRY_TRY(r);
     recvs[i] = *r;
     return Status::ok();
@@ -54,7 +54,7 @@ Status recvReduceForward(Exec& ex, int prev, int next, const std::vector<ReduceT
     } else {
       kernels::reduce(type, combine, t.dst, got, t.own, t.elems);
     }
-    if (t.forward) FERRY_TRY(ex.send(next, t.dst, t.elems * es));
+    if (t.forward) FERRY_TRY(ex.send(t.to >= 0 ? t.to : next, t.dst, t.elems * es));
     if (i + depth < tasks.size()) FERRY_TRY(post(i + depth));
   }
   return Status::ok();
@@ -66,14 +66,14 @@ Status recvForward(Exec& ex, int prev, int next, const std::vector<CopyTask>& ta
   std::vector<Request*> recvs;
   recvs.reserve(tasks.size());
   for (const auto& t : tasks) {
-    auto r = ex.recv(prev, t.dst, t.elems * es);
+    auto r = ex.recv(t.from >= 0 ? t.from : prev, t.dst, t.elems * es);
     FERRY_TRY(r);
     recvs.push_back(*r);
   }
   for (size_t i = 0; i < tasks.size(); ++i) {
     ex.setPhase(phase, tasks[i].step, steps);
     FERRY_TRY(ex.wait(recvs[i]));
-    if (tasks[i].forward) FERRY_TRY(ex.send(next, tasks[i].dst, tasks[i].elems * es));
+    if (tasks[i].forward) FERRY_TRY(ex.send(tasks[i].to >= 0 ? tasks[i].to : next, tasks[i].dst, tasks[i].elems * es));
   }
   return Status::ok();
 }

@@ -7,6 +7,8 @@
 // recvForward: every receive is posted up front straight into its final place; each slice is sent
 //   on as soon as it lands.
 // Neither blocks on a send before posting later receives, so no ring of ranks can wait on itself.
+// A task may name its own peers (several rings interleaved): every rank then lists its tasks in
+// one order, by step first, so each pair of ranks posts its receives in the order they are sent.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +23,11 @@ struct ReduceTask {
   const uint8_t* own;  ///< this rank's contribution
   uint8_t* dst;        ///< where own ⊕ received goes (may equal own)
   size_t elems;
-  bool forward;  ///< send dst to next afterwards
-  bool last;     ///< final hop: apply avg's division here
-  int step;      ///< for error messages
+  bool forward;   ///< send dst to next afterwards
+  bool last;      ///< final hop: apply avg's division here
+  int step;       ///< for error messages
+  int from = -1;  ///< where the slice comes from and goes to, when not the call's prev and next
+  int to = -1;    ///< (several rings at once: the rails ring)
 };
 
 struct CopyTask {
@@ -31,6 +35,8 @@ struct CopyTask {
   size_t elems;
   bool forward;
   int step;
+  int from = -1;  ///< as ReduceTask's
+  int to = -1;
 };
 
 /// `phase` and `steps` name the phase in errors; `divisor` is the avg divisor (0: not avg).

@@ -13,6 +13,7 @@ namespace ferry::coll {
   X(kTwoShotMailboxAllReduce)    \
   X(kTwoShotCmaAllReduce)        \
   X(kRingAllReduce)              \
+  X(kRailsAllReduce)             \
   X(kDoublingAllReduce)          \
   X(kRabenseifnerAllReduce)      \
   X(kTreeAllReduce)              \
@@ -21,12 +22,14 @@ namespace ferry::coll {
   X(kDirectMailboxReduceScatter) \
   X(kDirectCmaReduceScatter)     \
   X(kRingReduceScatter)          \
+  X(kRailsReduceScatter)         \
   X(kHalvingReduceScatter)       \
   X(kTwoLevelReduceScatter)      \
   /* allGather */                \
   X(kDirectMailboxAllGather)     \
   X(kDirectCmaAllGather)         \
   X(kRingAllGather)              \
+  X(kRailsAllGather)             \
   X(kBruckAllGather)             \
   X(kDoublingAllGather)          \
   X(kTwoLevelAllGather)          \
@@ -67,7 +70,7 @@ constexpr const AlgorithmRow* kTable[] = {FERRY_ALGORITHM_ROWS(FERRY_ROW_ADDRESS
 
 constexpr const char* kAlgorithmNames[] = {nullptr,   "ring",         "chain",    "pairwise",     "oneshot",
                                            "twoshot", "direct",       "doubling", "hierarchical", "bruck",
-                                           "tree",    "rabenseifner", "halving"};
+                                           "tree",    "rabenseifner", "halving",  "rails"};
 constexpr const char* kProtocolNames[] = {nullptr, "messages", "mailbox", "cma"};
 
 }  // namespace

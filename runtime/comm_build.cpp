@@ -256,7 +256,8 @@ Result<TunerInputs> tunerInputs(const Comm::Impl& impl, const std::vector<ReadyR
     ti.evenHosts = impl.layout.even();
     std::vector<std::string> ports;
     for (const ReadyRecord& r : readies) ports.push_back(r.rdmaPorts);
-    ti.nicsPerHost = impl.layout.linksPerHost(ports);
+    ti.nicsPerHost = config().nicsPerHost > 0 ? static_cast<int>(std::min<int64_t>(config().nicsPerHost, 1 << 16))
+                                              : impl.layout.linksPerHost(ports);
     if (ti.hosts > 1) {
       FERRY_INFO(log::kTune,
                  "comm %016llx rank %d of %d: %d hosts, up to %d ranks and %d NICs (RDMA ports in use) per host; "
@@ -306,6 +307,13 @@ void setUpContext(Comm::Impl& impl, const TunerInputs& ti) {
   // they were measured as.
   ctx.sharedMinBytes = ti.trials > 0 ? std::max(ti.sharedMinBytes, ti.measureMaxBytes + 1) : ti.sharedMinBytes;
   ctx.streamMinBytes = resolveStreamMinBytes();
+  // The rails ring: the ranks host by host and one rail per NIC, where every host has as many ranks.
+  if (!impl.arena && impl.layout.hosts > 1 && impl.layout.even()) {
+    ctx.hostOrder.clear();
+    for (const std::vector<int>& m : impl.layout.members) ctx.hostOrder.insert(ctx.hostOrder.end(), m.begin(), m.end());
+    ctx.hostRanks = impl.layout.maxLocalSize();
+    ctx.rails = std::clamp(ti.nicsPerHost, 1, ctx.hostRanks);
+  }
 }
 
 // Rounds 4 and 5: the GPU half (every rank takes part, with or without a device), and the

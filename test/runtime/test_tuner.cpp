@@ -783,17 +783,21 @@ TEST_CASE("a NIC per rank and fast links within a host make the tree and halving
   const OpDesc large{CallKind::kAllReduce, size_t{1} << 28, DataType::kFloat32, RedOp::kMax, -1};
   // One link per host, steps within a host at the network's price: the ring crosses once per host.
   CHECK(modelChoice(in, "", large) == Algorithm::kRing);
-  // 8 NICs and NVLink-like 450 GB/s within a host: the double tree's edges stay within the host
-  // but for one rank's per tree, which carry half the vector each way on their own NICs (ferry-sim:
-  // 5.4 ms, Rabenseifner 6.2, the ring 10.1); without the tree, Rabenseifner's halving.
+  // 8 NICs and NVLink-like 450 GB/s within a host: the rails ring crosses on every NIC at once
+  // (ferry-sim: 1.34 ms); the double tree's edges stay within the host but for one rank's per tree,
+  // which carry half the vector each way on their own NICs (5.4 ms, Rabenseifner 6.2, the ring
+  // 10.1); without those two, Rabenseifner's halving.
   in.nicsPerHost = 8;
   in.intra = NetLevel{2e-6, 1.0 / 450e9, true};
-  CHECK(modelChoice(in, "", large) == Algorithm::kTree);
+  CHECK(modelChoice(in, "", large) == Algorithm::kRails);
+  CHECK(modelChoice(in, "ring,doubling,rabenseifner,tree", large) == Algorithm::kTree);
   CHECK(modelChoice(in, "ring,doubling,rabenseifner", large) == Algorithm::kRabenseifner);
-  // 4 NICs: two ranks share each; the tree's two crossing ranks still have a NIC each (ferry-sim:
-  // 5.4 ms, the ring 10.1, Rabenseifner 11.5), and without the tree the ring is back in front.
+  // 4 NICs: two ranks share each; four rails (ferry-sim: 2.5 ms); the tree's two crossing ranks
+  // still have a NIC each (5.4 ms, the ring 10.1, Rabenseifner 11.5), and without rails and tree
+  // the ring is back in front.
   in.nicsPerHost = 4;
-  CHECK(modelChoice(in, "", large) == Algorithm::kTree);
+  CHECK(modelChoice(in, "", large) == Algorithm::kRails);
+  CHECK(modelChoice(in, "ring,doubling,rabenseifner,tree", large) == Algorithm::kTree);
   CHECK(modelChoice(in, "ring,doubling,rabenseifner", large) == Algorithm::kRing);
 }
 
@@ -814,12 +818,14 @@ TEST_CASE("halving and doubling by blocks: steps within a host at its rate, thos
     CHECK(p.halvingBlocks(16, block, false) == Approx(want));
   }
   // A large all-gather: with one NIC the half that crosses takes 8 streams through it and the ring
-  // (one stream per host link) wins; with a NIC per rank recursive doubling does.
+  // (one stream per host link) wins; with a NIC per rank the rails ring (ferry-sim, 16 MiB out:
+  // 107 us), else recursive doubling (197 us; the ring 320).
   const OpDesc gather{CallKind::kAllGather, size_t{1} << 20, DataType::kFloat32, RedOp::kSum, -1};
   in.nicsPerHost = 1;
   CHECK(modelChoice(in, "", gather) == Algorithm::kRing);
   in.nicsPerHost = 8;
-  CHECK(modelChoice(in, "", gather) == Algorithm::kDoubling);
+  CHECK(modelChoice(in, "", gather) == Algorithm::kRails);
+  CHECK(modelChoice(in, "ring,doubling,bruck", gather) == Algorithm::kDoubling);
 }
 
 TEST_CASE("FERRY_ALGO may pick another order class: the user's choice", "[tuner][net]") {

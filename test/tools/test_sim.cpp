@@ -174,6 +174,63 @@ TEST_CASE("sim: a folded replay matches the replay of every rank", "[sim]") {
   CHECK(c.seconds == Approx(d.seconds).epsilon(0.02));
 }
 
+TEST_CASE("sim: the rails ring crosses hosts through every NIC, and folds", "[sim]") {
+  // 2 hosts x 8 ranks, a NIC per rank: the one ring crosses through one NIC per host (50 GB/s of
+  // busbw), the rails ring through all 8 at once: bounded by the 8 NICs (400 GB/s) and a rank's
+  // own link, which carries 7 of the 8 parts (376 x 8 / 7 GB/s).
+  const auto topo = [](int nics) {
+    return parsed("gpus_per_host = 8\nintra_bw = 376e9\nintra_latency = 2e-6\nnics_per_host = " + std::to_string(nics) +
+                  "\nnic_bw = 50e9\nnic_latency = 4e-6\nreduce_bw = 1500e9\n");
+  };
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  const coll::AlgorithmRow* rails =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRails, coll::Protocol::kMessages);
+  REQUIRE(ring != nullptr);
+  REQUIRE(rails != nullptr);
+  const size_t bytes = size_t{256} << 20;
+  const double busBytes = 2.0 * 15 / 16 * static_cast<double>(bytes);
+  const SimPoint one = simulate(topo(8), *ring, CallKind::kAllReduce, bytes, DataType::kFloat32, 16, 1 << 24);
+  const SimPoint eight = simulate(topo(8), *rails, CallKind::kAllReduce, bytes, DataType::kFloat32, 16, 1 << 24);
+  REQUIRE(one.error.empty());
+  REQUIRE(eight.error.empty());
+  CHECK(busBytes / one.seconds < 50e9);
+  CHECK(busBytes / eight.seconds > 0.9 * 400e9);
+  CHECK(busBytes / eight.seconds < 400e9);
+  // With 4 NICs, 4 rails: the NICs bound it (4 x 50 GB/s); with one, the rails ring is the ring.
+  const SimPoint four = simulate(topo(4), *rails, CallKind::kAllReduce, bytes, DataType::kFloat32, 16, 1 << 24);
+  REQUIRE(four.error.empty());
+  CHECK(busBytes / four.seconds == Approx(200e9).epsilon(0.05));
+  const SimPoint single = simulate(topo(1), *rails, CallKind::kAllReduce, bytes, DataType::kFloat32, 16, 1 << 24);
+  const SimPoint ringOne = simulate(topo(1), *ring, CallKind::kAllReduce, bytes, DataType::kFloat32, 16, 1 << 24);
+  CHECK(single.seconds == Approx(ringOne.seconds).epsilon(1e-9));
+  // Each host's ranks run its first host's programs, every peer moved by a host: the rails fold.
+  const Topology t = topo(4);
+  CallSpec spec;
+  spec.count = size_t{1} << 18;
+  spec.n = 32;
+  spec.hostRanks = 8;
+  spec.rails = 4;
+  for (const coll::AlgorithmRow* row :
+       {rails, coll::findRow(CallKind::kReduceScatter, coll::Algorithm::kRails, coll::Protocol::kMessages),
+        coll::findRow(CallKind::kAllGather, coll::Algorithm::kRails, coll::Protocol::kMessages)}) {
+    REQUIRE(row != nullptr);
+    INFO(callKindName(row->kind));
+    spec.kind = row->kind;
+    spec.count = row->kind == CallKind::kAllReduce ? size_t{1} << 18 : size_t{1} << 13;
+    auto folded = recordCall(*row, spec, 8, 1 << 24);
+    auto every = recordCall(*row, spec, 32, 1 << 24);
+    REQUIRE(folded.isOk());
+    REQUIRE(every.isOk());
+    CHECK(folded->period == 8);
+    const ReplayResult a = replay(*t.fabric(32, 8), folded->programs, 32, t.compute);
+    const ReplayResult b = replay(*t.fabric(32, 32), every->programs, 32, t.compute);
+    REQUIRE(a.complete);
+    REQUIRE(b.complete);
+    CHECK(a.seconds == Approx(b.seconds).epsilon(0.02));
+  }
+}
+
 TEST_CASE("sim: rates recomputed per component match rates recomputed for every flow", "[sim]") {
   // 5 hosts x 4 ranks (20: no fold), an oversubscribed tier and a shared fabric link: every flow
   // between hosts contends with every other, flows within a host only with their host's.

@@ -177,6 +177,8 @@ Result<Program> recordRank(const coll::AlgorithmRow& row, const CallSpec& spec, 
   ctx.staging = &staging;
   ctx.sliceBytes = spec.sliceBytes;
   ctx.depth = spec.depth;
+  ctx.hostRanks = spec.hostRanks;
+  ctx.rails = spec.rails;
   ctx.checkMismatch = false;
   ctx.trace = &trace;
   const size_t es = dataTypeSize(spec.type);

@@ -31,6 +31,8 @@ struct CallSpec {
   int n = 1;
   size_t sliceBytes = 256 * 1024;
   int depth = 8;
+  int hostRanks = 1;  ///< ranks per host, numbered host by host (the rails ring's hosts)
+  int rails = 1;      ///< the rails ring's rails: min(NICs, ranks per host)
 };
 
 /// Whether ferry-sim can record `row`: it runs over messages alone.

@@ -1,6 +1,7 @@
 // Sweeps (sweep.hpp).
 #include "tools/ferry_sim/sweep.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -92,6 +93,8 @@ SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind 
   spec.n = n;
   spec.sliceBytes = topo.sliceBytes;
   spec.depth = topo.depth;
+  spec.hostRanks = topo.ranksPerHost;
+  spec.rails = std::min(topo.nics, topo.ranksPerHost);
   auto rec = recordCall(row, spec, topo.ranksPerHost, maxOps);
   if (!rec.isOk()) {
     pt.error = rec.status().message();
