@@ -11,6 +11,7 @@
 // measured and where the model was found wrong.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +82,16 @@ struct ModelInputs {
   std::function<double(CallKind, size_t)> localCost;
   double localCopyBw = 0;  ///< memcpy bytes per second on this host (blocks permuted between levels)
 };
+
+/// The rails ring's rails (algorithms.hpp, railsAllReduce) for a call whose ranks' segments (one
+/// step's bytes per rank) are `segment` bytes: one per NIC, up to the ranks of a host, and no more
+/// than leave each rail a quarter of a slice: smaller parts add messages and their latencies
+/// without moving the bytes faster. The same on every rank: it depends on the call alone.
+inline int railsFor(int nics, int hostRanks, double segment, size_t sliceBytes) {
+  const double most = std::max(1, std::min(nics, hostRanks));
+  const double fit = std::floor(segment / std::max(1.0, static_cast<double>(sliceBytes) / 4));
+  return static_cast<int>(std::clamp(fit, 1.0, most));
+}
 
 /// A row that does not apply to the call.
 inline constexpr double kInapplicable = std::numeric_limits<double>::infinity();

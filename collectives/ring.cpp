@@ -160,13 +160,13 @@ void copyIfDistinct(void* dst, const void* src, size_t bytes) {
 // The rings of a call: one over the ranks in order, or the rails (railsAllReduce).
 class Rings {
  public:
-  // `rails` false: the plain ring.
-  Rings(const Exec& ex, bool rails) {
+  // `rails` false: the plain ring. `segment`: a rank's bytes in each step (railsFor).
+  Rings(const Exec& ex, bool rails, double segment) {
     const Context& ctx = ex.context();
     if (!rails) return;
     const int n = ex.size();
     const bool even = ctx.hostRanks > 1 && n % ctx.hostRanks == 0 && n > ctx.hostRanks;
-    count_ = even ? std::clamp(ctx.rails, 1, ctx.hostRanks) : 1;
+    count_ = even ? railsFor(ctx.rails, ctx.hostRanks, segment, ctx.sliceBytes) : 1;
     const std::vector<int>* order = ctx.hostOrder.size() == static_cast<size_t>(n) ? &ctx.hostOrder : nullptr;
     if (order != nullptr) {
       where_.resize(static_cast<size_t>(n));
@@ -199,7 +199,7 @@ Status allReduceRings(Exec& ex, bool rails, const void* in, void* out, size_t co
     copyIfDistinct(out, in, count * es);
     return Status::ok();
   }
-  const Rings rings(ex, rails);
+  const Rings rings(ex, rails, static_cast<double>(count * es) / ex.size());
   auto* o = static_cast<uint8_t*>(out);
   std::vector<Ring> parts;
   for (int c = 0; c < rings.count(); ++c) {
@@ -237,7 +237,7 @@ Status reduceScatterRings(Exec& ex, bool rails, const void* in, void* out, size_
   if (acc == nullptr) {
     return makeError(ErrorCode::kSystemError, "cannot allocate %zu bytes of scratch memory", total * es);
   }
-  const Rings rings(ex, rails);
+  const Rings rings(ex, rails, static_cast<double>(recvCount * es));
   std::vector<Ring> parts = blockRings(ex, rings, recvCount);
   for (Ring& part : parts) part.final = static_cast<uint8_t*>(out) + part.seg.offset * es;
   return reduceScatterCore(ex, parts, static_cast<const uint8_t*>(in), acc, type, op);
@@ -248,7 +248,7 @@ Status allGatherRings(Exec& ex, bool rails, const void* in, void* out, size_t se
   auto* o = static_cast<uint8_t*>(out);
   copyIfDistinct(o + static_cast<size_t>(ex.rank()) * sendCount * es, in, sendCount * es);
   if (ex.size() == 1 || sendCount == 0) return Status::ok();
-  const Rings rings(ex, rails);
+  const Rings rings(ex, rails, static_cast<double>(sendCount * es));
   return allGatherCore(ex, blockRings(ex, rings, sendCount), o, type);
 }
 

@@ -39,6 +39,10 @@ size_t perfCount(CallKind kind, size_t bytes, size_t elementSize, int n);
 SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind kind, size_t bytes, DataType type,
                   int n, size_t maxOps, int iters = 1);
 
+/// The rails the rails ring runs with for this call on `topo` (coll::railsFor; 1 where the hosts
+/// are uneven or hold one rank): with one it is the ring over the same ranks, step for step.
+int railsOf(const Topology& topo, CallKind kind, size_t count, DataType type, int n);
+
 /// The row the tuner's cost formulas (collectives/cost_model.hpp) pick for the call among the rows
 /// ferry-sim can record, priced with the topology's alpha and beta: null when none applies.
 const coll::AlgorithmRow* modelChoice(const Topology& topo, CallKind kind, size_t count, DataType type, int n);
