@@ -317,33 +317,28 @@ extern const AlgorithmRow kRingAllGather{CallKind::kAllGather,
                                            return ringAllGather(ex, c.send, c.recv, c.count, c.type);
                                          }};
 
-extern const AlgorithmRow kRailsAllReduce{CallKind::kAllReduce,
-                                          Algorithm::kRails,
-                                          Protocol::kMessages,
-                                          railed,
-                                          [](const Pricing& p) {
-                                            return p.flat(2 * (p.n - 1) * p.railsHop(p.B / p.n));
-                                          },
-                                          [](Exec& ex, const Plan&, const Call& c) {
-                                            return railsAllReduce(ex, c.send, c.recv, c.count, c.type, c.op);
-                                          }};
+namespace {
+// The rails rows: all-reduce steps 2(n-1) times with a rank's segment of the vector, reduce-scatter
+// and all-gather n-1 times with a block.
+double railsAllReduceCost(const Pricing& p) { return p.flat(2 * (p.n - 1) * p.railsHop(p.B / p.n)); }
+double railsBlocksCost(const Pricing& p) { return p.flat((p.n - 1) * p.railsHop(p.B)); }
+Status runRailsAllReduce(Exec& ex, const Plan&, const Call& c) {
+  return railsAllReduce(ex, c.send, c.recv, c.count, c.type, c.op);
+}
+Status runRailsReduceScatter(Exec& ex, const Plan&, const Call& c) {
+  return railsReduceScatter(ex, c.send, c.recv, c.count, c.type, c.op);
+}
+Status runRailsAllGather(Exec& ex, const Plan&, const Call& c) {
+  return railsAllGather(ex, c.send, c.recv, c.count, c.type);
+}
+}  // namespace
 
-extern const AlgorithmRow kRailsReduceScatter{CallKind::kReduceScatter,
-                                              Algorithm::kRails,
-                                              Protocol::kMessages,
-                                              railed,
-                                              [](const Pricing& p) { return p.flat((p.n - 1) * p.railsHop(p.B)); },
-                                              [](Exec& ex, const Plan&, const Call& c) {
-                                                return railsReduceScatter(ex, c.send, c.recv, c.count, c.type, c.op);
-                                              }};
-
-extern const AlgorithmRow kRailsAllGather{CallKind::kAllGather,
-                                          Algorithm::kRails,
-                                          Protocol::kMessages,
-                                          railed,
-                                          [](const Pricing& p) { return p.flat((p.n - 1) * p.railsHop(p.B)); },
-                                          [](Exec& ex, const Plan&, const Call& c) {
-                                            return railsAllGather(ex, c.send, c.recv, c.count, c.type);
-                                          }};
+extern const AlgorithmRow kRailsAllReduce{CallKind::kAllReduce, Algorithm::kRails, Protocol::kMessages, railed,
+                                          railsAllReduceCost,   runRailsAllReduce};
+extern const AlgorithmRow kRailsReduceScatter{CallKind::kReduceScatter, Algorithm::kRails,
+                                              Protocol::kMessages,      railed,
+                                              railsBlocksCost,          runRailsReduceScatter};
+extern const AlgorithmRow kRailsAllGather{CallKind::kAllGather, Algorithm::kRails, Protocol::kMessages, railed,
+                                          railsBlocksCost,      runRailsAllGather};
 
 }  // namespace ferry::coll
