@@ -204,7 +204,11 @@ std::vector<RankOutcome> runRanks(int n, const RankBody& body, double timeoutSec
       close(p[1]);
       int code = 0;
       if (hosts > 0) {  // before the first ferry call: ferry reads its environment once
-        setenv("FERRY_HOST_ID", ("test-host-" + std::to_string(r * hosts / n)).c_str(), 1);
+        // FERRY_TEST_HOSTS_DEALT=1: ranks dealt round the hosts (rank r on host r mod H), so that
+        // a host's ranks are not numbered in a row.
+        const char* dealt = std::getenv("FERRY_TEST_HOSTS_DEALT");
+        const long host = dealt != nullptr && std::string(dealt) == "1" ? r % hosts : r * hosts / n;
+        setenv("FERRY_HOST_ID", ("test-host-" + std::to_string(host)).c_str(), 1);
       }
       {
         auto comm = Comm::create(*id, r, n);

@@ -6,7 +6,8 @@
 // stderr go to one pipe per rank that the parent collects, so tests can assert on error messages.
 // FERRY_TEST_HOSTS=H (H >= 1) spreads the children over H simulated hosts: child r sets
 // FERRY_HOST_ID=test-host-<r*H/n> before its first ferry call (ferry reads its environment once),
-// so a run of 3 ranks on 2 hosts has hosts of 2 and 1 ranks. CI uses it where network namespaces
+// so a run of 3 ranks on 2 hosts has hosts of 2 and 1 ranks; with FERRY_TEST_HOSTS_DEALT=1 child r
+// is on host r mod H instead (hosts whose ranks are not numbered in a row). CI uses it where network namespaces
 // (test/cluster/cluster.sh) cannot be made.
 //
 // Launched mode. When a launcher started this process as one rank of a job (FERRY_RANK and
