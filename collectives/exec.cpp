@@ -433,12 +433,17 @@ Status Exec::begin() {
       FERRY_TRY(compareUnchecked());
     }
   }
-  if (ctx_.ackToSend.due && !(collective && sameCall(ctx_.ackToSend.desc, desc_))) FERRY_TRY(sendAck());
-  if (ctx_.ackToExpect.due && !(collective && sameCall(ctx_.ackToExpect.desc, desc_))) FERRY_TRY(postGuard());
+  // Point-to-point calls leave the acknowledgements of collectives alone, but for taking those
+  // that arrived: only some ranks make them, so a stream's acknowledgement must fall due at the
+  // same collectives on the rank that sends it and the one that expects it, and the rank that owes
+  // one may meanwhile be in the stream's next call, waiting on a rank that waits on this one.
+  if (!collective) return ctx_.acks.empty() ? Status::ok() : checkAcks(false);
+  if (ctx_.ackToSend.due && !sameCall(ctx_.ackToSend.desc, desc_)) FERRY_TRY(sendAck());
+  if (ctx_.ackToExpect.due && !sameCall(ctx_.ackToExpect.desc, desc_)) FERRY_TRY(postGuard());
   if (ctx_.acks.empty()) return Status::ok();
   // A stream of the same call leaves its guards outstanding; any other call first takes them all,
   // so that no rank gets through another call before a disagreement is named.
-  return checkAcks(!(collective && sameCall(ctx_.acks.back().desc, desc_)));
+  return checkAcks(!sameCall(ctx_.acks.back().desc, desc_));
 }
 
 Status Exec::checkAcks(bool all) {

@@ -533,6 +533,71 @@ TEST_CASE("sendRecv and barrier", "[mp]") {
       false);
 }
 
+// Point-to-point calls between two ranks while the others go on with the collectives. A stream of
+// small broadcasts is acknowledged by its chain's tail to the root, and one of reduces by the root
+// to the chain's head, each only at the acknowledging rank's next different call (Exec::begin).
+// Here the expecting rank (the broadcast's root, the reduce's head) talks to the next rank of its
+// chain while the acknowledging rank is in the stream's next call, waiting on that rank: the
+// expecting rank must not wait for the acknowledgement before its point-to-point call, or no rank
+// gets on.
+TEST_CASE("point-to-point calls between a stream's calls", "[mp]") {
+  for (int n : worlds()) {
+    if (n < 2) continue;
+    INFO("world size " << n);
+    auto outcomes = runRanks(n, [](Comm& c) -> std::string {
+      const int n = c.size(), r = c.rank();
+      // Two ranks swap a word: `a` sends first.
+      auto swap = [&](int a, int b, uint64_t value) -> std::string {
+        if (r != a && r != b) return "";
+        const int peer = r == a ? b : a;
+        uint64_t word = r == a ? value : 0;
+        Status s1 = r == a ? c.send(&word, 1, DataType::kUint64, peer) : c.recv(&word, 1, DataType::kUint64, peer);
+        Status s2 = r == a ? c.recv(&word, 1, DataType::kUint64, peer) : c.send(&word, 1, DataType::kUint64, peer);
+        const std::string what = "send/recv between " + std::to_string(a) + " and " + std::to_string(b);
+        if (!s1.isOk()) return failed(s1, what);
+        if (!s2.isOk()) return failed(s2, what);
+        return word == value ? "" : what + ": got " + std::to_string(word);
+      };
+      for (int root : {0, n - 1}) {
+        float v[4], sum[4];
+        for (int k = 0; k < 4; ++k) {
+          const std::string call = " " + std::to_string(k) + " of root " + std::to_string(root);
+          for (int i = 0; i < 4; ++i) v[i] = r == root ? static_cast<float>(100 * root + 10 * k + i) : -1.0f;
+          Status s = c.broadcast(v, v, 4, DataType::kFloat32, root);
+          if (!s.isOk()) return failed(s, "broadcast" + call);
+          for (int i = 0; i < 4; ++i) {
+            if (v[i] != static_cast<float>(100 * root + 10 * k + i)) {
+              return "broadcast" + call + ": element " + std::to_string(i) + " is " + std::to_string(v[i]);
+            }
+          }
+          if (k == 1) {
+            if (std::string e = swap(root, (root + 1) % n, 0x5eed00u + static_cast<uint64_t>(root)); !e.empty())
+              return e;
+          }
+        }
+        for (int k = 0; k < 4; ++k) {
+          const std::string call = " " + std::to_string(k) + " to root " + std::to_string(root);
+          for (int i = 0; i < 4; ++i) v[i] = static_cast<float>(r + k + i);
+          Status s = c.reduce(v, sum, 4, DataType::kFloat32, RedOp::kSum, root);
+          if (!s.isOk()) return failed(s, "reduce" + call);
+          for (int i = 0; r == root && i < 4; ++i) {
+            const float want = static_cast<float>(n * (n - 1) / 2 + n * (k + i));
+            if (sum[i] != want)
+              return "reduce" + call + ": element " + std::to_string(i) + " is " + std::to_string(sum[i]);
+          }
+          if (k == 1) {
+            const int head = (root + 1) % n;
+            if (std::string e = swap(head, (head + 1) % n, 0xfeed00u + static_cast<uint64_t>(root)); !e.empty())
+              return e;
+          }
+        }
+      }
+      return "";
+    });
+    CHECK(summarize(outcomes) == "");
+  }
+}
+
 TEST_CASE("sendRecv batch in any order", "[mp]") {
   // Every rank sends (peer+1)*(rank+1)*97 elements to every rank, itself included, and lists its
   // sends and receives in an order that would deadlock as blocking calls.
