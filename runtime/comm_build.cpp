@@ -1,5 +1,7 @@
 // Making a communicator: the rounds of init over a rendezvous (build), the two levels across hosts
 // (Comm::finish), and the ways in: create, fromEnv, split, shrink.
+#include <cstdio>
+
 #include "runtime/comm_impl.hpp"
 #include "runtime/init_records.hpp"
 #include "runtime/knob_resolvers.hpp"
@@ -469,6 +471,18 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
   FERRY_TRY(net);
   TunerInputs ti = m.tuner->inputs();
   ti.net = *net;
+  // And the messages within a host, between host 0's first two ranks, where every host has as
+  // many and they are numbered host by host: the formulas price the steps that stay on a host
+  // apart (Pricing::hostMsg) by that numbering, and ranks of one host may talk through faster
+  // paths than the network.
+  bool inRows = m.layout.even() && m.layout.localSize(0) > 1;
+  for (int r = 0; inRows && r < m.size; ++r)
+    inRows = m.layout.hostOf[static_cast<size_t>(r)] == r / m.layout.localSize(0);
+  if (inRows) {
+    auto intra = probeNetwork(*comm, 0, 1);
+    FERRY_TRY(intra);
+    ti.intra = *intra;
+  }
   if (m.layout.twoLevels() && m.tuner->allowsSomewhere(coll::Algorithm::kHierarchical)) {
     Watchdog* parentWatchdog = m.watchdog.get();
     auto make = [parentWatchdog](Rendezvous& rv, int r, int n) -> Result<std::unique_ptr<Comm>> {
@@ -508,9 +522,14 @@ Result<std::unique_ptr<Comm>> Comm::finish(std::unique_ptr<Impl> impl) {
                                          : "; all-reduces of " + std::to_string(2 * chunk) +
                                                " bytes and more cross through each host's first rank in chunks of " +
                                                std::to_string(chunk);
-  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d: %s; network between hosts %.1f us + %.3f GB/s per stream%s%s",
+  char within[96] = "";
+  if (ti.intra.measured) {
+    std::snprintf(within, sizeof(within), "; within a host %.1f us + %.3f GB/s", ti.intra.alpha * 1e6,
+                  1e-9 / ti.intra.beta);
+  }
+  FERRY_INFO(log::kInit, "comm %016llx rank %d of %d: %s; network between hosts %.1f us + %.3f GB/s per stream%s%s%s",
              static_cast<unsigned long long>(m.id), m.rank, m.size, m.layout.describe().c_str(), net->alpha * 1e6,
-             net->beta > 0 ? 1e-9 / net->beta : 0.0, m.hier ? "; two levels" : "", chunked.c_str());
+             net->beta > 0 ? 1e-9 / net->beta : 0.0, within, m.hier ? "; two levels" : "", chunked.c_str());
   return comm;
 }
 

@@ -226,6 +226,7 @@ int Tuner::stableOrder(CallKind kind, size_t bytes) const {
   nominal.model = nominalHost(in_.model.cores);
   nominal.net.alpha = kNominalAlpha;
   nominal.net.beta = kNominalBeta;
+  nominal.intra = NetLevel{};  // measured, it would make the order depend on the run
   nominal.localCost = nullptr;
   nominal.localCopyBw = 0;
   const coll::Pricing p(nominal, chunk_, bytes, false);

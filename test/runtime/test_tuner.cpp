@@ -762,6 +762,19 @@ TEST_CASE("a float sum over a flat network picks ring or doubling by size and ra
     const OpDesc sum{CallKind::kAllReduce, count, DataType::kFloat32, RedOp::kSum, -1};
     CHECK(ta->choose(sum).algorithm == tb->choose(sum).algorithm);
   }
+  // Nor do the messages within a host, which the runtime measures on hosts of several ranks: on
+  // 8 ranks of 2 hosts, a fast path within the host changes what doubling's and Rabenseifner's
+  // first exchanges cost, not which order a float sum takes.
+  TunerInputs c = networkInputs(8, 2, false), d = c;
+  d.intra = NetLevel{1e-6, 1.0 / 100e9, true};
+  auto tc = Tuner::create(c, "", "", 0), td = Tuner::create(d, "", "", 0);
+  REQUIRE(tc.isOk());
+  REQUIRE(td.isOk());
+  for (size_t count = 1; count <= (size_t{1} << 24); count *= 2) {
+    INFO(count << " floats on 2 hosts of 4");
+    const OpDesc sum{CallKind::kAllReduce, count, DataType::kFloat32, RedOp::kSum, -1};
+    CHECK(tc->choose(sum).algorithm == td->choose(sum).algorithm);
+  }
   // Min and max give the same bits in any order: the measured network decides (a bandwidth-bound
   // plan on the slow-start network, doubling where latency is cheap).
   const OpDesc max{CallKind::kAllReduce, 1 << 16, DataType::kFloat32, RedOp::kMax, -1};
