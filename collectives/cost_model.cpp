@@ -42,7 +42,7 @@ bool powerOfTwo(double m) { return m >= 1 && std::exp2(log2Floor(m)) == m; }
 double Pricing::hostMsg(double b) const { return in.intra.measured ? in.intra.alpha + b * in.intra.beta : msg(b, 1); }
 
 double Pricing::railsHop(double b) const {
-  const double rails = railsFor(in.nicsPerHost, static_cast<int>(L), b, in.sliceBytes);
+  const double rails = railsFor(in.nicsPerHost, static_cast<int>(L), static_cast<int>(n), b, in.sliceBytes);
   return std::max(msg(b / rails, 1), hostMsg(b * (rails - 1) / rails));
 }
 

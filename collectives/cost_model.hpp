@@ -83,11 +83,13 @@ struct ModelInputs {
   double localCopyBw = 0;  ///< memcpy bytes per second on this host (blocks permuted between levels)
 };
 
-/// The rails ring's rails (algorithms.hpp, railsAllReduce) for a call whose ranks' segments (one
-/// step's bytes per rank) are `segment` bytes: one per NIC, up to the ranks of a host, and no more
-/// than leave each rail a quarter of a slice: smaller parts add messages and their latencies
-/// without moving the bytes faster. The same on every rank: it depends on the call alone.
-inline int railsFor(int nics, int hostRanks, double segment, size_t sliceBytes) {
+/// The rails ring's rails (algorithms.hpp, railsAllReduce) for a call on `ranks` ranks whose
+/// segments (one step's bytes per rank) are `segment` bytes: one per NIC, up to the ranks of a
+/// host, and no more than leave each rail a quarter of a slice: smaller parts add messages and their
+/// latencies without moving the bytes faster. One on a single host, or on hosts of unequal size
+/// (`ranks` not a multiple of `hostRanks`). The same on every rank: it depends on the call alone.
+inline int railsFor(int nics, int hostRanks, int ranks, double segment, size_t sliceBytes) {
+  if (hostRanks < 2 || ranks <= hostRanks || ranks % hostRanks != 0) return 1;
   const double most = std::max(1, std::min(nics, hostRanks));
   const double fit = std::floor(segment / std::max(1.0, static_cast<double>(sliceBytes) / 4));
   return static_cast<int>(std::clamp(fit, 1.0, most));

@@ -165,14 +165,13 @@ class Rings {
     const Context& ctx = ex.context();
     if (!rails) return;
     const int n = ex.size();
-    const bool even = ctx.hostRanks > 1 && n % ctx.hostRanks == 0 && n > ctx.hostRanks;
-    count_ = even ? railsFor(ctx.rails, ctx.hostRanks, segment, ctx.sliceBytes) : 1;
+    count_ = railsFor(ctx.rails, ctx.hostRanks, n, segment, ctx.sliceBytes);
     const std::vector<int>* order = ctx.hostOrder.size() == static_cast<size_t>(n) ? &ctx.hostOrder : nullptr;
     if (order != nullptr) {
       where_.resize(static_cast<size_t>(n));
       for (int p = 0; p < n; ++p) where_[static_cast<size_t>((*order)[static_cast<size_t>(p)])] = p;
     }
-    for (int c = 0; c < count_; ++c) orders_.push_back(RingOrder{order, &where_, even ? ctx.hostRanks : 1, c});
+    for (int c = 0; c < count_; ++c) orders_.push_back(RingOrder{order, &where_, ctx.hostRanks, c});
   }
   Rings(const Rings&) = delete;
   Rings& operator=(const Rings&) = delete;

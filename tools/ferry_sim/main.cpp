@@ -230,21 +230,20 @@ int main(int argc, char** argv) {
   std::vector<Series> all;
   for (const coll::AlgorithmRow* row : rows) {
     Series s{coll::algorithmName(row->algorithm), {}};
-    for (size_t b : sizes) {
-      // The rails ring with one rail is the ring, step for step: it takes the ring's replay.
-      const SimPoint* ring = nullptr;
-      if (row->algorithm == coll::Algorithm::kRails &&
-          railsOf(*topo, a.kind, perfCount(a.kind, b, dataTypeSize(a.type), a.ranks), a.type, a.ranks) == 1) {
-        for (const Series& done : all) {
-          for (const SimPoint& p : done.points) {
-            if (done.name == std::string("ring") && p.bytes == b) ring = &p;
-          }
-        }
+    // The rails ring with one rail is the ring, step for step: it takes the ring's replay (the
+    // table lists the ring first).
+    const Series* ring = nullptr;
+    if (row->algorithm == coll::Algorithm::kRails) {
+      for (const Series& done : all) {
+        if (done.name == "ring") ring = &done;
       }
-      if (ring != nullptr) {
-        SimPoint p = *ring;
-        p.row = s.name;
-        s.points.push_back(p);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const size_t b = sizes[i];
+      if (ring != nullptr &&
+          railsOf(*topo, a.kind, perfCount(a.kind, b, dataTypeSize(a.type), a.ranks), a.type, a.ranks) == 1) {
+        s.points.push_back(ring->points[i]);
+        s.points.back().row = s.name;
       } else {
         s.points.push_back(simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps, a.iters));
       }

@@ -116,10 +116,9 @@ SimPoint simulate(const Topology& topo, const coll::AlgorithmRow& row, CallKind 
 }
 
 int railsOf(const Topology& topo, CallKind kind, size_t count, DataType type, int n) {
-  const int l = topo.ranksPerHost;
-  if (l < 2 || n % l != 0 || n <= l) return 1;
   const double bytes = static_cast<double>(count * dataTypeSize(type));
-  return coll::railsFor(topo.nics, l, kind == CallKind::kAllReduce ? bytes / n : bytes, topo.sliceBytes);
+  return coll::railsFor(topo.nics, topo.ranksPerHost, n, kind == CallKind::kAllReduce ? bytes / n : bytes,
+                        topo.sliceBytes);
 }
 
 const coll::AlgorithmRow* modelChoice(const Topology& topo, CallKind kind, size_t count, DataType type, int n) {

@@ -168,12 +168,12 @@ class ShmTransport final : public Transport {
   }
 
   Status init() {
-    // Under Yama's restricted ptrace only declared tracers may read this process (a rendezvous
-    // receive does); any process may, as in the arena (shm_arena.cpp).
-    if (singleCopy_) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-    // A kernel or seccomp profile that refuses the call outright refuses it for every peer: found
-    // here by reading this process's own memory, which ptrace rules always allow.
     if (singleCopy_) {
+      // Under Yama's restricted ptrace only declared tracers may read this process (a rendezvous
+      // receive does); any process may, as in the arena (shm_arena.cpp).
+      prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+      // A kernel or seccomp profile that refuses the call outright refuses it for every peer:
+      // found here by reading this process's own memory, which ptrace rules always allow.
       uint64_t probe = kMagic, seen = 0;
       iovec local{&seen, sizeof(seen)};
       iovec remote{&probe, sizeof(probe)};
