@@ -359,3 +359,68 @@ TEST_CASE("sim: topology files name the line and key they cannot take", "[sim]")
   REQUIRE_FALSE(neg.isOk());
   CHECK_THAT(neg.status().message(), Catch::Contains("nic_bw"));
 }
+
+TEST_CASE("sim: a message between NVLink domains crosses the link between them", "[sim]") {
+  // One host of 8 ranks in two NVLink domains of 4 (H200 NVL's NVL4 bridges), 50 GB/s between them.
+  const Topology t = parsed(
+      "gpus_per_host = 8\nintra_bw = 450e9\nintra_latency = 2e-6\nnvlink_domain = 4\ndomain_bw = 50e9\n"
+      "domain_latency = 1e-6\nnic_bw = 50e9\nreduce_bw = 1500e9\n");
+  const auto fabric = t.fabric(8, 8);
+  std::vector<int> within, across;
+  CHECK(fabric->route(1, 3, within) == Approx(2e-6));
+  CHECK(within.size() == 2);
+  CHECK(fabric->route(1, 6, across) == Approx(3e-6));
+  REQUIRE(across.size() == 4);
+  CHECK(fabric->capacity(across[2]) == 50e9);
+  CHECK(fabric->capacity(across[3]) == 50e9);
+  // Two messages from domain 0 to domain 1 share its link out: 50 MB each at 25 GB/s.
+  std::vector<Program> progs(8);
+  message(progs, 0, 4, 50'000'000);
+  message(progs, 1, 5, 50'000'000);
+  const ReplayResult r = replay(*fabric, progs, 8, t.compute);
+  REQUIRE(r.complete);
+  CHECK(r.seconds == Approx(3e-6 + 2e-3).epsilon(1e-6));
+  // The ring over the host crosses between the domains once each way: that link bounds its busbw.
+  const coll::AlgorithmRow* ring =
+      coll::findRow(CallKind::kAllReduce, coll::Algorithm::kRing, coll::Protocol::kMessages);
+  REQUIRE(ring != nullptr);
+  const size_t bytes = size_t{256} << 20;
+  const SimPoint p = simulate(t, *ring, CallKind::kAllReduce, bytes, DataType::kFloat32, 8, 1 << 24);
+  REQUIRE(p.error.empty());
+  const double busbw = 2.0 * 7 / 8 * static_cast<double>(bytes) / p.seconds;
+  CHECK(busbw < 50e9);
+  CHECK(busbw > 0.9 * 50e9);
+  // Domains must divide the host, and need the link between them.
+  auto uneven =
+      Topology::parse("gpus_per_host = 8\nintra_bw = 1e9\nnic_bw = 1e9\nnvlink_domain = 3\ndomain_bw = 1e9\n");
+  REQUIRE_FALSE(uneven.isOk());
+  CHECK_THAT(uneven.status().message(), Catch::Contains("nvlink_domain = 3") && Catch::Contains("gpus_per_host = 8"));
+  auto unlinked = Topology::parse("gpus_per_host = 8\nintra_bw = 1e9\nnic_bw = 1e9\nnvlink_domain = 4\n");
+  REQUIRE_FALSE(unlinked.isOk());
+  CHECK_THAT(unlinked.status().message(), Catch::Contains("domain_bw"));
+}
+
+TEST_CASE("sim: reductions on shared cores take their share of what the machine carries", "[sim]") {
+  // Two hosts of one rank on one machine whose two cores carry 2 GB/s between them (fabric_bw).
+  // Rank 0 reduces 4 MB (1 ms alone at 4 GB/s, a quarter of a core's 2 / 2 GB/s per byte) while
+  // rank 1 sends it 4 MB: unshared, the message takes 2 ms; sharing the cores, 1 GB/s for the
+  // reduction's millisecond, then 3 MB at 2 GB/s.
+  const std::string machine =
+      "gpus_per_host = 1\nintra_bw = 1e9\nnic_bw = 10e9\nnic_latency = 1e-6\n"
+      "fabric_bw = 2e9\nreduce_bw = 4e9\n";
+  const auto run = [](const Topology& t) {
+    std::vector<Program> progs(2);
+    progs[0].ops.push_back({Op::Kind::kReduce, -1, 0, 4'000'000});
+    message(progs, 1, 0, 4'000'000);
+    const ReplayResult r = replay(*t.fabric(2, 2), progs, 2, t.compute);
+    REQUIRE(r.complete);
+    return r.seconds;
+  };
+  CHECK(run(parsed(machine)) == Approx(1e-6 + 2e-3).epsilon(1e-6));
+  const Topology shared = parsed(machine + "shared_cores = 2\n");
+  CHECK(run(shared) == Approx(1e-6 + 2.5e-3).epsilon(1e-6));
+  // Alone, a reduction on shared cores takes bytes / reduce_bw as before.
+  std::vector<Program> alone(2);
+  alone[0].ops.push_back({Op::Kind::kReduce, -1, 0, 4'000'000});
+  CHECK(replay(*shared.fabric(2, 2), alone, 2, shared.compute).seconds == Approx(1e-3).epsilon(1e-6));
+}

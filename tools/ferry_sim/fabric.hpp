@@ -18,6 +18,10 @@ class Fabric {
   /// The links a message from simulated rank `src` to real rank `dst` crosses (appended to
   /// `path`), and its latency in seconds (first byte sent to last byte received, at no load).
   virtual double route(int src, int dst, std::vector<int>& path) const = 0;
+  /// Where a reduction or copy of simulated rank `src`, computed at `rate` bytes per second when
+  /// alone, takes its time from: the links it occupies (appended to `path`) and the bytes it puts
+  /// on them per byte computed. 0 (the default): it occupies its rank alone, bytes / rate.
+  virtual double computeRoute(int /*src*/, double /*rate*/, std::vector<int>& /*path*/) const { return 0; }
 };
 
 }  // namespace ferry::sim

@@ -22,7 +22,8 @@ struct KeyState;
 struct Flow {
   int src;           // simulated sender
   uint32_t req;      // the sender's request
-  KeyState* ks;      // its message key's state (replay.hpp, "Symmetry"; the map's nodes do not move)
+  KeyState* ks;      // its message key's state (replay.hpp, "Symmetry"; the map's nodes do not move);
+                     // null for a computation (Fabric::computeRoute)
   uint64_t index;    // position among the key's messages
   double remaining;  // bytes left at time `last`
   double rate;
@@ -171,7 +172,13 @@ class Replayer {
           if (rate > 0 && op.bytes > 0) {
             ++s.pc;
             s.busy = true;
-            events_.push({now_ + static_cast<double>(op.bytes) / rate, 1, r});
+            path_.clear();
+            const double scale = fabric_.computeRoute(r, rate, path_);
+            if (scale > 0) {
+              compute(r, static_cast<double>(op.bytes) * scale);
+            } else {
+              events_.push({now_ + static_cast<double>(op.bytes) / rate, 1, r});
+            }
             return;
           }
           break;
@@ -224,6 +231,20 @@ class Replayer {
       ks.draining = id;
       start(id);
     }
+  }
+
+  // A computation that shares links with messages (Fabric::computeRoute, path in path_): a flow
+  // with no message key, which frees its rank when its last byte is done.
+  void compute(int r, double bytes) {
+    const int id = newFlow(static_cast<uint32_t>(path_.size()));
+    Flow& f = flows_[static_cast<size_t>(id)];
+    f.src = r;
+    f.ks = nullptr;
+    f.remaining = bytes;
+    f.rate = 0;
+    f.latency = 0;
+    std::copy(path_.begin(), path_.end(), pool_.begin() + f.pathBegin);
+    start(id);
   }
 
   // A slot for a flow of `pathLen` links: one whose flow arrived (recycle()), else a new one.
@@ -349,6 +370,12 @@ class Replayer {
     }
     for (int id : drained_) {
       const Flow& f = flows_[static_cast<size_t>(id)];
+      if (f.ks == nullptr) {  // a computation ended
+        ranks_[static_cast<size_t>(f.src)].busy = false;
+        runnable_.push_back(f.src);
+        arrived_.push_back(id);
+        continue;
+      }
       complete(f.src, f.req);
       events_.push({now_ + f.latency, 0, id});
       nextOnWire(*f.ks);

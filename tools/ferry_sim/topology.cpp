@@ -17,21 +17,24 @@ std::string trim(std::string s) {
 }
 
 // Links of one simulated host, in this order: ranks' out and in, NICs' out and in, each tier
-// above the first's up and down per NIC, the host's memory.
+// above the first's up and down per NIC, NVLink domains' out and in, the host's memory.
 class FatTree final : public Fabric {
  public:
   FatTree(const Topology& t, int n, int period) : t_(t), n_(n) {
     const int g = t.ranksPerHost;
     hosts_ = std::max(1, (period + g - 1) / g);
-    perHost_ = 2 * g + 2 * t.nics + 2 * t.nics * (t.tiers - 1) + 1;
+    domainBase_ = 2 * g + 2 * t.nics + 2 * t.nics * (t.tiers - 1);
+    perHost_ = domainBase_ + (t.domains() > 1 ? 2 * t.domains() : 0) + 1;
     period_ = period;
   }
-  int links() const override { return hosts_ * perHost_ + 1; }
+  int links() const override { return hosts_ * perHost_ + 1 + (sharesCores() ? period_ : 0); }
   double capacity(int link) const override {
     if (link == hosts_ * perHost_) {
       // The shared fabric link, scaled to the simulated ranks' share of the real traffic.
       return t_.fabricBw > 0 ? t_.fabricBw * period_ / n_ : 1e30;
     }
+    // A rank's own core, in the fabric link's bytes.
+    if (link > hosts_ * perHost_) return t_.fabricBw / t_.sharedCores;
     int i = link % perHost_;
     const int g = t_.ranksPerHost;
     if (i < 2 * g) return t_.intraBw;
@@ -44,6 +47,7 @@ class FatTree final : public Fabric {
       for (int k = 0; k < tier; ++k) over *= t_.tierOversub[k];
       return t_.nicBw / over;
     }
+    if (link % perHost_ < perHost_ - 1) return t_.domainBw;
     return t_.hostMemBw > 0 ? t_.hostMemBw : 1e30;
   }
   double route(int src, int dst, std::vector<int>& path) const override {
@@ -56,6 +60,11 @@ class FatTree final : public Fabric {
       path.push_back(bs + 2 * ls);
       path.push_back(bd + 2 * ld + 1);
       if (t_.hostMemBw > 0) path.push_back(bs + perHost_ - 1);
+      if (t_.domains() > 1 && ls / t_.domainRanks != ld / t_.domainRanks) {
+        path.push_back(bs + domainBase_ + 2 * (ls / t_.domainRanks));
+        path.push_back(bd + domainBase_ + 2 * (ld / t_.domainRanks) + 1);
+        return t_.intraLatency + t_.domainLatency;
+      }
       return t_.intraLatency;
     }
     const int ks = ls % t_.nics, kd = ld % t_.nics;
@@ -78,11 +87,22 @@ class FatTree final : public Fabric {
     if (t_.fabricBw > 0) path.push_back(hosts_ * perHost_);
     return t_.nicLatency + 2 * (level - 1) * t_.hopLatency;
   }
+  // A computation on shared cores: one core's worth of the fabric link at most, its byte costing
+  // what a core spends on it over what a core spends on a byte between hosts.
+  double computeRoute(int src, double rate, std::vector<int>& path) const override {
+    if (!sharesCores()) return 0;
+    path.push_back(hosts_ * perHost_);
+    path.push_back(hosts_ * perHost_ + 1 + src);
+    return t_.fabricBw / (t_.sharedCores * rate);
+  }
 
  private:
+  bool sharesCores() const { return t_.sharedCores > 0 && t_.fabricBw > 0; }
+
   const Topology& t_;
   int n_;
   int hosts_;
+  int domainBase_;  // the first NVLink domain link of a host
   int perHost_;
   int period_;
 };
@@ -127,6 +147,9 @@ Result<Topology> Topology::parse(const std::string& text) {
     else if (key == "intra_bw") t.intraBw = v;
     else if (key == "intra_latency") t.intraLatency = v;
     else if (key == "host_mem_bw") t.hostMemBw = v;
+    else if (key == "nvlink_domain") t.domainRanks = iv;
+    else if (key == "domain_bw") t.domainBw = v;
+    else if (key == "domain_latency") t.domainLatency = v;
     else if (key == "nics_per_host") t.nics = iv;
     else if (key == "nic_bw") t.nicBw = v;
     else if (key == "nic_latency") t.nicLatency = v;
@@ -138,6 +161,7 @@ Result<Topology> Topology::parse(const std::string& text) {
     else if (key.size() == 13 && key.starts_with("tier") && key.ends_with("_oversub") && key[4] >= '1' && key[4] <= '3')
       t.tierOversub[key[4] - '1'] = std::max(1.0, v);
     else if (key == "fabric_bw") t.fabricBw = v;
+    else if (key == "shared_cores") t.sharedCores = iv;
     else if (key == "reduce_bw") t.compute.reduce = v;
     else if (key == "copy_bw") t.compute.copy = v;
     else if (key == "slice_bytes") t.sliceBytes = static_cast<size_t>(v);
@@ -150,6 +174,12 @@ Result<Topology> Topology::parse(const std::string& text) {
                      "topology: gpus_per_host, nics_per_host, intra_bw, nic_bw, slice_bytes and pipeline_depth must "
                      "be > 0 and tiers 1..3 (got %d, %d, %g, %g, %zu, %d, %d)",
                      t.ranksPerHost, t.nics, t.intraBw, t.nicBw, t.sliceBytes, t.depth, t.tiers);
+  }
+  if (t.domainRanks > 0 && (t.ranksPerHost % t.domainRanks != 0 || (t.domains() > 1 && t.domainBw <= 0))) {
+    return makeError(ErrorCode::kInvalidArgument,
+                     "topology: nvlink_domain = %d must divide gpus_per_host = %d, and domain_bw must be > 0 when "
+                     "a host has several domains (got %g)",
+                     t.domainRanks, t.ranksPerHost, t.domainBw);
   }
   return t;
 }
