@@ -26,7 +26,13 @@ awk '/^# algorithm:/ { algo = $3; last = 0; next }
      /^ / { if ($1 <= last || (algo != "choice" && $5 != algo)) { print "out of place: " $0; exit 1 }
             last = $1 }' \
   "$dir/table.txt"
+# Sizes simulated at once print what one at a time prints.
+"$sim" --topology "$topo" --ranks 8 all_reduce -b 16 -e 1M -f 4 -j 1 >"$dir/one.txt"
+"$sim" --topology "$topo" --ranks 8 all_reduce -b 16 -e 1M -f 4 -j 3 >"$dir/three.txt"
+diff <(grep -v "wall time" "$dir/one.txt") <(grep -v "wall time" "$dir/three.txt")
 # Bad input names the argument.
 if "$sim" --topology "$topo" --ranks 0 all_reduce 2>"$dir/err.txt"; then echo "--ranks 0 accepted"; exit 1; fi
 grep -q -- "--ranks 0" "$dir/err.txt"
+if "$sim" --topology "$topo" --ranks 8 -j 0 all_reduce 2>"$dir/err.txt"; then echo "-j 0 accepted"; exit 1; fi
+grep -q -- "-j 0" "$dir/err.txt"
 echo "ferry-sim smoke: ok"

@@ -7,12 +7,16 @@
 //
 // docs/SCALE.md describes the model, its symmetry folding and its limits.
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/ferry_sim/sweep.hpp"
@@ -24,12 +28,13 @@ using namespace ferry::sim;
 
 constexpr const char* kUsage =
     "usage: ferry-sim --topology FILE --ranks N [--algo NAME[,NAME...]] [--max-ops N] COLLECTIVE\n"
-    "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-d float32|float16|...] [-J OUT.json]\n"
+    "                 [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-d float32|float16|...] [-J OUT.json] [-j JOBS]\n"
     "  COLLECTIVE: all_reduce, reduce_scatter, all_gather, alltoall, broadcast, reduce\n"
     "  --algo: rows to simulate (ring, doubling, bruck, chain, pairwise, ..., choice); default: every row\n"
     "          that runs over messages, then the tuner's choice\n"
     "  -n ITERS: time per call of ITERS calls in a row, as ferry-perf -n times them (default 1: one call)\n"
-    "  -J OUT.json: ferry-perf JSON per algorithm, OUT-ring.json, OUT-choice.json, ...\n";
+    "  -J OUT.json: ferry-perf JSON per algorithm, OUT-ring.json, OUT-choice.json, ...\n"
+    "  -j JOBS: sizes simulated at once (default: one per CPU, at most one per 4 GiB of memory)\n";
 
 struct Args {
   std::string topology;
@@ -42,7 +47,32 @@ struct Args {
   std::string json;
   size_t maxOps = 40'000'000;
   int iters = 1;
+  int jobs = 0;  // 0: defaultJobs()
 };
+
+// A simulation of the largest calls (--max-ops ops) holds about 1.5 GB: one per CPU, as many as
+// the memory holds with room to spare.
+int defaultJobs() {
+  const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  const double gib =
+      pages > 0 && pageSize > 0 ? static_cast<double>(pages) * static_cast<double>(pageSize) / (1 << 30) : 4;
+  const int cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min(cpus, static_cast<int>(gib / 4)));
+}
+
+// fn(i) for every i in [0, count), on up to `jobs` threads; the largest i first (the costliest
+// sizes start first, so that no thread is left with one at the end).
+template <typename Fn>
+void forEachSize(size_t count, int jobs, Fn fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < count;) fn(count - 1 - k);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(count, static_cast<size_t>(jobs)); ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
 
 bool parseSize(const std::string& s, size_t* out) {
   char* end = nullptr;
@@ -104,6 +134,9 @@ bool parseArgs(int argc, char** argv, Args& a, std::string& why) {
       if (!known) return why = "-d " + v + ": expected a type name (" + dataTypeList() + ")", false;
     } else if (k == "-J" && next(v)) {
       a.json = v;
+    } else if ((k == "-j" || k == "--jobs") && next(v)) {
+      a.jobs = std::atoi(v.c_str());
+      if (a.jobs < 1) return why = k + " " + v + ": expected a job count >= 1", false;
     } else if (!k.empty() && k[0] != '-' && a.kind == CallKind::kBarrier) {
       a.kind = parseCollective(k);
       if (a.kind == CallKind::kBarrier) return why = "collective '" + k + "': expected all_reduce, ...", false;
@@ -196,6 +229,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-sim: %s\n", topo.status().message().c_str());
     return 2;
   }
+  if (a.jobs == 0) a.jobs = defaultJobs();
   const auto start = std::chrono::steady_clock::now();
   std::vector<const coll::AlgorithmRow*> rows;
   bool wantChoice = a.algos.empty();
@@ -238,22 +272,24 @@ int main(int argc, char** argv) {
         if (done.name == "ring") ring = &done;
       }
     }
-    for (size_t i = 0; i < sizes.size(); ++i) {
+    s.points.resize(sizes.size());
+    forEachSize(sizes.size(), a.jobs, [&](size_t i) {
       const size_t b = sizes[i];
       if (ring != nullptr &&
           railsOf(*topo, a.kind, perfCount(a.kind, b, dataTypeSize(a.type), a.ranks), a.type, a.ranks) == 1) {
-        s.points.push_back(ring->points[i]);
-        s.points.back().row = s.name;
+        s.points[i] = ring->points[i];
+        s.points[i].row = s.name;
       } else {
-        s.points.push_back(simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps, a.iters));
+        s.points[i] = simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps, a.iters);
       }
-    }
+    });
     printSeries(s, a.kind, a.type);
     all.push_back(std::move(s));
   }
   if (wantChoice) {
-    Series s{"choice", {}};
-    for (size_t b : sizes) {
+    Series s{"choice", std::vector<SimPoint>(sizes.size())};
+    forEachSize(sizes.size(), a.jobs, [&](size_t i) {
+      const size_t b = sizes[i];
       const size_t count = perfCount(a.kind, b, dataTypeSize(a.type), a.ranks);
       const coll::AlgorithmRow* row = modelChoice(*topo, a.kind, count, a.type, a.ranks);
       SimPoint known;
@@ -269,8 +305,8 @@ int main(int argc, char** argv) {
       } else if (!reused) {
         known = simulate(*topo, *row, a.kind, b, a.type, a.ranks, a.maxOps, a.iters);
       }
-      s.points.push_back(known);
-    }
+      s.points[i] = known;
+    });
     printSeries(s, a.kind, a.type);
     all.push_back(std::move(s));
   }
